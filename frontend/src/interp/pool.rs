@@ -1,0 +1,63 @@
+//! Max and average pooling.
+
+use super::linalg::{bump, window_table};
+use super::num::Num;
+use super::numeric_only;
+use crate::ir::{Data, PoolAttrs, PoolKind, Tensor, TensorType};
+
+pub(super) fn pool(a: &PoolAttrs, x: &Tensor, ty: &TensorType) -> Data {
+    match x.data() {
+        Data::F32(v) => Data::F32(pool_typed(a, x.shape(), v, &ty.shape)),
+        Data::F64(v) => Data::F64(pool_typed(a, x.shape(), v, &ty.shape)),
+        _ => numeric_only(ty.dtype),
+    }
+}
+
+/// Pools every `[n, c]` plane. Padding never wins a max. An average divides by the number of
+/// window positions inside the input, or, with `count_include_pad`, inside the padded input
+/// (positions past the end padding, which only ceil mode creates, never count).
+fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec<T> {
+    let (sp_in, sp_out) = (&xs[2..], &os[2..]);
+    let nd = sp_in.len();
+    let s_in: usize = sp_in.iter().product();
+    let (kp, p): (usize, usize) = (a.kernel.iter().product(), sp_out.iter().product());
+    let table = window_table(sp_in, &a.kernel, sp_out, &a.strides, &a.dilations, &a.pads);
+    // Divisors of an average, per output position.
+    let divisors: Vec<f64> = match a.kind {
+        PoolKind::Max => Vec::new(),
+        PoolKind::Avg { count_include_pad: false } => {
+            (0..p).map(|pos| (0..kp).filter(|&k| table[k * p + pos] != usize::MAX).count() as f64).collect()
+        }
+        PoolKind::Avg { count_include_pad: true } => {
+            let mut oidx = vec![0; nd];
+            (0..p)
+                .map(|_| {
+                    let count: usize = (0..nd)
+                        .map(|i| {
+                            (0..a.kernel[i])
+                                .filter(|&k| {
+                                    let c = (oidx[i] * a.strides[i] + k * a.dilations[i]) as isize - a.pads[i] as isize;
+                                    c < (sp_in[i] + a.pads[nd + i]) as isize
+                                })
+                                .count()
+                        })
+                        .product();
+                    bump(&mut oidx, sp_out);
+                    count as f64
+                })
+                .collect()
+        }
+    };
+    let planes = xs[0] * xs[1];
+    let mut out = Vec::with_capacity(planes * p);
+    for plane in x.chunks(s_in).take(planes) {
+        for pos in 0..p {
+            let window = (0..kp).map(|k| table[k * p + pos]).filter(|&o| o != usize::MAX).map(|o| plane[o]);
+            out.push(match a.kind {
+                PoolKind::Max => window.fold(T::LOWEST, T::max),
+                PoolKind::Avg { .. } => T::from_f64(window.map(T::to_f64).sum::<f64>() / divisors[pos]),
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,247 @@
+//! The primitive ops of the graph IR.
+//!
+//! The set is deliberately small: every ONNX op expands into these, and every later pass
+//! (fusion, autodiff, lowering to loop nests) handles exactly these. Each op produces one value.
+//! Operand and result types follow from [`super::infer`].
+
+use std::sync::Arc;
+
+use super::{DType, Tensor};
+
+/// A primitive op with its attributes.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// A runtime input of the graph; the node's name is the input's name.
+    Input,
+    /// A constant tensor (weights, folded shape computations).
+    Const(Arc<Tensor>),
+    /// Elementwise function of one operand.
+    Unary(UnaryOp),
+    /// Elementwise function of two operands with numpy broadcasting. Both operands have the
+    /// same dtype; comparisons produce `bool`.
+    Binary(BinaryOp),
+    /// `select(cond, a, b)`: elementwise `cond ? a : b` with numpy broadcasting of all three.
+    Select,
+    /// Elementwise conversion to another element type (floats to ints truncate toward zero).
+    Cast { to: DType },
+    /// `[B.., M, K] x [B.., K, N] -> [B.., M, N]`; both operands have the same rank (at least
+    /// 2) and identical batch dimensions.
+    MatMul,
+    /// Grouped convolution without bias: `x[N, C, S..] * w[M, C/groups, K..] -> [N, M, O..]`.
+    Conv(ConvAttrs),
+    /// Transposed convolution without bias: `x[N, C, S..] * w[C, M/groups, K..] -> [N, M, O..]`
+    /// with `O = (S-1)*stride - pad_begin - pad_end + dilation*(K-1) + output_padding + 1`.
+    ConvTranspose { conv: ConvAttrs, output_padding: Vec<usize> },
+    /// Max or average pooling over the spatial dimensions of `x[N, C, S..]`.
+    Pool(PoolAttrs),
+    /// Reduction over `axes`; reduced dimensions stay in the result with extent 1.
+    Reduce { kind: ReduceKind, axes: Vec<usize> },
+    /// Same elements, new shape with the same element count.
+    Reshape { shape: Vec<usize> },
+    /// numpy broadcast of the operand to `shape`.
+    Broadcast { shape: Vec<usize> },
+    /// Permutes dimensions: result dimension `i` is operand dimension `perm[i]`.
+    Transpose { perm: Vec<usize> },
+    /// Strided window: along axis `i`, elements `starts[i] + k*steps[i]` for `k < sizes[i]`.
+    /// Every index touched is in bounds; steps are non-zero and may be negative.
+    Slice { starts: Vec<usize>, steps: Vec<i64>, sizes: Vec<usize> },
+    /// Concatenation of all operands along `axis`.
+    Concat { axis: usize },
+    /// `gather(data, indices)` along `axis`; the result shape is
+    /// `data[..axis] ++ indices ++ data[axis+1..]`. Indices are i64, negative ones count from
+    /// the end, out-of-range ones are an evaluation error.
+    Gather { axis: usize },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Sign,
+    Sqrt,
+    Exp,
+    Log,
+    Recip,
+    Erf,
+    Tanh,
+    Sigmoid,
+    Relu,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    Less,
+    Greater,
+    Equal,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+}
+
+/// Attributes shared by convolutions. Vectors have one entry per spatial dimension, except
+/// `pads`, which holds all begin pads followed by all end pads (ONNX order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvAttrs {
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub groups: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    Max,
+    /// Average; with `count_include_pad` the divisor counts padding elements too.
+    Avg { count_include_pad: bool },
+}
+
+/// Pooling window description; vectors per spatial dimension, `pads` as in [`ConvAttrs`].
+///
+/// With `ceil_mode` the output extent rounds up, but a window that would start inside the end
+/// padding is dropped; elements past the padded input never count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolAttrs {
+    pub kind: PoolKind,
+    pub kernel: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub dilations: Vec<usize>,
+    pub pads: Vec<usize>,
+    pub ceil_mode: bool,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 12] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sign,
+        UnaryOp::Sqrt,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Recip,
+        UnaryOp::Erf,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::Not,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Recip => "recip",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Not => "not",
+        }
+    }
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 10] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Less,
+        BinaryOp::Greater,
+        BinaryOp::Equal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
+            BinaryOp::Less => "less",
+            BinaryOp::Greater => "greater",
+            BinaryOp::Equal => "equal",
+        }
+    }
+
+    /// Comparisons produce `bool` regardless of the operand type.
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Less | BinaryOp::Greater | BinaryOp::Equal)
+    }
+}
+
+impl ReduceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "reduce_sum",
+            ReduceKind::Max => "reduce_max",
+            ReduceKind::Min => "reduce_min",
+        }
+    }
+}
+
+impl Op {
+    /// The op's name in the text form (`conv`, `add`, `reduce_sum`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input => "input",
+            Op::Const(_) => "const",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Select => "select",
+            Op::Cast { .. } => "cast",
+            Op::MatMul => "matmul",
+            Op::Conv(_) => "conv",
+            Op::ConvTranspose { .. } => "conv_transpose",
+            Op::Pool(PoolAttrs { kind: PoolKind::Max, .. }) => "max_pool",
+            Op::Pool(PoolAttrs { kind: PoolKind::Avg { .. }, .. }) => "avg_pool",
+            Op::Reduce { kind, .. } => kind.name(),
+            Op::Reshape { .. } => "reshape",
+            Op::Broadcast { .. } => "broadcast",
+            Op::Transpose { .. } => "transpose",
+            Op::Slice { .. } => "slice",
+            Op::Concat { .. } => "concat",
+            Op::Gather { .. } => "gather",
+        }
+    }
+
+    /// Number of operands the op takes, or `None` for variadic ops (concat: one or more).
+    pub fn arity(&self) -> Option<usize> {
+        match self {
+            Op::Input | Op::Const(_) => Some(0),
+            Op::Unary(_)
+            | Op::Cast { .. }
+            | Op::Pool(_)
+            | Op::Reduce { .. }
+            | Op::Reshape { .. }
+            | Op::Broadcast { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. } => Some(1),
+            Op::Binary(_) | Op::MatMul | Op::Conv(_) | Op::ConvTranspose { .. } | Op::Gather { .. } => {
+                Some(2)
+            }
+            Op::Select => Some(3),
+            Op::Concat { .. } => None,
+        }
+    }
+}

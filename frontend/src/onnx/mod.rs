@@ -1,0 +1,161 @@
+//! ONNX import: decodes a `ModelProto`, checks the opset, turns initializers into constants and
+//! graph inputs into typed inputs, and expands each ONNX node into primitives (see [`ops`]).
+//!
+//! Shape inference happens as nodes are created ([`crate::ir::Graph::add_node`]) and
+//! computations on constants are folded on the way ([`builder::Builder`]), so shape
+//! subgraphs (`Shape`, `Gather`, `Concat`, `Unsqueeze`, `ConstantOfShape`, ...) disappear.
+//! Models are untrusted input: every failure is an [`ImportError`] naming the file and, where
+//! one is involved, the node, its op type and the reason.
+
+mod attrs;
+mod builder;
+mod ops;
+pub mod proto;
+mod tensor;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+use crate::ir::{verify, DType, Graph, Output, TensorType};
+use builder::Builder;
+pub use tensor::{dtype_from_onnx, tensor_from_proto};
+
+/// Lowest and highest `ai.onnx` opset versions the importer accepts.
+pub const OPSET_RANGE: std::ops::RangeInclusive<i64> = 7..=21;
+
+/// An import failure: the file and what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {kind}")]
+pub struct ImportError {
+    pub file: String,
+    pub kind: ImportErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportErrorKind {
+    #[error("cannot read the model: {0}")]
+    Io(std::io::Error),
+    #[error("not a valid ONNX model: {0}")]
+    Decode(prost::DecodeError),
+    #[error("the model has no graph")]
+    NoGraph,
+    #[error("the model imports no ai.onnx opset")]
+    NoOpset,
+    #[error("opset {version} of ai.onnx is not supported (supported: {} to {})", OPSET_RANGE.start(), OPSET_RANGE.end())]
+    Opset { version: i64 },
+    #[error("node '{node}' ({op}): {reason}")]
+    Node { node: String, op: String, reason: String },
+    #[error("initializer '{name}': {reason}")]
+    Initializer { name: String, reason: String },
+    #[error("input '{name}': {reason}")]
+    Input { name: String, reason: String },
+    #[error("output '{name}': {reason}")]
+    Output { name: String, reason: String },
+    #[error("imported graph fails verification: {0}")]
+    Verify(#[from] crate::ir::VerifyError),
+}
+
+/// Choices the model itself cannot make.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Values for symbolic input dimensions (`dim_param`), e.g. `N -> 1`.
+    pub dims: HashMap<String, usize>,
+}
+
+/// Imports the model at `path`. External data files are looked up beside it.
+pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Graph, ImportError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| ImportError { file: file.clone(), kind: ImportErrorKind::Io(e) })?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    import_bytes(&bytes, &file, Some(&dir), opts)
+}
+
+/// Imports a serialized model. `file` names it in errors; `dir` is the folder external data
+/// may be read from (none: external data is an error).
+pub fn import_bytes(bytes: &[u8], file: &str, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportError> {
+    let wrap = |kind| ImportError { file: file.to_string(), kind };
+    let model = proto::ModelProto::decode(bytes).map_err(|e| wrap(ImportErrorKind::Decode(e)))?;
+    import_model(&model, dir, opts).map_err(wrap)
+}
+
+/// The ai.onnx opset a model imports.
+pub fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportErrorKind> {
+    let version = model
+        .opset_import
+        .iter()
+        .find(|o| matches!(o.domain(), "" | "ai.onnx"))
+        .map(|o| o.version())
+        .ok_or(ImportErrorKind::NoOpset)?;
+    if !OPSET_RANGE.contains(&version) {
+        return Err(ImportErrorKind::Opset { version });
+    }
+    Ok(version)
+}
+
+fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportErrorKind> {
+    let opset = model_opset(model)?;
+    let graph = model.graph.as_ref().ok_or(ImportErrorKind::NoGraph)?;
+    let dir: Option<PathBuf> = dir.map(Path::to_path_buf);
+
+    // Every name the model uses is reserved up front, so generated names never collide.
+    let mut reserved: HashSet<String> = HashSet::new();
+    reserved.extend(graph.initializer.iter().map(|t| t.name().to_string()));
+    reserved.extend(graph.input.iter().map(|v| v.name().to_string()));
+    for n in &graph.node {
+        reserved.extend(n.output.iter().cloned());
+    }
+    let mut b = Builder::new(graph.name(), reserved);
+
+    for init in &graph.initializer {
+        let name = init.name().to_string();
+        let t = tensor_from_proto(init, dir.as_deref()).map_err(|reason| ImportErrorKind::Initializer { name: name.clone(), reason })?;
+        let id = b.constant_named(&name, t);
+        b.bind(&name, id);
+    }
+    for input in &graph.input {
+        let name = input.name();
+        if b.lookup(name).is_some() {
+            // IR version 3 lists initializers among the inputs; the initializer wins.
+            continue;
+        }
+        let ty = input_type(input, opts).map_err(|reason| ImportErrorKind::Input { name: name.to_string(), reason })?;
+        let id = b.input(name, ty);
+        b.bind(name, id);
+    }
+    for (index, node) in graph.node.iter().enumerate() {
+        ops::import_node(&mut b, node, index, opset)?;
+    }
+    let mut outputs = Vec::new();
+    for out in &graph.output {
+        let name = out.name().to_string();
+        let node = b.resolve(&name).map_err(|reason| ImportErrorKind::Output { name: name.clone(), reason })?;
+        outputs.push(Output { name, node });
+    }
+    let mut g = b.finish(outputs);
+    g.prune();
+    verify(&g)?;
+    Ok(g)
+}
+
+/// The static type of a graph input; symbolic dimensions come from `opts.dims`.
+fn input_type(v: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<TensorType, String> {
+    use proto::type_proto::Value;
+    let Some(Value::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Err("only tensor inputs are supported".into());
+    };
+    let dtype: DType = dtype_from_onnx(t.elem_type())?;
+    let shape = t.shape.as_ref().ok_or("the input has no shape; swflow needs static shapes")?;
+    let mut dims = Vec::new();
+    for d in &shape.dim {
+        use proto::tensor_shape_proto::dimension::Value as D;
+        dims.push(match &d.value {
+            Some(D::DimValue(v)) if *v >= 0 => *v as usize,
+            Some(D::DimValue(v)) => return Err(format!("negative dimension {v}")),
+            Some(D::DimParam(p)) => *opts.dims.get(p).ok_or_else(|| format!("dimension '{p}' is symbolic; give it a value with --dim {p}=N"))?,
+            None => return Err("a dimension has neither a value nor a name; swflow needs static shapes".into()),
+        });
+    }
+    TensorType::new(dtype, dims).map_err(|e| e.0)
+}

@@ -1,0 +1,160 @@
+//! Elementwise ONNX ops.
+
+use super::Cx;
+use crate::ir::{BinaryOp, DType, NodeId, Op, UnaryOp};
+
+pub(super) fn arith(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let op = match cx.op_type() {
+        "Add" => BinaryOp::Add,
+        "Sub" => BinaryOp::Sub,
+        "Mul" => BinaryOp::Mul,
+        _ => BinaryOp::Div,
+    };
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    Ok(vec![cx.binary(op, a, b)?])
+}
+
+/// `Pow` allows different base and exponent types; the result has the base's type.
+pub(super) fn pow(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let (x, y) = (cx.input(0)?, cx.input(1)?);
+    let (tx, ty) = (cx.ty(x).dtype, cx.ty(y).dtype);
+    let out = if tx == ty || tx.is_float() {
+        let y = cx.cast(y, tx)?;
+        cx.binary(BinaryOp::Pow, x, y)?
+    } else {
+        // Integer base with a float exponent: compute in f64, truncate back.
+        let (xf, yf) = (cx.cast(x, DType::F64)?, cx.cast(y, DType::F64)?);
+        let p = cx.binary(BinaryOp::Pow, xf, yf)?;
+        cx.cast(p, tx)?
+    };
+    Ok(vec![out])
+}
+
+pub(super) fn unary(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let u = match cx.op_type() {
+        "Sqrt" => UnaryOp::Sqrt,
+        "Exp" => UnaryOp::Exp,
+        "Log" => UnaryOp::Log,
+        "Neg" => UnaryOp::Neg,
+        "Abs" => UnaryOp::Abs,
+        "Reciprocal" => UnaryOp::Recip,
+        "Erf" => UnaryOp::Erf,
+        "Relu" => UnaryOp::Relu,
+        "Sigmoid" => UnaryOp::Sigmoid,
+        _ => UnaryOp::Tanh,
+    };
+    let x = cx.input(0)?;
+    Ok(vec![cx.unary(u, x)?])
+}
+
+/// `max(x, 0) + slope * min(x, 0)`, the reference formula of LeakyRelu and PRelu.
+fn leaky(cx: &mut Cx, x: NodeId, slope: NodeId) -> Result<NodeId, String> {
+    let pos = cx.unary(UnaryOp::Relu, x)?;
+    let neg = cx.with_scalar(BinaryOp::Min, x, 0.0)?;
+    let scaled = cx.binary(BinaryOp::Mul, neg, slope)?;
+    cx.binary(BinaryOp::Add, pos, scaled)
+}
+
+pub(super) fn leaky_relu(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let x = cx.input(0)?;
+    let alpha = cx.attrs.float("alpha", 0.01)?;
+    let slope = cx.scalar(cx.ty(x).dtype, alpha as f64);
+    Ok(vec![leaky(cx, x, slope)?])
+}
+
+pub(super) fn prelu(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let (x, slope) = (cx.input(0)?, cx.input(1)?);
+    let out = leaky(cx, x, slope)?;
+    if cx.ty(out).shape != cx.ty(x).shape {
+        return Err("slope must broadcast to the input's shape".into());
+    }
+    Ok(vec![out])
+}
+
+pub(super) fn gelu(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let x = cx.input(0)?;
+    let inner = match cx.attrs.string("approximate", "none")?.as_str() {
+        // 0.5 * x * (1 + erf(x / sqrt(2)))
+        "none" => {
+            let s = cx.with_scalar(BinaryOp::Mul, x, std::f64::consts::FRAC_1_SQRT_2)?;
+            cx.unary(UnaryOp::Erf, s)?
+        }
+        // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+        "tanh" => {
+            let x3 = cx.with_scalar(BinaryOp::Pow, x, 3.0)?;
+            let c = cx.with_scalar(BinaryOp::Mul, x3, 0.044715)?;
+            let sum = cx.binary(BinaryOp::Add, x, c)?;
+            let s = cx.with_scalar(BinaryOp::Mul, sum, (2.0 / std::f64::consts::PI).sqrt())?;
+            cx.unary(UnaryOp::Tanh, s)?
+        }
+        other => return Err(format!("approximate='{other}' is not supported (none or tanh)")),
+    };
+    let one_plus = cx.with_scalar(BinaryOp::Add, inner, 1.0)?;
+    let half_x = cx.with_scalar(BinaryOp::Mul, x, 0.5)?;
+    Ok(vec![cx.binary(BinaryOp::Mul, half_x, one_plus)?])
+}
+
+/// `min(max(x, lo), hi)`; bounds are attributes before opset 11 and optional inputs after.
+pub(super) fn clip(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let x = cx.input(0)?;
+    let (lo, hi) = if cx.opset < 11 {
+        let lo = cx.attrs.float_opt("min")?.map(|v| cx.scalar(cx.ty(x).dtype, v as f64));
+        let hi = cx.attrs.float_opt("max")?.map(|v| cx.scalar(cx.ty(x).dtype, v as f64));
+        (lo, hi)
+    } else {
+        (cx.opt_input(1)?, cx.opt_input(2)?)
+    };
+    let mut y = x;
+    if let Some(lo) = lo {
+        y = cx.binary(BinaryOp::Max, y, lo)?;
+    }
+    if let Some(hi) = hi {
+        y = cx.binary(BinaryOp::Min, y, hi)?;
+    }
+    if cx.ty(y).shape != cx.ty(x).shape {
+        return Err("min and max must be scalars".into());
+    }
+    Ok(vec![y])
+}
+
+pub(super) fn sum(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let mut acc = cx.input(0)?;
+    for i in 1..cx.n_inputs() {
+        let next = cx.input(i)?;
+        acc = cx.binary(BinaryOp::Add, acc, next)?;
+    }
+    Ok(vec![acc])
+}
+
+pub(super) fn cast(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let x = cx.input(0)?;
+    let to = cx.attrs.int_opt("to")?.ok_or("attribute 'to' is required")?;
+    let to = crate::onnx::dtype_from_onnx(to as i32)?;
+    if to == cx.ty(x).dtype {
+        return identity(cx);
+    }
+    Ok(vec![cx.op(Op::Cast { to }, &[x])?])
+}
+
+pub(super) fn identity(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    Ok(vec![cx.input(0)?])
+}
+
+/// Inference-mode dropout: the identity, with an all-true mask when the mask is asked for.
+pub(super) fn dropout(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let x = cx.input(0)?;
+    if cx.opset >= 12 {
+        if let Some(training) = cx.const_input(2)? {
+            if training.to_i64_vec().first().is_some_and(|&t| t != 0) {
+                return Err("training_mode=true is not supported (inference only)".into());
+            }
+        }
+    }
+    let mut outs = vec![x];
+    if cx.node.output.len() > 1 && !cx.node.output[1].is_empty() {
+        let t = cx.scalar(DType::Bool, 1.0);
+        let shape = cx.shape(x);
+        outs.push(cx.op(Op::Broadcast { shape }, &[t])?);
+    }
+    Ok(outs)
+}

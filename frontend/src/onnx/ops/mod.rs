@@ -1,0 +1,222 @@
+//! Expansion of ONNX nodes into primitives, dispatched by op type and opset.
+//!
+//! Each handler receives a [`Cx`] for one node and returns the nodes holding the ONNX node's
+//! outputs, in order. Outputs it does not return (optional ones such as MaxPool's indices)
+//! are recorded as unavailable; a later use of one is an error naming it.
+
+mod elementwise;
+mod linalg;
+mod nn;
+mod reduce;
+mod shape;
+
+use std::sync::Arc;
+
+use super::attrs::Attrs;
+use super::builder::Builder;
+use super::proto::NodeProto;
+use super::ImportErrorKind;
+use crate::ir::{BinaryOp, DType, Data, NodeId, Op, ReduceKind, Tensor, TensorType, UnaryOp};
+
+/// What a handler sees of the node it expands.
+pub(super) struct Cx<'a> {
+    pub b: &'a mut Builder,
+    pub node: &'a NodeProto,
+    pub attrs: Attrs<'a>,
+    pub opset: i64,
+}
+
+type Handler = fn(&mut Cx) -> Result<Vec<NodeId>, String>;
+
+/// The handler for an op type, if swflow supports it.
+fn handler(op_type: &str) -> Option<Handler> {
+    Some(match op_type {
+        "Add" | "Sub" | "Mul" | "Div" => elementwise::arith,
+        "Pow" => elementwise::pow,
+        "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid" | "Tanh" => elementwise::unary,
+        "LeakyRelu" => elementwise::leaky_relu,
+        "PRelu" => elementwise::prelu,
+        "Gelu" => elementwise::gelu,
+        "Clip" => elementwise::clip,
+        "Sum" => elementwise::sum,
+        "Cast" => elementwise::cast,
+        "Identity" => elementwise::identity,
+        "Dropout" => elementwise::dropout,
+        "Gemm" => linalg::gemm,
+        "MatMul" => linalg::matmul,
+        "Conv" => nn::conv,
+        "ConvTranspose" => nn::conv_transpose,
+        "MaxPool" | "AveragePool" => nn::pool,
+        "GlobalAveragePool" | "GlobalMaxPool" => nn::global_pool,
+        "BatchNormalization" => nn::batch_norm,
+        "LayerNormalization" => nn::layer_norm,
+        "LRN" => nn::lrn,
+        "Softmax" | "LogSoftmax" => nn::softmax,
+        "ReduceSum" | "ReduceMean" | "ReduceMax" => reduce::reduce,
+        "Reshape" => shape::reshape,
+        "Flatten" => shape::flatten,
+        "Transpose" => shape::transpose,
+        "Concat" => shape::concat,
+        "Split" => shape::split,
+        "Slice" => shape::slice,
+        "Squeeze" => shape::squeeze,
+        "Unsqueeze" => shape::unsqueeze,
+        "Gather" => shape::gather,
+        "Constant" => shape::constant,
+        "ConstantOfShape" => shape::constant_of_shape,
+        "Shape" => shape::shape,
+        _ => return None,
+    })
+}
+
+/// Expands model node number `index` into primitives and binds its outputs.
+pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset: i64) -> Result<(), ImportErrorKind> {
+    let op_type = node.op_type().to_string();
+    let label = if node.name().is_empty() { format!("{op_type}#{index}") } else { node.name().to_string() };
+    let fail = |reason: String| ImportErrorKind::Node { node: label.clone(), op: op_type.clone(), reason };
+    if !matches!(node.domain(), "" | "ai.onnx") {
+        return Err(fail(format!("operator domain '{}' is not supported", node.domain())));
+    }
+    let handler = handler(&op_type).ok_or_else(|| fail("operator not supported".into()))?;
+    let prefix = node.output.iter().find(|o| !o.is_empty()).cloned().unwrap_or_else(|| label.clone());
+    for out in node.output.iter().filter(|o| !o.is_empty()) {
+        if b.is_bound(out) {
+            return Err(fail(format!("output '{out}' is defined twice")));
+        }
+    }
+    b.begin(label.clone(), prefix);
+    let mark = b.mark();
+    let mut cx = Cx { b, node, attrs: Attrs::new(node), opset };
+    let results = handler(&mut cx).map_err(fail)?;
+    for (k, name) in node.output.iter().enumerate() {
+        if name.is_empty() {
+            continue;
+        }
+        match results.get(k) {
+            Some(&id) => {
+                let fresh = id.index() >= mark && cx.b.lookup(name).is_none() && !results[..k].contains(&id);
+                if fresh {
+                    cx.b.rename(id, name);
+                }
+                cx.b.bind(name, id);
+            }
+            None => cx.b.mark_missing(name, format!("output {k} of {op_type} node '{label}' is not supported")),
+        }
+    }
+    Ok(())
+}
+
+/// Resolves a possibly negative axis against `rank`.
+pub(super) fn axis(a: i64, rank: usize) -> Result<usize, String> {
+    let r = rank as i64;
+    let v = if a < 0 { a + r } else { a };
+    if (0..r).contains(&v) {
+        Ok(v as usize)
+    } else {
+        Err(format!("axis {a} out of range for rank {rank}"))
+    }
+}
+
+impl Cx<'_> {
+    pub fn op_type(&self) -> &str {
+        self.node.op_type()
+    }
+
+    /// Operand `i`, which must be present.
+    pub fn input(&self, i: usize) -> Result<NodeId, String> {
+        self.opt_input(i)?.ok_or_else(|| format!("input {i} is required"))
+    }
+
+    /// Operand `i`, or `None` when absent or given as an empty name.
+    pub fn opt_input(&self, i: usize) -> Result<Option<NodeId>, String> {
+        match self.node.input.get(i) {
+            None => Ok(None),
+            Some(name) if name.is_empty() => Ok(None),
+            Some(name) => self.b.resolve(name).map(Some),
+        }
+    }
+
+    pub fn n_inputs(&self) -> usize {
+        self.node.input.len()
+    }
+
+    /// The value of operand `i`, which must be a constant (after folding).
+    pub fn const_input(&self, i: usize) -> Result<Option<Arc<Tensor>>, String> {
+        let Some(id) = self.opt_input(i)? else { return Ok(None) };
+        match self.b.const_value(id) {
+            Some(t) => Ok(Some(t.clone())),
+            None => Err(format!("input {i} ('{}') must be a constant for swflow to know shapes statically", self.node.input[i])),
+        }
+    }
+
+    /// Operand `i` as a list of i64 (axes, shapes, pads), when present.
+    pub fn const_ints(&self, i: usize) -> Result<Option<Vec<i64>>, String> {
+        Ok(self.const_input(i)?.map(|t| t.to_i64_vec()))
+    }
+
+    pub fn ty(&self, id: NodeId) -> &TensorType {
+        self.b.ty(id)
+    }
+
+    pub fn rank(&self, id: NodeId) -> usize {
+        self.ty(id).rank()
+    }
+
+    pub fn shape(&self, id: NodeId) -> Vec<usize> {
+        self.ty(id).shape.clone()
+    }
+
+    pub fn op(&mut self, op: Op, inputs: &[NodeId]) -> Result<NodeId, String> {
+        self.b.op(op, inputs)
+    }
+
+    pub fn unary(&mut self, u: UnaryOp, x: NodeId) -> Result<NodeId, String> {
+        self.op(Op::Unary(u), &[x])
+    }
+
+    pub fn binary(&mut self, op: BinaryOp, x: NodeId, y: NodeId) -> Result<NodeId, String> {
+        self.op(Op::Binary(op), &[x, y])
+    }
+
+    /// A scalar constant of `dtype` holding `v`.
+    pub fn scalar(&mut self, dtype: DType, v: f64) -> NodeId {
+        let data = match dtype {
+            DType::F32 => Data::F32(vec![v as f32]),
+            DType::F64 => Data::F64(vec![v]),
+            DType::I64 => Data::I64(vec![v as i64]),
+            DType::Bool => Data::Bool(vec![v != 0.0]),
+        };
+        self.b.constant(Tensor::new(Vec::new(), data).expect("a scalar has one element"))
+    }
+
+    /// `x op v` with `v` a scalar of `x`'s type.
+    pub fn with_scalar(&mut self, op: BinaryOp, x: NodeId, v: f64) -> Result<NodeId, String> {
+        let s = self.scalar(self.ty(x).dtype, v);
+        self.binary(op, x, s)
+    }
+
+    pub fn reshape(&mut self, x: NodeId, shape: Vec<usize>) -> Result<NodeId, String> {
+        if self.ty(x).shape == shape {
+            return Ok(x);
+        }
+        self.op(Op::Reshape { shape }, &[x])
+    }
+
+    pub fn reduce(&mut self, kind: ReduceKind, x: NodeId, axes: Vec<usize>) -> Result<NodeId, String> {
+        self.op(Op::Reduce { kind, axes }, &[x])
+    }
+
+    /// Mean over `axes`, keeping them as extent-1 dimensions.
+    pub fn mean(&mut self, x: NodeId, axes: Vec<usize>) -> Result<NodeId, String> {
+        let n: usize = axes.iter().map(|&a| self.ty(x).shape[a]).product();
+        let s = self.reduce(ReduceKind::Sum, x, axes)?;
+        self.with_scalar(BinaryOp::Div, s, n as f64)
+    }
+
+    pub fn cast(&mut self, x: NodeId, to: DType) -> Result<NodeId, String> {
+        if self.ty(x).dtype == to {
+            return Ok(x);
+        }
+        self.op(Op::Cast { to }, &[x])
+    }
+}
