@@ -1,6 +1,6 @@
 //! Max and average pooling.
 
-use super::linalg::{bump, window_table};
+use super::linalg::window_table;
 use super::num::Num;
 use super::numeric_only;
 use crate::ir::{Data, PoolAttrs, PoolKind, Tensor, TensorType};
@@ -14,11 +14,10 @@ pub(super) fn pool(a: &PoolAttrs, x: &Tensor, ty: &TensorType) -> Data {
 }
 
 /// Pools every `[n, c]` plane. Padding never wins a max. An average divides by the number of
-/// window positions inside the input, or, with `count_include_pad`, inside the padded input
-/// (positions past the end padding, which only ceil mode creates, never count).
+/// window positions inside the input, or, with `count_include_pad`, by the kernel size (as in
+/// the ONNX reference and onnxruntime, also where a ceil-mode window overhangs the padding).
 fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec<T> {
     let (sp_in, sp_out) = (&xs[2..], &os[2..]);
-    let nd = sp_in.len();
     let s_in: usize = sp_in.iter().product();
     let (kp, p): (usize, usize) = (a.kernel.iter().product(), sp_out.iter().product());
     let table = window_table(sp_in, &a.kernel, sp_out, &a.strides, &a.dilations, &a.pads);
@@ -28,25 +27,7 @@ fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec
         PoolKind::Avg { count_include_pad: false } => {
             (0..p).map(|pos| (0..kp).filter(|&k| table[k * p + pos] != usize::MAX).count() as f64).collect()
         }
-        PoolKind::Avg { count_include_pad: true } => {
-            let mut oidx = vec![0; nd];
-            (0..p)
-                .map(|_| {
-                    let count: usize = (0..nd)
-                        .map(|i| {
-                            (0..a.kernel[i])
-                                .filter(|&k| {
-                                    let c = (oidx[i] * a.strides[i] + k * a.dilations[i]) as isize - a.pads[i] as isize;
-                                    c < (sp_in[i] + a.pads[nd + i]) as isize
-                                })
-                                .count()
-                        })
-                        .product();
-                    bump(&mut oidx, sp_out);
-                    count as f64
-                })
-                .collect()
-        }
+        PoolKind::Avg { count_include_pad: true } => vec![kp as f64; p],
     };
     let planes = xs[0] * xs[1];
     let mut out = Vec::with_capacity(planes * p);

@@ -110,7 +110,8 @@ pub enum PoolKind {
 /// Pooling window description; vectors per spatial dimension, `pads` as in [`ConvAttrs`].
 ///
 /// With `ceil_mode` the output extent rounds up, but a window that would start inside the end
-/// padding is dropped; elements past the padded input never count.
+/// padding is dropped. Padding never takes part in a max; an average divides by the number of
+/// window positions inside the input, or by the kernel size with `count_include_pad`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolAttrs {
     pub kind: PoolKind,

@@ -18,9 +18,16 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use crate::ir::{verify, DType, Graph, Output, TensorType};
+use crate::ir::{verify, DType, Graph, Output, Tensor, TensorType};
 use builder::Builder;
 pub use tensor::{dtype_from_onnx, tensor_from_proto};
+
+/// Decodes a serialized `TensorProto` (the `.pb` files of ONNX test data) into its name and
+/// value.
+pub fn decode_tensor(bytes: &[u8]) -> Result<(String, Tensor), String> {
+    let proto = proto::TensorProto::decode(bytes).map_err(|e| format!("not a valid TensorProto: {e}"))?;
+    Ok((proto.name().to_string(), tensor_from_proto(&proto, None)?))
+}
 
 /// Lowest and highest `ai.onnx` opset versions the importer accepts.
 pub const OPSET_RANGE: std::ops::RangeInclusive<i64> = 7..=21;
@@ -62,6 +69,9 @@ pub enum ImportErrorKind {
 pub struct ImportOptions {
     /// Values for symbolic input dimensions (`dim_param`), e.g. `N -> 1`.
     pub dims: HashMap<String, usize>,
+    /// Graph inputs fixed to a value at compile time: each becomes a constant and is no
+    /// longer an input. For models that pass shapes or axes as inputs.
+    pub constants: HashMap<String, Tensor>,
 }
 
 /// Imports the model at `path`. External data files are looked up beside it.
@@ -121,7 +131,14 @@ fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOpti
             continue;
         }
         let ty = input_type(input, opts).map_err(|reason| ImportErrorKind::Input { name: name.to_string(), reason })?;
-        let id = b.input(name, ty);
+        let id = match opts.constants.get(name) {
+            Some(value) if value.ty() != ty => {
+                let reason = format!("declared {ty} but the value given to freeze it is {}", value.ty());
+                return Err(ImportErrorKind::Input { name: name.to_string(), reason });
+            }
+            Some(value) => b.constant_named(name, value.clone()),
+            None => b.input(name, ty),
+        };
         b.bind(name, id);
     }
     for (index, node) in graph.node.iter().enumerate() {

@@ -126,28 +126,61 @@ pub(super) fn sum(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     Ok(vec![acc])
 }
 
+/// Elementwise max or min of any number of broadcasting operands.
+pub(super) fn variadic_extreme(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let op = if cx.op_type() == "Max" { BinaryOp::Max } else { BinaryOp::Min };
+    let mut acc = cx.input(0)?;
+    for i in 1..cx.n_inputs() {
+        let next = cx.input(i)?;
+        acc = cx.binary(op, acc, next)?;
+    }
+    Ok(vec![acc])
+}
+
+pub(super) fn compare(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let op = match cx.op_type() {
+        "Less" => BinaryOp::Less,
+        "Greater" => BinaryOp::Greater,
+        _ => BinaryOp::Equal,
+    };
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    Ok(vec![cx.binary(op, a, b)?])
+}
+
+pub(super) fn select(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let (c, a, b) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    Ok(vec![cx.op(Op::Select, &[c, a, b])?])
+}
+
+/// Cast to the element type of the second operand.
+pub(super) fn cast_like(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let (x, like) = (cx.input(0)?, cx.input(1)?);
+    let to = cx.ty(like).dtype;
+    Ok(vec![cx.cast(x, to)?])
+}
+
 pub(super) fn cast(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let to = cx.attrs.int_opt("to")?.ok_or("attribute 'to' is required")?;
     let to = crate::onnx::dtype_from_onnx(to as i32)?;
-    if to == cx.ty(x).dtype {
-        return identity(cx);
-    }
-    Ok(vec![cx.op(Op::Cast { to }, &[x])?])
+    Ok(vec![cx.cast(x, to)?])
 }
 
 pub(super) fn identity(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     Ok(vec![cx.input(0)?])
 }
 
-/// Inference-mode dropout: the identity, with an all-true mask when the mask is asked for.
+/// Dropout that drops nothing: inference mode, or training mode with ratio 0. The result is
+/// the identity, with an all-true mask when the mask is asked for. Random masks are not
+/// supported.
 pub(super) fn dropout(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     if cx.opset >= 12 {
-        if let Some(training) = cx.const_input(2)? {
-            if training.to_i64_vec().first().is_some_and(|&t| t != 0) {
-                return Err("training_mode=true is not supported (inference only)".into());
-            }
+        let first = |t: Option<std::sync::Arc<crate::ir::Tensor>>| t.and_then(|t| t.to_f64_vec().first().copied());
+        let training = first(cx.const_input(2)?).is_some_and(|t| t != 0.0);
+        let ratio = first(cx.const_input(1)?).unwrap_or(0.5);
+        if training && ratio != 0.0 {
+            return Err("training mode with a non-zero ratio draws a random mask, which is not supported".into());
         }
     }
     let mut outs = vec![x];

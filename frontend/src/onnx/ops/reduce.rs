@@ -1,7 +1,7 @@
 //! ReduceSum, ReduceMean, ReduceMax.
 
 use super::{axis, Cx};
-use crate::ir::{NodeId, ReduceKind};
+use crate::ir::{DType, NodeId, ReduceKind};
 
 /// Axes come from an attribute before the opset in which they became an input (13 for
 /// ReduceSum, 18 for the others). No axes means all axes, or nothing when
@@ -22,9 +22,15 @@ pub(super) fn reduce(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         _ if axes_as_input && cx.attrs.flag("noop_with_empty_axes", false)? => return Ok(vec![x]),
         _ => (0..rank).collect(),
     };
-    let y = match cx.op_type() {
-        "ReduceSum" => cx.reduce(ReduceKind::Sum, x, axes.clone())?,
-        "ReduceMax" => cx.reduce(ReduceKind::Max, x, axes.clone())?,
+    let y = match (cx.op_type(), cx.ty(x).dtype) {
+        // On bool, max is "any": reduce 0/1 integers and convert back.
+        ("ReduceMax", DType::Bool) => {
+            let ints = cx.cast(x, DType::I64)?;
+            let m = cx.reduce(ReduceKind::Max, ints, axes.clone())?;
+            cx.cast(m, DType::Bool)?
+        }
+        ("ReduceSum", _) => cx.reduce(ReduceKind::Sum, x, axes.clone())?,
+        ("ReduceMax", _) => cx.reduce(ReduceKind::Max, x, axes.clone())?,
         _ => cx.mean(x, axes.clone())?,
     };
     if keepdims {

@@ -235,6 +235,13 @@ pub(super) fn constant_of_shape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     Ok(vec![cx.op(Op::Broadcast { shape }, &[v])?])
 }
 
+/// The input's element count as an i64 scalar.
+pub(super) fn size(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let x = cx.input(0)?;
+    let n = cx.ty(x).numel() as i64;
+    Ok(vec![cx.b.constant(Tensor::from_i64(Vec::new(), vec![n]).map_err(|e| e.0)?)])
+}
+
 /// The input's shape as an i64 vector; opset 15 adds a `[start, end)` window.
 pub(super) fn shape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;

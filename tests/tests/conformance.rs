@@ -1,0 +1,89 @@
+//! ONNX conformance through the graph interpreter: every node test named in
+//! `tests/conformance/manifest.txt` and the nine light models must reproduce their expected
+//! outputs within the project tolerance.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use swflow_tests::{conformance_dir, read_list, workspace_root, OnnxCase};
+
+/// The light models shipped in the onnx wheel.
+const LIGHT_MODELS: [&str; 9] =
+    ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19", "zfnet512"];
+
+/// Element types the manifest must cover for every listed op.
+const COVERED_TYPES: [&str; 3] = ["FLOAT", "INT64", "BOOL"];
+
+/// `(test name, options)` per manifest line.
+fn manifest() -> Vec<(String, String)> {
+    read_list(&workspace_root().join("tests/conformance/manifest.txt")).expect("manifest is readable")
+}
+
+#[test]
+fn node_tests_in_manifest_pass() {
+    let dir = conformance_dir().unwrap().join("node");
+    let names = manifest();
+    let mut failures = Vec::new();
+    for (name, options) in &names {
+        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|case| case.run_interpreter()) {
+            failures.push(format!("{name}: {e:#}"));
+        }
+    }
+    println!("conformance (graph interpreter): {} passed, {} failed", names.len() - failures.len(), failures.len());
+    assert!(failures.is_empty(), "failing node tests:\n{}", failures.join("\n"));
+}
+
+/// Every node test of a listed op whose tensors are f32/i64/bool is either in the manifest or
+/// excluded with a stated reason, and the manifest names only existing tests.
+#[test]
+fn manifest_covers_listed_ops() {
+    let root = workspace_root().join("tests/conformance");
+    let ops: BTreeSet<String> = read_list(&root.join("ops.txt")).unwrap().into_iter().map(|(n, _)| n).collect();
+    let excluded: BTreeMap<String, String> = read_list(&root.join("excluded.txt")).unwrap().into_iter().collect();
+    let index = std::fs::read_to_string(conformance_dir().unwrap().join("node/index.tsv")).unwrap();
+    let mut of_listed = 0;
+    let mut eligible = BTreeSet::new();
+    let mut all = BTreeSet::new();
+    for line in index.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split('\t').collect();
+        all.insert(f[0].to_string());
+        if !ops.contains(f[1]) {
+            continue;
+        }
+        of_listed += 1;
+        if f[3].split(',').all(|t| COVERED_TYPES.contains(&t)) {
+            eligible.insert(f[0].to_string());
+        }
+    }
+    let manifest: BTreeSet<String> = manifest().into_iter().map(|(n, _)| n).collect();
+    for (name, reason) in &excluded {
+        assert!(!reason.is_empty(), "excluded test {name} needs a reason");
+        assert!(!manifest.contains(name), "{name} is both in the manifest and excluded");
+    }
+    let unknown: Vec<_> = manifest.iter().filter(|n| !all.contains(*n)).collect();
+    assert!(unknown.is_empty(), "manifest names tests that do not exist: {unknown:?}");
+    let uncovered: Vec<_> = eligible.iter().filter(|n| !manifest.contains(*n) && !excluded.contains_key(*n)).collect();
+    println!(
+        "node tests: {} in the suite, {} of listed ops, {} of those with f32/i64/bool tensors; manifest {}, excluded {}",
+        all.len(),
+        of_listed,
+        eligible.len(),
+        manifest.len(),
+        excluded.len()
+    );
+    assert!(uncovered.is_empty(), "eligible tests neither in the manifest nor excluded: {uncovered:?}");
+}
+
+#[test]
+fn light_models_reproduce_expected_outputs() {
+    let dir = conformance_dir().unwrap().join("light");
+    let mut failures = Vec::new();
+    for name in LIGHT_MODELS {
+        let case = OnnxCase { dir: dir.join(name), frozen: Vec::new() };
+        let start = std::time::Instant::now();
+        match case.run_interpreter() {
+            Ok(()) => println!("light_{name}: ok in {:.2?}", start.elapsed()),
+            Err(e) => failures.push(format!("light_{name}: {e:#}")),
+        }
+    }
+    assert!(failures.is_empty(), "failing light models:\n{}", failures.join("\n"));
+}
