@@ -11,4 +11,5 @@ pub mod interp;
 pub mod ir;
 pub mod npy;
 pub mod onnx;
+pub mod random;
 pub mod tolerance;

@@ -11,20 +11,32 @@ use crate::ir::{checked_numel, DType, Data, Tensor};
 #[derive(Debug, thiserror::Error)]
 pub enum NpyError {
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: not a valid .npy file: {reason}")]
     Format { path: String, reason: String },
 }
 
 /// Reads a `.npy` file.
 pub fn read(path: &Path) -> Result<Tensor, NpyError> {
-    let bytes = std::fs::read(path).map_err(|source| NpyError::Io { path: path.display().to_string(), source })?;
-    decode(&bytes).map_err(|reason| NpyError::Format { path: path.display().to_string(), reason })
+    let bytes = std::fs::read(path).map_err(|source| NpyError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    decode(&bytes).map_err(|reason| NpyError::Format {
+        path: path.display().to_string(),
+        reason,
+    })
 }
 
 /// Writes a tensor as a version 1.0 `.npy` file.
 pub fn write(path: &Path, t: &Tensor) -> Result<(), NpyError> {
-    std::fs::write(path, encode(t)).map_err(|source| NpyError::Io { path: path.display().to_string(), source })
+    std::fs::write(path, encode(t)).map_err(|source| NpyError::Io {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 fn descr(d: DType) -> &'static str {
@@ -40,9 +52,18 @@ fn descr(d: DType) -> &'static str {
 pub fn encode(t: &Tensor) -> Vec<u8> {
     let shape = match t.shape() {
         [d] => format!("({d},)"),
-        s => format!("({})", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        s => format!(
+            "({})",
+            s.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
-    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr(t.dtype()));
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr(t.dtype())
+    );
     // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
@@ -52,9 +73,15 @@ pub fn encode(t: &Tensor) -> Vec<u8> {
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     match t.data() {
-        Data::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::I64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::F32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::F64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::I64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Data::Bool(v) => out.extend(v.iter().map(|&b| b as u8)),
     }
     out
@@ -67,7 +94,10 @@ pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
     }
     let (header_len, start): (usize, usize) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
         v => return Err(format!("unsupported format version {v}")),
     };
     let header = bytes
@@ -80,7 +110,11 @@ pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
         "<f8" => DType::F64,
         "<i8" => DType::I64,
         "|b1" => DType::Bool,
-        other => return Err(format!("element type {other} is not supported (use float32, float64, int64 or bool)")),
+        other => {
+            return Err(format!(
+                "element type {other} is not supported (use float32, float64, int64 or bool)"
+            ))
+        }
     };
     if dict_value(header, "fortran_order").is_some_and(|v| v.trim() != "False") {
         return Err("Fortran-ordered arrays are not supported".into());
@@ -93,18 +127,37 @@ pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| format!("bad dimension '{s}' in shape")))
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| format!("bad dimension '{s}' in shape"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let n = checked_numel(&shape).map_err(|e| e.0)?;
     let body = &bytes[start + header_len..];
     let size = dtype.size_bytes();
     if body.len() != n * size {
-        return Err(format!("shape {shape:?} needs {} data bytes, file has {}", n * size, body.len()));
+        return Err(format!(
+            "shape {shape:?} needs {} data bytes, file has {}",
+            n * size,
+            body.len()
+        ));
     }
     let data = match dtype {
-        DType::F32 => Data::F32(body.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default())).collect()),
-        DType::F64 => Data::F64(body.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default())).collect()),
-        DType::I64 => Data::I64(body.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default())).collect()),
+        DType::F32 => Data::F32(
+            body.chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        ),
+        DType::F64 => Data::F64(
+            body.chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        ),
+        DType::I64 => Data::I64(
+            body.chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .collect(),
+        ),
         DType::Bool => Data::Bool(body.iter().map(|&b| b != 0).collect()),
     };
     Tensor::new(shape, data).map_err(|e| e.0)

@@ -36,13 +36,21 @@ pub struct Mismatch {
 /// Compares `actual` against `expected`; returns the worst element on failure.
 pub fn compare(actual: &Tensor, expected: &Tensor, how: Comparison) -> Result<(), Mismatch> {
     if actual.dtype() != expected.dtype() || actual.shape() != expected.shape() {
-        return Err(Mismatch { message: format!("type {} differs from expected {}", actual.ty(), expected.ty()) });
+        return Err(Mismatch {
+            message: format!(
+                "type {} differs from expected {}",
+                actual.ty(),
+                expected.ty()
+            ),
+        });
     }
     if how == Comparison::Exact || !actual.dtype().is_float() {
         return if actual.bit_eq(expected) {
             Ok(())
         } else {
-            Err(Mismatch { message: "elements differ (exact comparison)".into() })
+            Err(Mismatch {
+                message: "elements differ (exact comparison)".into(),
+            })
         };
     }
     let (a, e) = (actual.to_f64_vec(), expected.to_f64_vec());
@@ -59,7 +67,10 @@ pub fn compare(actual: &Tensor, expected: &Tensor, how: Comparison) -> Result<()
     match worst {
         None => Ok(()),
         Some((i, _)) => Err(Mismatch {
-            message: format!("element {i}: got {} expected {} (rtol {RTOL}, atol {ATOL})", a[i], e[i]),
+            message: format!(
+                "element {i}: got {} expected {} (rtol {RTOL}, atol {ATOL})",
+                a[i], e[i]
+            ),
         }),
     }
 }

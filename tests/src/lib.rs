@@ -13,7 +13,10 @@ use swflow_frontend::tolerance::{compare, Comparison};
 
 /// The repository's top folder.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .to_path_buf()
 }
 
 /// Where the generated conformance data lives; an error tells how to make it.
@@ -22,7 +25,10 @@ pub fn conformance_dir() -> Result<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".cache/conformance"));
     if !dir.join("STAMP").exists() {
-        bail!("no conformance data in {}: run scripts/setup-conformance.sh first", dir.display());
+        bail!(
+            "no conformance data in {}: run scripts/setup-conformance.sh first",
+            dir.display()
+        );
     }
     Ok(dir)
 }
@@ -30,7 +36,8 @@ pub fn conformance_dir() -> Result<PathBuf> {
 /// Non-empty lines of a checked-in list, without `#` comments; each line split at its first
 /// whitespace into a name and the rest.
 pub fn read_list(path: &Path) -> Result<Vec<(String, String)>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(text
         .lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
@@ -51,7 +58,11 @@ pub fn read_tensors(dir: &Path, prefix: &str) -> Result<Vec<(String, Tensor)>> {
             return Ok(out);
         }
         let bytes = std::fs::read(&path)?;
-        out.push(decode_tensor(&bytes).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?);
+        out.push(
+            decode_tensor(&bytes)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| path.display().to_string())?,
+        );
     }
 }
 
@@ -88,11 +99,18 @@ impl OnnxCase {
     /// The runtime inputs: the stored ones minus the frozen ones.
     pub fn inputs(&self) -> Result<Vec<Tensor>> {
         let all = read_tensors(&self.dir.join("test_data_set_0"), "input")?;
-        Ok(all.into_iter().filter(|(n, _)| !self.frozen.contains(n)).map(|(_, t)| t).collect())
+        Ok(all
+            .into_iter()
+            .filter(|(n, _)| !self.frozen.contains(n))
+            .map(|(_, t)| t)
+            .collect())
     }
 
     pub fn expected(&self) -> Result<Vec<Tensor>> {
-        Ok(read_tensors(&self.dir.join("test_data_set_0"), "output")?.into_iter().map(|(_, t)| t).collect())
+        Ok(read_tensors(&self.dir.join("test_data_set_0"), "output")?
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect())
     }
 
     /// Checks `outputs` against the expected outputs with the project tolerance.
@@ -102,7 +120,8 @@ impl OnnxCase {
             bail!("{} outputs, expected {}", outputs.len(), expected.len());
         }
         for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
-            compare(got, want, Comparison::Tolerance).map_err(|m| anyhow::anyhow!("output {k}: {}", m.message))?;
+            compare(got, want, Comparison::Tolerance)
+                .map_err(|m| anyhow::anyhow!("output {k}: {}", m.message))?;
         }
         Ok(())
     }

@@ -7,15 +7,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use swflow_tests::{conformance_dir, read_list, workspace_root, OnnxCase};
 
 /// The light models shipped in the onnx wheel.
-const LIGHT_MODELS: [&str; 9] =
-    ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19", "zfnet512"];
+const LIGHT_MODELS: [&str; 9] = [
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+];
 
 /// Element types the manifest must cover for every listed op.
 const COVERED_TYPES: [&str; 3] = ["FLOAT", "INT64", "BOOL"];
 
 /// `(test name, options)` per manifest line.
 fn manifest() -> Vec<(String, String)> {
-    read_list(&workspace_root().join("tests/conformance/manifest.txt")).expect("manifest is readable")
+    read_list(&workspace_root().join("tests/conformance/manifest.txt"))
+        .expect("manifest is readable")
 }
 
 #[test]
@@ -24,12 +34,22 @@ fn node_tests_in_manifest_pass() {
     let names = manifest();
     let mut failures = Vec::new();
     for (name, options) in &names {
-        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|case| case.run_interpreter()) {
+        if let Err(e) =
+            OnnxCase::new(dir.join(name), options).and_then(|case| case.run_interpreter())
+        {
             failures.push(format!("{name}: {e:#}"));
         }
     }
-    println!("conformance (graph interpreter): {} passed, {} failed", names.len() - failures.len(), failures.len());
-    assert!(failures.is_empty(), "failing node tests:\n{}", failures.join("\n"));
+    println!(
+        "conformance (graph interpreter): {} passed, {} failed",
+        names.len() - failures.len(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "failing node tests:\n{}",
+        failures.join("\n")
+    );
 }
 
 /// Every node test of a listed op whose tensors are f32/i64/bool is either in the manifest or
@@ -37,8 +57,15 @@ fn node_tests_in_manifest_pass() {
 #[test]
 fn manifest_covers_listed_ops() {
     let root = workspace_root().join("tests/conformance");
-    let ops: BTreeSet<String> = read_list(&root.join("ops.txt")).unwrap().into_iter().map(|(n, _)| n).collect();
-    let excluded: BTreeMap<String, String> = read_list(&root.join("excluded.txt")).unwrap().into_iter().collect();
+    let ops: BTreeSet<String> = read_list(&root.join("ops.txt"))
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let excluded: BTreeMap<String, String> = read_list(&root.join("excluded.txt"))
+        .unwrap()
+        .into_iter()
+        .collect();
     let index = std::fs::read_to_string(conformance_dir().unwrap().join("node/index.tsv")).unwrap();
     let mut of_listed = 0;
     let mut eligible = BTreeSet::new();
@@ -57,11 +84,20 @@ fn manifest_covers_listed_ops() {
     let manifest: BTreeSet<String> = manifest().into_iter().map(|(n, _)| n).collect();
     for (name, reason) in &excluded {
         assert!(!reason.is_empty(), "excluded test {name} needs a reason");
-        assert!(!manifest.contains(name), "{name} is both in the manifest and excluded");
+        assert!(
+            !manifest.contains(name),
+            "{name} is both in the manifest and excluded"
+        );
     }
     let unknown: Vec<_> = manifest.iter().filter(|n| !all.contains(*n)).collect();
-    assert!(unknown.is_empty(), "manifest names tests that do not exist: {unknown:?}");
-    let uncovered: Vec<_> = eligible.iter().filter(|n| !manifest.contains(*n) && !excluded.contains_key(*n)).collect();
+    assert!(
+        unknown.is_empty(),
+        "manifest names tests that do not exist: {unknown:?}"
+    );
+    let uncovered: Vec<_> = eligible
+        .iter()
+        .filter(|n| !manifest.contains(*n) && !excluded.contains_key(*n))
+        .collect();
     println!(
         "node tests: {} in the suite, {} of listed ops, {} of those with f32/i64/bool tensors; manifest {}, excluded {}",
         all.len(),
@@ -70,7 +106,10 @@ fn manifest_covers_listed_ops() {
         manifest.len(),
         excluded.len()
     );
-    assert!(uncovered.is_empty(), "eligible tests neither in the manifest nor excluded: {uncovered:?}");
+    assert!(
+        uncovered.is_empty(),
+        "eligible tests neither in the manifest nor excluded: {uncovered:?}"
+    );
 }
 
 #[test]
@@ -78,12 +117,19 @@ fn light_models_reproduce_expected_outputs() {
     let dir = conformance_dir().unwrap().join("light");
     let mut failures = Vec::new();
     for name in LIGHT_MODELS {
-        let case = OnnxCase { dir: dir.join(name), frozen: Vec::new() };
+        let case = OnnxCase {
+            dir: dir.join(name),
+            frozen: Vec::new(),
+        };
         let start = std::time::Instant::now();
         match case.run_interpreter() {
             Ok(()) => println!("light_{name}: ok in {:.2?}", start.elapsed()),
             Err(e) => failures.push(format!("light_{name}: {e:#}")),
         }
     }
-    assert!(failures.is_empty(), "failing light models:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "failing light models:\n{}",
+        failures.join("\n")
+    );
 }

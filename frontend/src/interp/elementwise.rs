@@ -38,7 +38,14 @@ pub(super) fn unary(u: UnaryOp, d: &Data) -> Data {
 }
 
 /// `f(a[i], b[j])` over the broadcast of `a` and `b` to `out`.
-fn zip_broadcast<A: Copy, B: Copy, O>(a: &[A], ash: &[usize], b: &[B], bsh: &[usize], out: &[usize], f: impl Fn(A, B) -> O) -> Vec<O> {
+fn zip_broadcast<A: Copy, B: Copy, O>(
+    a: &[A],
+    ash: &[usize],
+    b: &[B],
+    bsh: &[usize],
+    out: &[usize],
+    f: impl Fn(A, B) -> O,
+) -> Vec<O> {
     if ash == bsh {
         return a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect();
     }
@@ -48,15 +55,26 @@ fn zip_broadcast<A: Copy, B: Copy, O>(a: &[A], ash: &[usize], b: &[B], bsh: &[us
     if a.len() == 1 && bsh == out {
         return b.iter().map(|&y| f(a[0], y)).collect();
     }
-    broadcast_iter(ash, out).zip(broadcast_iter(bsh, out)).map(|(i, j)| f(a[i], b[j])).collect()
+    broadcast_iter(ash, out)
+        .zip(broadcast_iter(bsh, out))
+        .map(|(i, j)| f(a[i], b[j]))
+        .collect()
 }
 
-fn arith<T: Num>(op: BinaryOp, a: &[T], ash: &[usize], b: &[T], bsh: &[usize], out: &[usize]) -> Data
+fn arith<T: Num>(
+    op: BinaryOp,
+    a: &[T],
+    ash: &[usize],
+    b: &[T],
+    bsh: &[usize],
+    out: &[usize],
+) -> Data
 where
     Vec<T>: Into<Data>,
 {
     let z = |f: fn(T, T) -> T| zip_broadcast(a, ash, b, bsh, out, f).into();
-    let c = |f: fn(&T, &T) -> bool| Data::Bool(zip_broadcast(a, ash, b, bsh, out, |x, y| f(&x, &y)));
+    let c =
+        |f: fn(&T, &T) -> bool| Data::Bool(zip_broadcast(a, ash, b, bsh, out, |x, y| f(&x, &y)));
     match op {
         BinaryOp::Add => z(T::add),
         BinaryOp::Sub => z(T::sub),
@@ -82,17 +100,31 @@ pub(super) fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &[usize]) -> Res
             }
             arith(op, x, ash, y, bsh, out)
         }
-        (Data::Bool(x), Data::Bool(y)) if op == BinaryOp::Equal => Data::Bool(zip_broadcast(x, ash, y, bsh, out, |p, q| p == q)),
+        (Data::Bool(x), Data::Bool(y)) if op == BinaryOp::Equal => {
+            Data::Bool(zip_broadcast(x, ash, y, bsh, out, |p, q| p == q))
+        }
         _ => numeric_only(a.dtype()),
     })
 }
 
 pub(super) fn select(cond: &Tensor, a: &Tensor, b: &Tensor, out: &[usize]) -> Data {
-    let Data::Bool(c) = cond.data() else { unreachable!("select conditions are bool") };
+    let Data::Bool(c) = cond.data() else {
+        unreachable!("select conditions are bool")
+    };
     let c = broadcast_to(c, cond.shape(), out);
-    fn pick<T: Copy>(c: &[bool], a: &[T], ash: &[usize], b: &[T], bsh: &[usize], out: &[usize]) -> Vec<T> {
+    fn pick<T: Copy>(
+        c: &[bool],
+        a: &[T],
+        ash: &[usize],
+        b: &[T],
+        bsh: &[usize],
+        out: &[usize],
+    ) -> Vec<T> {
         let (a, b) = (broadcast_to(a, ash, out), broadcast_to(b, bsh, out));
-        c.iter().zip(a.iter().zip(&b)).map(|(&c, (&x, &y))| if c { x } else { y }).collect()
+        c.iter()
+            .zip(a.iter().zip(&b))
+            .map(|(&c, (&x, &y))| if c { x } else { y })
+            .collect()
     }
     let (ash, bsh) = (a.shape(), b.shape());
     match (a.data(), b.data()) {
@@ -112,7 +144,10 @@ pub(super) fn cast(d: &Data, to: DType) -> Data {
             Data::F32(v) => v.iter().map(|&x| T::from_f64(x as f64)).collect(),
             Data::F64(v) => v.iter().map(|&x| T::from_f64(x)).collect(),
             Data::I64(v) => v.iter().map(|&x| T::from_i64(x)).collect(),
-            Data::Bool(v) => v.iter().map(|&x| if x { T::ONE } else { T::ZERO }).collect(),
+            Data::Bool(v) => v
+                .iter()
+                .map(|&x| if x { T::ONE } else { T::ZERO })
+                .collect(),
         }
     }
     match to {

@@ -16,7 +16,13 @@ pub(crate) struct Strided {
 
 impl Strided {
     pub(crate) fn new(shape: &[usize], strides: Vec<isize>, base: isize) -> Strided {
-        Strided { shape: shape.to_vec(), idx: vec![0; shape.len()], strides, offset: base, remaining: shape.iter().product() }
+        Strided {
+            shape: shape.to_vec(),
+            idx: vec![0; shape.len()],
+            strides,
+            offset: base,
+            remaining: shape.iter().product(),
+        }
     }
 }
 
@@ -48,7 +54,13 @@ pub(crate) fn broadcast_strides(from: &[usize], to: &[usize]) -> Vec<isize> {
     let s = strides(from);
     let lead = to.len() - from.len();
     (0..to.len())
-        .map(|d| if d < lead || from[d - lead] == 1 { 0 } else { s[d - lead] as isize })
+        .map(|d| {
+            if d < lead || from[d - lead] == 1 {
+                0
+            } else {
+                s[d - lead] as isize
+            }
+        })
         .collect()
 }
 

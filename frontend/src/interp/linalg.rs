@@ -13,7 +13,9 @@ pub(crate) fn gemm<T: Num>(m: usize, k: usize, n: usize, a: &[T], b: &[T], c: &m
         return;
     }
     let threads = if m * n * k >= 1 << 18 {
-        std::thread::available_parallelism().map_or(1, |t| t.get()).min(m)
+        std::thread::available_parallelism()
+            .map_or(1, |t| t.get())
+            .min(m)
     } else {
         1
     };
@@ -57,7 +59,14 @@ pub(super) fn matmul(a: &Tensor, b: &Tensor, ty: &TensorType) -> Data {
     fn run<T: Num>(batch: usize, m: usize, k: usize, n: usize, a: &[T], b: &[T]) -> Vec<T> {
         let mut c = vec![T::ZERO; batch * m * n];
         for i in 0..batch {
-            gemm(m, k, n, &a[i * m * k..], &b[i * k * n..], &mut c[i * m * n..(i + 1) * m * n]);
+            gemm(
+                m,
+                k,
+                n,
+                &a[i * m * k..],
+                &b[i * k * n..],
+                &mut c[i * m * n..(i + 1) * m * n],
+            );
         }
         c
     }
@@ -76,7 +85,14 @@ const PAD: usize = usize::MAX;
 /// within one input plane that the window reads, or [`PAD`].
 ///
 /// Input coordinate along dim `i`: `out_i*stride_i + k_i*dilation_i - pad_begin_i`.
-pub(super) fn window_table(input: &[usize], kernel: &[usize], output: &[usize], strides_: &[usize], dilations: &[usize], pads: &[usize]) -> Vec<usize> {
+pub(super) fn window_table(
+    input: &[usize],
+    kernel: &[usize],
+    output: &[usize],
+    strides_: &[usize],
+    dilations: &[usize],
+    pads: &[usize],
+) -> Vec<usize> {
     let nd = input.len();
     let in_strides = strides(input);
     let kp: usize = kernel.iter().product();
@@ -88,7 +104,8 @@ pub(super) fn window_table(input: &[usize], kernel: &[usize], output: &[usize], 
         for _ in 0..p {
             let mut off = 0;
             for i in 0..nd {
-                let c = (oidx[i] * strides_[i] + kidx[i] * dilations[i]) as isize - pads[i] as isize;
+                let c =
+                    (oidx[i] * strides_[i] + kidx[i] * dilations[i]) as isize - pads[i] as isize;
                 if c < 0 || c >= input[i] as isize {
                     off = PAD;
                     break;
@@ -116,21 +133,40 @@ pub(super) fn bump(idx: &mut [usize], shape: &[usize]) {
 
 pub(super) fn conv(c: &ConvAttrs, x: &Tensor, w: &Tensor, ty: &TensorType) -> Data {
     match (x.data(), w.data()) {
-        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
-        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
+        (Data::F32(xv), Data::F32(wv)) => {
+            Data::F32(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape))
+        }
+        (Data::F64(xv), Data::F64(wv)) => {
+            Data::F64(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape))
+        }
         _ => numeric_only(ty.dtype),
     }
 }
 
 /// Convolution as one matrix product per (batch, group): `W[Mg, Cg*Kp] x col[Cg*Kp, P]`,
 /// where `col` is the im2col expansion of the input (skipped for pointwise kernels).
-fn conv_typed<T: Num>(c: &ConvAttrs, xs: &[usize], x: &[T], ws: &[usize], w: &[T], os: &[usize]) -> Vec<T> {
+fn conv_typed<T: Num>(
+    c: &ConvAttrs,
+    xs: &[usize],
+    x: &[T],
+    ws: &[usize],
+    w: &[T],
+    os: &[usize],
+) -> Vec<T> {
     let (n, cin, m) = (xs[0], xs[1], ws[0]);
     let (cg, mg) = (cin / c.groups, m / c.groups);
     let (sp_in, k_sp, sp_out) = (&xs[2..], &ws[2..], &os[2..]);
-    let (s_in, kp, p): (usize, usize, usize) = (sp_in.iter().product(), k_sp.iter().product(), sp_out.iter().product());
+    let (s_in, kp, p): (usize, usize, usize) = (
+        sp_in.iter().product(),
+        k_sp.iter().product(),
+        sp_out.iter().product(),
+    );
     let pointwise = kp == 1 && c.strides.iter().all(|&s| s == 1) && c.pads.iter().all(|&p| p == 0);
-    let table = if pointwise { Vec::new() } else { window_table(sp_in, k_sp, sp_out, &c.strides, &c.dilations, &c.pads) };
+    let table = if pointwise {
+        Vec::new()
+    } else {
+        window_table(sp_in, k_sp, sp_out, &c.strides, &c.dilations, &c.pads)
+    };
     let mut out = vec![T::ZERO; n * m * p];
     let mut col = vec![T::ZERO; if pointwise { 0 } else { cg * kp * p }];
     for b in 0..n {
@@ -155,19 +191,44 @@ fn conv_typed<T: Num>(c: &ConvAttrs, xs: &[usize], x: &[T], ws: &[usize], w: &[T
 
 pub(super) fn conv_transpose(c: &ConvAttrs, x: &Tensor, w: &Tensor, ty: &TensorType) -> Data {
     match (x.data(), w.data()) {
-        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_transpose_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
-        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_transpose_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
+        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_transpose_typed(
+            c,
+            x.shape(),
+            xv,
+            w.shape(),
+            wv,
+            &ty.shape,
+        )),
+        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_transpose_typed(
+            c,
+            x.shape(),
+            xv,
+            w.shape(),
+            wv,
+            &ty.shape,
+        )),
         _ => numeric_only(ty.dtype),
     }
 }
 
 /// Transposed convolution: per (batch, group), `col[Mg*Kp, S] = Wgᵀ x X[Cg, S]`, then each
 /// column entry is added into the output position it maps to (col2im).
-fn conv_transpose_typed<T: Num>(c: &ConvAttrs, xs: &[usize], x: &[T], ws: &[usize], w: &[T], os: &[usize]) -> Vec<T> {
+fn conv_transpose_typed<T: Num>(
+    c: &ConvAttrs,
+    xs: &[usize],
+    x: &[T],
+    ws: &[usize],
+    w: &[T],
+    os: &[usize],
+) -> Vec<T> {
     let (n, cin) = (xs[0], xs[1]);
     let (cg, mg, m) = (cin / c.groups, ws[1], os[1]);
     let (sp_in, k_sp, sp_out) = (&xs[2..], &ws[2..], &os[2..]);
-    let (s_in, kp, p): (usize, usize, usize) = (sp_in.iter().product(), k_sp.iter().product(), sp_out.iter().product());
+    let (s_in, kp, p): (usize, usize, usize) = (
+        sp_in.iter().product(),
+        k_sp.iter().product(),
+        sp_out.iter().product(),
+    );
     // Output offset for each (kernel position, input position); the roles of input and
     // output swap compared with a convolution.
     let nd = sp_in.len();
@@ -179,7 +240,8 @@ fn conv_transpose_typed<T: Num>(c: &ConvAttrs, xs: &[usize], x: &[T], ws: &[usiz
         for _ in 0..s_in {
             let mut off = 0;
             for i in 0..nd {
-                let o = (iidx[i] * c.strides[i] + kidx[i] * c.dilations[i]) as isize - c.pads[i] as isize;
+                let o = (iidx[i] * c.strides[i] + kidx[i] * c.dilations[i]) as isize
+                    - c.pads[i] as isize;
                 if o < 0 || o >= sp_out[i] as isize {
                     off = PAD;
                     break;

@@ -22,22 +22,37 @@ pub enum EvalError {
     #[error("graph expects {expected} inputs, {given} were given")]
     InputCount { expected: usize, given: usize },
     #[error("input '{name}' must be {expected}, got {given}")]
-    InputType { name: String, expected: TensorType, given: TensorType },
+    InputType {
+        name: String,
+        expected: TensorType,
+        given: TensorType,
+    },
     #[error("node '{node}' ({op}): {reason}")]
-    Node { node: String, op: String, reason: String },
+    Node {
+        node: String,
+        op: String,
+        reason: String,
+    },
 }
 
 /// Runs `g` on `inputs` (in graph-input order) and returns the outputs in order.
 pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
     let input_ids: Vec<_> = g.inputs().collect();
     if input_ids.len() != inputs.len() {
-        return Err(EvalError::InputCount { expected: input_ids.len(), given: inputs.len() });
+        return Err(EvalError::InputCount {
+            expected: input_ids.len(),
+            given: inputs.len(),
+        });
     }
     let mut values: Vec<Option<std::sync::Arc<Tensor>>> = vec![None; g.nodes().len()];
     for (&id, t) in input_ids.iter().zip(inputs) {
         let node = g.node(id);
         if t.ty() != node.ty {
-            return Err(EvalError::InputType { name: node.name.clone(), expected: node.ty.clone(), given: t.ty() });
+            return Err(EvalError::InputType {
+                name: node.name.clone(),
+                expected: node.ty.clone(),
+                given: t.ty(),
+            });
         }
         values[id.index()] = Some(std::sync::Arc::new(t.clone()));
     }
@@ -51,7 +66,11 @@ pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
                 let args: Vec<&Tensor> = node
                     .inputs
                     .iter()
-                    .map(|i| values[i.index()].as_deref().expect("operands are evaluated before their users"))
+                    .map(|i| {
+                        values[i.index()]
+                            .as_deref()
+                            .expect("operands are evaluated before their users")
+                    })
                     .collect();
                 let out = eval_op(op, &args, &node.ty).map_err(|reason| EvalError::Node {
                     node: node.name.clone(),
@@ -69,7 +88,15 @@ pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
             }
         }
     }
-    Ok(g.outputs.iter().map(|o| values[o.node.index()].as_deref().expect("outputs are evaluated").clone()).collect())
+    Ok(g.outputs
+        .iter()
+        .map(|o| {
+            values[o.node.index()]
+                .as_deref()
+                .expect("outputs are evaluated")
+                .clone()
+        })
+        .collect())
 }
 
 /// Evaluates one op on operand values. `ty` is the result type the graph inferred for it.
@@ -90,11 +117,20 @@ pub fn eval_op(op: &Op, args: &[&Tensor], ty: &TensorType) -> Result<Tensor, Str
         Op::Reshape { .. } => args[0].data().clone(),
         Op::Broadcast { shape } => movement::broadcast(args[0], shape),
         Op::Transpose { perm } => movement::transpose(args[0], perm),
-        Op::Slice { starts, steps, sizes } => movement::slice(args[0], starts, steps, sizes),
+        Op::Slice {
+            starts,
+            steps,
+            sizes,
+        } => movement::slice(args[0], starts, steps, sizes),
         Op::Concat { axis } => movement::concat(args, *axis),
         Op::Gather { axis } => movement::gather(args[0], args[1], *axis)?,
     };
-    debug_assert_eq!(data.dtype(), ty.dtype, "{} produced the wrong element type", op.name());
+    debug_assert_eq!(
+        data.dtype(),
+        ty.dtype,
+        "{} produced the wrong element type",
+        op.name()
+    );
     Tensor::new(ty.shape.clone(), data).map_err(|e| e.0)
 }
 

@@ -18,7 +18,11 @@ pub(super) fn transpose(x: &Tensor, perm: &[usize]) -> Data {
 pub(super) fn slice(x: &Tensor, starts: &[usize], steps: &[i64], sizes: &[usize]) -> Data {
     let s = strides(x.shape());
     let base: isize = starts.iter().zip(&s).map(|(&a, &b)| (a * b) as isize).sum();
-    let view: Vec<isize> = steps.iter().zip(&s).map(|(&st, &b)| st as isize * b as isize).collect();
+    let view: Vec<isize> = steps
+        .iter()
+        .zip(&s)
+        .map(|(&st, &b)| st as isize * b as isize)
+        .collect();
     map_data!(x.data(), v => Strided::new(sizes, view.clone(), base).map(|i| v[i]).collect())
 }
 
@@ -58,7 +62,9 @@ pub(super) fn concat(parts: &[&Tensor], axis: usize) -> Data {
 }
 
 pub(super) fn gather(data: &Tensor, indices: &Tensor, axis: usize) -> Result<Data, String> {
-    let Data::I64(idx) = indices.data() else { unreachable!("gather indices are i64") };
+    let Data::I64(idx) = indices.data() else {
+        unreachable!("gather indices are i64")
+    };
     let dim = data.shape()[axis];
     let resolved = idx
         .iter()
@@ -67,7 +73,9 @@ pub(super) fn gather(data: &Tensor, indices: &Tensor, axis: usize) -> Result<Dat
             if (0..dim as i64).contains(&j) {
                 Ok(j as usize)
             } else {
-                Err(format!("index {i} out of range for axis {axis} of extent {dim}"))
+                Err(format!(
+                    "index {i} out of range for axis {axis} of extent {dim}"
+                ))
             }
         })
         .collect::<Result<Vec<usize>, String>>()?;

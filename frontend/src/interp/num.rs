@@ -24,7 +24,11 @@ pub(crate) trait Num: Copy + PartialOrd + Default + Send + Sync + 'static {
 
     fn max(self, o: Self) -> Self {
         if self.is_nan() || o.is_nan() {
-            if self.is_nan() { self } else { o }
+            if self.is_nan() {
+                self
+            } else {
+                o
+            }
         } else if o > self {
             o
         } else {
@@ -34,7 +38,11 @@ pub(crate) trait Num: Copy + PartialOrd + Default + Send + Sync + 'static {
 
     fn min(self, o: Self) -> Self {
         if self.is_nan() || o.is_nan() {
-            if self.is_nan() { self } else { o }
+            if self.is_nan() {
+                self
+            } else {
+                o
+            }
         } else if o < self {
             o
         } else {
@@ -44,7 +52,11 @@ pub(crate) trait Num: Copy + PartialOrd + Default + Send + Sync + 'static {
 
     /// `max(x, 0)`, keeping NaN.
     fn relu(self) -> Self {
-        if self < Self::ZERO { Self::ZERO } else { self }
+        if self < Self::ZERO {
+            Self::ZERO
+        } else {
+            self
+        }
     }
 }
 
@@ -64,28 +76,66 @@ macro_rules! float_impl {
             const ONE: Self = 1.0;
             const LOWEST: Self = <$t>::NEG_INFINITY;
             const HIGHEST: Self = <$t>::INFINITY;
-            fn add(self, o: Self) -> Self { self + o }
-            fn sub(self, o: Self) -> Self { self - o }
-            fn mul(self, o: Self) -> Self { self * o }
-            fn div(self, o: Self) -> Self { self / o }
-            fn pow(self, o: Self) -> Self { self.powf(o) }
-            fn neg(self) -> Self { -self }
-            fn abs(self) -> Self { self.abs() }
-            fn sign(self) -> Self {
-                if self > 0.0 { 1.0 } else if self < 0.0 { -1.0 } else { self }
+            fn add(self, o: Self) -> Self {
+                self + o
             }
-            fn is_nan(self) -> bool { self.is_nan() }
-            fn to_f64(self) -> f64 { self as f64 }
-            fn from_f64(v: f64) -> Self { v as $t }
-            fn from_i64(v: i64) -> Self { v as $t }
+            fn sub(self, o: Self) -> Self {
+                self - o
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn div(self, o: Self) -> Self {
+                self / o
+            }
+            fn pow(self, o: Self) -> Self {
+                self.powf(o)
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn abs(self) -> Self {
+                self.abs()
+            }
+            fn sign(self) -> Self {
+                if self > 0.0 {
+                    1.0
+                } else if self < 0.0 {
+                    -1.0
+                } else {
+                    self
+                }
+            }
+            fn is_nan(self) -> bool {
+                self.is_nan()
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
         }
 
         impl Float for $t {
-            fn sqrt(self) -> Self { self.sqrt() }
-            fn exp(self) -> Self { self.exp() }
-            fn ln(self) -> Self { self.ln() }
-            fn erf(self) -> Self { $erf(self) }
-            fn tanh(self) -> Self { self.tanh() }
+            fn sqrt(self) -> Self {
+                self.sqrt()
+            }
+            fn exp(self) -> Self {
+                self.exp()
+            }
+            fn ln(self) -> Self {
+                self.ln()
+            }
+            fn erf(self) -> Self {
+                $erf(self)
+            }
+            fn tanh(self) -> Self {
+                self.tanh()
+            }
         }
     };
 }
@@ -98,24 +148,52 @@ impl Num for i64 {
     const ONE: Self = 1;
     const LOWEST: Self = i64::MIN;
     const HIGHEST: Self = i64::MAX;
-    fn add(self, o: Self) -> Self { self.wrapping_add(o) }
-    fn sub(self, o: Self) -> Self { self.wrapping_sub(o) }
-    fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
+    fn add(self, o: Self) -> Self {
+        self.wrapping_add(o)
+    }
+    fn sub(self, o: Self) -> Self {
+        self.wrapping_sub(o)
+    }
+    fn mul(self, o: Self) -> Self {
+        self.wrapping_mul(o)
+    }
     /// Truncating division; callers rule out a zero divisor first.
-    fn div(self, o: Self) -> Self { self.wrapping_div(o) }
+    fn div(self, o: Self) -> Self {
+        self.wrapping_div(o)
+    }
     fn pow(self, o: Self) -> Self {
         match o {
             o if o >= 0 => self.wrapping_pow(Ord::min(o, u32::MAX as i64) as u32),
             _ if self == 1 => 1,
-            _ if self == -1 => if o % 2 == 0 { 1 } else { -1 },
+            _ if self == -1 => {
+                if o % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
             _ => 0,
         }
     }
-    fn neg(self) -> Self { self.wrapping_neg() }
-    fn abs(self) -> Self { self.wrapping_abs() }
-    fn sign(self) -> Self { self.signum() }
-    fn is_nan(self) -> bool { false }
-    fn to_f64(self) -> f64 { self as f64 }
-    fn from_f64(v: f64) -> Self { v as i64 }
-    fn from_i64(v: i64) -> Self { v }
+    fn neg(self) -> Self {
+        self.wrapping_neg()
+    }
+    fn abs(self) -> Self {
+        self.wrapping_abs()
+    }
+    fn sign(self) -> Self {
+        self.signum()
+    }
+    fn is_nan(self) -> bool {
+        false
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as i64
+    }
+    fn from_i64(v: i64) -> Self {
+        v
+    }
 }

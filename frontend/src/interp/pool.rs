@@ -24,19 +24,32 @@ fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec
     // Divisors of an average, per output position.
     let divisors: Vec<f64> = match a.kind {
         PoolKind::Max => Vec::new(),
-        PoolKind::Avg { count_include_pad: false } => {
-            (0..p).map(|pos| (0..kp).filter(|&k| table[k * p + pos] != usize::MAX).count() as f64).collect()
-        }
-        PoolKind::Avg { count_include_pad: true } => vec![kp as f64; p],
+        PoolKind::Avg {
+            count_include_pad: false,
+        } => (0..p)
+            .map(|pos| {
+                (0..kp)
+                    .filter(|&k| table[k * p + pos] != usize::MAX)
+                    .count() as f64
+            })
+            .collect(),
+        PoolKind::Avg {
+            count_include_pad: true,
+        } => vec![kp as f64; p],
     };
     let planes = xs[0] * xs[1];
     let mut out = Vec::with_capacity(planes * p);
     for plane in x.chunks(s_in).take(planes) {
         for pos in 0..p {
-            let window = (0..kp).map(|k| table[k * p + pos]).filter(|&o| o != usize::MAX).map(|o| plane[o]);
+            let window = (0..kp)
+                .map(|k| table[k * p + pos])
+                .filter(|&o| o != usize::MAX)
+                .map(|o| plane[o]);
             out.push(match a.kind {
                 PoolKind::Max => window.fold(T::LOWEST, T::max),
-                PoolKind::Avg { .. } => T::from_f64(window.map(T::to_f64).sum::<f64>() / divisors[pos]),
+                PoolKind::Avg { .. } => {
+                    T::from_f64(window.map(T::to_f64).sum::<f64>() / divisors[pos])
+                }
             });
         }
     }

@@ -45,7 +45,11 @@ pub struct Graph {
 
 impl Graph {
     pub fn new(name: impl Into<String>) -> Graph {
-        Graph { name: name.into(), nodes: Vec::new(), outputs: Vec::new() }
+        Graph {
+            name: name.into(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+        }
     }
 
     pub fn nodes(&self) -> &[Node] {
@@ -62,25 +66,50 @@ impl Graph {
 
     /// The runtime inputs, in order.
     pub fn inputs(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.ids().filter(|&id| matches!(self.node(id).op, Op::Input))
+        self.ids()
+            .filter(|&id| matches!(self.node(id).op, Op::Input))
     }
 
     /// Appends a runtime input of type `ty`.
     pub fn add_input(&mut self, name: impl Into<String>, ty: TensorType) -> NodeId {
-        self.push_unchecked(Node { name: name.into(), op: Op::Input, inputs: Vec::new(), ty, origin: None })
+        self.push_unchecked(Node {
+            name: name.into(),
+            op: Op::Input,
+            inputs: Vec::new(),
+            ty,
+            origin: None,
+        })
     }
 
     /// Appends a constant.
     pub fn add_const(&mut self, name: impl Into<String>, value: Arc<Tensor>) -> NodeId {
         let ty = value.ty();
-        self.push_unchecked(Node { name: name.into(), op: Op::Const(value), inputs: Vec::new(), ty, origin: None })
+        self.push_unchecked(Node {
+            name: name.into(),
+            op: Op::Const(value),
+            inputs: Vec::new(),
+            ty,
+            origin: None,
+        })
     }
 
     /// Appends `op(inputs)`, inferring its type. Operands must already be in the graph.
-    pub fn add_node(&mut self, name: impl Into<String>, op: Op, inputs: Vec<NodeId>, origin: Option<String>) -> Result<NodeId, ShapeError> {
+    pub fn add_node(
+        &mut self,
+        name: impl Into<String>,
+        op: Op,
+        inputs: Vec<NodeId>,
+        origin: Option<String>,
+    ) -> Result<NodeId, ShapeError> {
         let types: Vec<&TensorType> = inputs.iter().map(|&i| &self.node(i).ty).collect();
         let ty = infer(&op, &types)?;
-        Ok(self.push_unchecked(Node { name: name.into(), op, inputs, ty, origin }))
+        Ok(self.push_unchecked(Node {
+            name: name.into(),
+            op,
+            inputs,
+            ty,
+            origin,
+        }))
     }
 
     /// Appends a node as given, without inferring or checking its type (the parser uses this
@@ -139,6 +168,8 @@ impl Graph {
                 self.nodes.push(n);
             }
         }
-        self.outputs.iter_mut().for_each(|o| o.node = remap[o.node.index()]);
+        self.outputs
+            .iter_mut()
+            .for_each(|o| o.node = remap[o.node.index()]);
     }
 }

@@ -12,7 +12,11 @@ use super::{
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> {
     if let Some(n) = op.arity() {
         if inputs.len() != n {
-            return err(format!("{} takes {n} operands, got {}", op.name(), inputs.len()));
+            return err(format!(
+                "{} takes {n} operands, got {}",
+                op.name(),
+                inputs.len()
+            ));
         }
     } else if inputs.is_empty() {
         return err(format!("{} takes at least one operand", op.name()));
@@ -31,12 +35,16 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
             let s = broadcast_shapes(&s, &inputs[2].shape)?;
             TensorType::new(inputs[1].dtype, s)
         }
-        Op::Cast { to } => Ok(TensorType { dtype: *to, shape: inputs[0].shape.clone() }),
+        Op::Cast { to } => Ok(TensorType {
+            dtype: *to,
+            shape: inputs[0].shape.clone(),
+        }),
         Op::MatMul => matmul(inputs[0], inputs[1]),
         Op::Conv(c) => conv(c, inputs[0], inputs[1]),
-        Op::ConvTranspose { conv: c, output_padding } => {
-            conv_transpose(c, output_padding, inputs[0], inputs[1])
-        }
+        Op::ConvTranspose {
+            conv: c,
+            output_padding,
+        } => conv_transpose(c, output_padding, inputs[0], inputs[1]),
         Op::Pool(p) => pool(p, inputs[0]),
         Op::Reduce { axes, .. } => {
             let x = inputs[0];
@@ -50,37 +58,69 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
                 seen[a] = true;
                 shape[a] = 1;
             }
-            Ok(TensorType { dtype: x.dtype, shape })
+            Ok(TensorType {
+                dtype: x.dtype,
+                shape,
+            })
         }
         Op::Reshape { shape } => {
             let n = checked_numel(shape)?;
             if n != inputs[0].numel() {
-                return err(format!("cannot reshape {} to {}", inputs[0], ShapeDisplay(shape)));
+                return err(format!(
+                    "cannot reshape {} to {}",
+                    inputs[0],
+                    ShapeDisplay(shape)
+                ));
             }
-            Ok(TensorType { dtype: inputs[0].dtype, shape: shape.clone() })
+            Ok(TensorType {
+                dtype: inputs[0].dtype,
+                shape: shape.clone(),
+            })
         }
         Op::Broadcast { shape } => {
             let b = broadcast_shapes(&inputs[0].shape, shape)?;
             if &b != shape {
-                return err(format!("cannot broadcast {} to {}", inputs[0], ShapeDisplay(shape)));
+                return err(format!(
+                    "cannot broadcast {} to {}",
+                    inputs[0],
+                    ShapeDisplay(shape)
+                ));
             }
             TensorType::new(inputs[0].dtype, b)
         }
         Op::Transpose { perm } => {
             let x = inputs[0];
             let mut seen = vec![false; x.rank()];
-            if perm.len() != x.rank() || perm.iter().any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true)) {
+            if perm.len() != x.rank()
+                || perm
+                    .iter()
+                    .any(|&p| p >= x.rank() || std::mem::replace(&mut seen[p], true))
+            {
                 return err(format!("permutation {perm:?} invalid for {x}"));
             }
-            Ok(TensorType { dtype: x.dtype, shape: perm.iter().map(|&p| x.shape[p]).collect() })
+            Ok(TensorType {
+                dtype: x.dtype,
+                shape: perm.iter().map(|&p| x.shape[p]).collect(),
+            })
         }
-        Op::Slice { starts, steps, sizes } => {
+        Op::Slice {
+            starts,
+            steps,
+            sizes,
+        } => {
             let x = inputs[0];
             if starts.len() != x.rank() || steps.len() != x.rank() || sizes.len() != x.rank() {
-                return err(format!("slice needs one start, step and size per axis of {x}"));
+                return err(format!(
+                    "slice needs one start, step and size per axis of {x}"
+                ));
             }
             for i in 0..x.rank() {
-                let (start, step, size, dim) = (starts[i] as i128, steps[i] as i128, sizes[i] as i128, x.shape[i] as i128);
+                let (start, step, size, dim) = (
+                    starts[i] as i128,
+                    steps[i] as i128,
+                    sizes[i] as i128,
+                    x.shape[i] as i128,
+                );
                 let last = start + (size - 1) * step;
                 let ok = step != 0 && (size == 0 || (start < dim && last >= 0 && last < dim));
                 if !ok {
@@ -89,7 +129,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
                     ));
                 }
             }
-            Ok(TensorType { dtype: x.dtype, shape: sizes.clone() })
+            Ok(TensorType {
+                dtype: x.dtype,
+                shape: sizes.clone(),
+            })
         }
         Op::Concat { axis } => {
             let first = inputs[0];
@@ -103,7 +146,9 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
                 let compatible = t.rank() == first.rank()
                     && (0..t.rank()).all(|i| i == *axis || t.shape[i] == first.shape[i]);
                 if !compatible {
-                    return err(format!("cannot concatenate {t} with {first} along axis {axis}"));
+                    return err(format!(
+                        "cannot concatenate {t} with {first} along axis {axis}"
+                    ));
                 }
                 shape[*axis] += t.shape[*axis];
             }
@@ -130,8 +175,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, ShapeErr
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -193,7 +246,11 @@ fn binary(b: BinaryOp, x: &TensorType, y: &TensorType) -> Result<TensorType, Sha
         require_numeric(x)?;
     }
     let shape = broadcast_shapes(&x.shape, &y.shape)?;
-    let dtype = if b.is_comparison() { DType::Bool } else { x.dtype };
+    let dtype = if b.is_comparison() {
+        DType::Bool
+    } else {
+        x.dtype
+    };
     Ok(TensorType { dtype, shape })
 }
 
@@ -201,7 +258,10 @@ fn matmul(a: &TensorType, b: &TensorType) -> Result<TensorType, ShapeError> {
     same_dtype(a, b)?;
     require_numeric(a)?;
     let r = a.rank();
-    let ok = r >= 2 && b.rank() == r && a.shape[..r - 2] == b.shape[..r - 2] && a.shape[r - 1] == b.shape[r - 2];
+    let ok = r >= 2
+        && b.rank() == r
+        && a.shape[..r - 2] == b.shape[..r - 2]
+        && a.shape[r - 1] == b.shape[r - 2];
     if !ok {
         return err(format!("matmul operands {a} and {b} do not match"));
     }
@@ -218,9 +278,17 @@ fn require_nonempty_spatial(x: &TensorType) -> Result<(), ShapeError> {
 }
 
 /// Checks the attribute vector lengths against the number of spatial dimensions.
-fn check_window(what: &str, spatial: usize, strides: &[usize], dilations: &[usize], pads: &[usize]) -> Result<(), ShapeError> {
+fn check_window(
+    what: &str,
+    spatial: usize,
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[usize],
+) -> Result<(), ShapeError> {
     if strides.len() != spatial || dilations.len() != spatial || pads.len() != 2 * spatial {
-        return err(format!("{what} attributes do not match {spatial} spatial dimensions"));
+        return err(format!(
+            "{what} attributes do not match {spatial} spatial dimensions"
+        ));
     }
     if strides.contains(&0) || dilations.contains(&0) {
         return err(format!("{what} strides and dilations must be positive"));
@@ -232,14 +300,19 @@ fn conv(c: &ConvAttrs, x: &TensorType, w: &TensorType) -> Result<TensorType, Sha
     same_dtype(x, w)?;
     require_float(x)?;
     if x.rank() < 3 || w.rank() != x.rank() {
-        return err(format!("conv operands {x} and {w} must be [N,C,spatial..] and [M,C/groups,kernel..]"));
+        return err(format!(
+            "conv operands {x} and {w} must be [N,C,spatial..] and [M,C/groups,kernel..]"
+        ));
     }
     let spatial = x.rank() - 2;
     require_nonempty_spatial(x)?;
     check_window("conv", spatial, &c.strides, &c.dilations, &c.pads)?;
     let (cin, m) = (x.shape[1], w.shape[0]);
     if c.groups == 0 || cin % c.groups != 0 || m % c.groups != 0 || w.shape[1] * c.groups != cin {
-        return err(format!("conv with {} groups: input {x} and weight {w} disagree", c.groups));
+        return err(format!(
+            "conv with {} groups: input {x} and weight {w} disagree",
+            c.groups
+        ));
     }
     let mut shape = vec![x.shape[0], m];
     for i in 0..spatial {
@@ -253,11 +326,18 @@ fn conv(c: &ConvAttrs, x: &TensorType, w: &TensorType) -> Result<TensorType, Sha
     TensorType::new(x.dtype, shape)
 }
 
-fn conv_transpose(c: &ConvAttrs, output_padding: &[usize], x: &TensorType, w: &TensorType) -> Result<TensorType, ShapeError> {
+fn conv_transpose(
+    c: &ConvAttrs,
+    output_padding: &[usize],
+    x: &TensorType,
+    w: &TensorType,
+) -> Result<TensorType, ShapeError> {
     same_dtype(x, w)?;
     require_float(x)?;
     if x.rank() < 3 || w.rank() != x.rank() {
-        return err(format!("conv_transpose operands {x} and {w} must be [N,C,spatial..] and [C,M/groups,kernel..]"));
+        return err(format!(
+            "conv_transpose operands {x} and {w} must be [N,C,spatial..] and [C,M/groups,kernel..]"
+        ));
     }
     let spatial = x.rank() - 2;
     check_window("conv_transpose", spatial, &c.strides, &c.dilations, &c.pads)?;
@@ -265,7 +345,10 @@ fn conv_transpose(c: &ConvAttrs, output_padding: &[usize], x: &TensorType, w: &T
         return err("conv_transpose output_padding must have one entry per spatial dimension");
     }
     if c.groups == 0 || x.shape[1] != w.shape[0] || x.shape[1] % c.groups != 0 {
-        return err(format!("conv_transpose with {} groups: input {x} and weight {w} disagree", c.groups));
+        return err(format!(
+            "conv_transpose with {} groups: input {x} and weight {w} disagree",
+            c.groups
+        ));
     }
     let mut shape = vec![x.shape[0], w.shape[1] * c.groups];
     for i in 0..spatial {
@@ -275,7 +358,9 @@ fn conv_transpose(c: &ConvAttrs, output_padding: &[usize], x: &TensorType, w: &T
             + 1;
         let out = full - c.pads[i] as i128 - c.pads[spatial + i] as i128;
         if x.shape[2 + i] == 0 || w.shape[2 + i] == 0 || out <= 0 {
-            return err(format!("conv_transpose of {x} with {w} has an empty output"));
+            return err(format!(
+                "conv_transpose of {x} with {w} has an empty output"
+            ));
         }
         shape.push(out as usize);
     }
@@ -283,14 +368,26 @@ fn conv_transpose(c: &ConvAttrs, output_padding: &[usize], x: &TensorType, w: &T
 }
 
 /// Output extent of one pooled dimension (see [`PoolAttrs`] for the ceil-mode rule).
-pub fn pool_extent(input: usize, kernel: usize, stride: usize, dilation: usize, pad_begin: usize, pad_end: usize, ceil_mode: bool) -> Option<usize> {
+pub fn pool_extent(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pad_begin: usize,
+    pad_end: usize,
+    ceil_mode: bool,
+) -> Option<usize> {
     let padded = input + pad_begin + pad_end;
     let window = dilation * (kernel.checked_sub(1)?) + 1;
     if padded < window {
         return None;
     }
     let span = padded - window;
-    let mut out = if ceil_mode { span.div_ceil(stride) + 1 } else { span / stride + 1 };
+    let mut out = if ceil_mode {
+        span.div_ceil(stride) + 1
+    } else {
+        span / stride + 1
+    };
     if ceil_mode && (out - 1) * stride >= input + pad_begin {
         out -= 1;
     }
@@ -310,8 +407,21 @@ fn pool(p: &PoolAttrs, x: &TensorType) -> Result<TensorType, ShapeError> {
     }
     let mut shape = x.shape[..2].to_vec();
     for i in 0..spatial {
-        let o = pool_extent(x.shape[2 + i], p.kernel[i], p.strides[i], p.dilations[i], p.pads[i], p.pads[spatial + i], p.ceil_mode)
-            .ok_or_else(|| ShapeError::new(format!("pool window {:?} larger than padded input {x}", p.kernel)))?;
+        let o = pool_extent(
+            x.shape[2 + i],
+            p.kernel[i],
+            p.strides[i],
+            p.dilations[i],
+            p.pads[i],
+            p.pads[spatial + i],
+            p.ceil_mode,
+        )
+        .ok_or_else(|| {
+            ShapeError::new(format!(
+                "pool window {:?} larger than padded input {x}",
+                p.kernel
+            ))
+        })?;
         shape.push(o);
     }
     TensorType::new(x.dtype, shape)

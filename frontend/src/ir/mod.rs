@@ -5,6 +5,7 @@
 //! Runtime inputs are [`Op::Input`] nodes (in graph-input order) and constants are
 //! [`Op::Const`] nodes. The text form ([`print`] and [`parse`]) round-trips exactly.
 
+pub mod cost;
 mod dtype;
 mod graph;
 pub mod infer;

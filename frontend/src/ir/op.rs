@@ -31,7 +31,10 @@ pub enum Op {
     Conv(ConvAttrs),
     /// Transposed convolution without bias: `x[N, C, S..] * w[C, M/groups, K..] -> [N, M, O..]`
     /// with `O = (S-1)*stride - pad_begin - pad_end + dilation*(K-1) + output_padding + 1`.
-    ConvTranspose { conv: ConvAttrs, output_padding: Vec<usize> },
+    ConvTranspose {
+        conv: ConvAttrs,
+        output_padding: Vec<usize>,
+    },
     /// Max or average pooling over the spatial dimensions of `x[N, C, S..]`.
     Pool(PoolAttrs),
     /// Reduction over `axes`; reduced dimensions stay in the result with extent 1.
@@ -44,7 +47,11 @@ pub enum Op {
     Transpose { perm: Vec<usize> },
     /// Strided window: along axis `i`, elements `starts[i] + k*steps[i]` for `k < sizes[i]`.
     /// Every index touched is in bounds; steps are non-zero and may be negative.
-    Slice { starts: Vec<usize>, steps: Vec<i64>, sizes: Vec<usize> },
+    Slice {
+        starts: Vec<usize>,
+        steps: Vec<i64>,
+        sizes: Vec<usize>,
+    },
     /// Concatenation of all operands along `axis`.
     Concat { axis: usize },
     /// `gather(data, indices)` along `axis`; the result shape is
@@ -104,7 +111,9 @@ pub struct ConvAttrs {
 pub enum PoolKind {
     Max,
     /// Average; with `count_include_pad` the divisor counts padding elements too.
-    Avg { count_include_pad: bool },
+    Avg {
+        count_include_pad: bool,
+    },
 }
 
 /// Pooling window description; vectors per spatial dimension, `pads` as in [`ConvAttrs`].
@@ -214,8 +223,14 @@ impl Op {
             Op::MatMul => "matmul",
             Op::Conv(_) => "conv",
             Op::ConvTranspose { .. } => "conv_transpose",
-            Op::Pool(PoolAttrs { kind: PoolKind::Max, .. }) => "max_pool",
-            Op::Pool(PoolAttrs { kind: PoolKind::Avg { .. }, .. }) => "avg_pool",
+            Op::Pool(PoolAttrs {
+                kind: PoolKind::Max,
+                ..
+            }) => "max_pool",
+            Op::Pool(PoolAttrs {
+                kind: PoolKind::Avg { .. },
+                ..
+            }) => "avg_pool",
             Op::Reduce { kind, .. } => kind.name(),
             Op::Reshape { .. } => "reshape",
             Op::Broadcast { .. } => "broadcast",
@@ -238,9 +253,11 @@ impl Op {
             | Op::Broadcast { .. }
             | Op::Transpose { .. }
             | Op::Slice { .. } => Some(1),
-            Op::Binary(_) | Op::MatMul | Op::Conv(_) | Op::ConvTranspose { .. } | Op::Gather { .. } => {
-                Some(2)
-            }
+            Op::Binary(_)
+            | Op::MatMul
+            | Op::Conv(_)
+            | Op::ConvTranspose { .. }
+            | Op::Gather { .. } => Some(2),
             Op::Select => Some(3),
             Op::Concat { .. } => None,
         }

@@ -20,7 +20,13 @@ pub struct ParseError {
 
 /// Parses the text form. The result is not verified: run [`super::verify`] to check types.
 pub fn parse(text: &str) -> Result<Graph, ParseError> {
-    Parser { chars: text.chars().collect(), pos: 0, line: 1, col: 1 }.graph()
+    Parser {
+        chars: text.chars().collect(),
+        pos: 0,
+        line: 1,
+        col: 1,
+    }
+    .graph()
 }
 
 #[derive(Debug, PartialEq)]
@@ -51,7 +57,11 @@ enum AttrValue {
 
 impl Parser {
     fn err<T>(&self, msg: impl Into<String>) -> Result<T, ParseError> {
-        Err(ParseError { line: self.line, col: self.col, msg: msg.into() })
+        Err(ParseError {
+            line: self.line,
+            col: self.col,
+            msg: msg.into(),
+        })
     }
 
     fn bump(&mut self) -> Option<char> {
@@ -89,7 +99,9 @@ impl Parser {
 
     fn next(&mut self) -> Result<Tok, ParseError> {
         self.skip_space();
-        let Some(c) = self.bump() else { return Ok(Tok::Eof) };
+        let Some(c) = self.bump() else {
+            return Ok(Tok::Eof);
+        };
         match c {
             '%' => {
                 if self.chars.get(self.pos) == Some(&'"') {
@@ -109,13 +121,19 @@ impl Parser {
             '"' => Ok(Tok::Str(self.string_body()?)),
             c if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+') => {
                 let mut s = c.to_string();
-                while let Some(&c) = self.chars.get(self.pos).filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+')) {
+                while let Some(&c) = self
+                    .chars
+                    .get(self.pos)
+                    .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+'))
+                {
                     s.push(c);
                     self.bump();
                 }
                 Ok(Tok::Word(s))
             }
-            '{' | '}' | '(' | ')' | '[' | ']' | ',' | '=' | ':' | '@' | '<' | '>' => Ok(Tok::Punct(c)),
+            '{' | '}' | '(' | ')' | '[' | ']' | ',' | '=' | ':' | '@' | '<' | '>' => {
+                Ok(Tok::Punct(c))
+            }
             c => self.err(format!("unexpected character {c:?}")),
         }
     }
@@ -224,8 +242,14 @@ impl Parser {
 
     fn ty(&mut self) -> Result<TensorType, ParseError> {
         let d = self.word()?;
-        let Some(dtype) = DType::from_name(&d) else { return self.err(format!("unknown element type '{d}'")) };
-        let shape = self.list()?.iter().map(|w| self.usize_of(w)).collect::<Result<Vec<_>, _>>()?;
+        let Some(dtype) = DType::from_name(&d) else {
+            return self.err(format!("unknown element type '{d}'"));
+        };
+        let shape = self
+            .list()?
+            .iter()
+            .map(|w| self.usize_of(w))
+            .collect::<Result<Vec<_>, _>>()?;
         TensorType::new(dtype, shape).or_else(|e| self.err(e.0))
     }
 
@@ -248,7 +272,8 @@ impl Parser {
     }
 
     fn usize_of(&self, w: &str) -> Result<usize, ParseError> {
-        w.parse().or_else(|_| self.err(format!("expected a non-negative integer, found '{w}'")))
+        w.parse()
+            .or_else(|_| self.err(format!("expected a non-negative integer, found '{w}'")))
     }
 
     fn node(&mut self, name: String, ids: &HashMap<String, NodeId>) -> Result<Node, ParseError> {
@@ -278,7 +303,11 @@ impl Parser {
             loop {
                 let key = self.word()?;
                 self.expect('=')?;
-                let value = if self.peek()? == Tok::Punct('[') { AttrValue::List(self.list()?) } else { AttrValue::Word(self.word()?) };
+                let value = if self.peek()? == Tok::Punct('[') {
+                    AttrValue::List(self.list()?)
+                } else {
+                    AttrValue::Word(self.word()?)
+                };
                 attrs.insert(key, value);
                 match self.next()? {
                     Tok::Punct(',') => {}
@@ -300,7 +329,13 @@ impl Parser {
         if let Some(k) = attrs.keys().next() {
             return self.err(format!("unknown attribute '{k}' for {opname}"));
         }
-        Ok(Node { name, op, inputs, ty, origin })
+        Ok(Node {
+            name,
+            op,
+            inputs,
+            ty,
+            origin,
+        })
     }
 
     fn const_data(&mut self, ty: &TensorType) -> Result<Tensor, ParseError> {
@@ -310,14 +345,25 @@ impl Parser {
                 self.next()?;
                 vec![self.word()?; n]
             }
-            Tok::Punct('<') => return self.err("elided constant: print the graph with constants in full to parse it"),
+            Tok::Punct('<') => {
+                return self
+                    .err("elided constant: print the graph with constants in full to parse it")
+            }
             _ => self.list()?,
         };
         if words.len() != n {
-            return self.err(format!("constant of type {ty} needs {n} values, found {}", words.len()));
+            return self.err(format!(
+                "constant of type {ty} needs {n} values, found {}",
+                words.len()
+            ));
         }
         fn all<T: std::str::FromStr>(p: &Parser, w: &[String]) -> Result<Vec<T>, ParseError> {
-            w.iter().map(|x| x.parse().or_else(|_| p.err(format!("bad constant element '{x}'")))).collect()
+            w.iter()
+                .map(|x| {
+                    x.parse()
+                        .or_else(|_| p.err(format!("bad constant element '{x}'")))
+                })
+                .collect()
         }
         let data = match ty.dtype {
             DType::F32 => Data::F32(all(self, &words)?),
@@ -339,13 +385,18 @@ impl Parser {
     fn take_word(&self, attrs: &mut Attrs, key: &str) -> Result<String, ParseError> {
         match attrs.remove(key) {
             Some(AttrValue::Word(w)) => Ok(w),
-            Some(AttrValue::List(_)) => self.err(format!("attribute '{key}' must be a single value")),
+            Some(AttrValue::List(_)) => {
+                self.err(format!("attribute '{key}' must be a single value"))
+            }
             None => self.err(format!("missing attribute '{key}'")),
         }
     }
 
     fn usizes(&self, attrs: &mut Attrs, key: &str) -> Result<Vec<usize>, ParseError> {
-        self.take_list(attrs, key)?.iter().map(|w| self.usize_of(w)).collect()
+        self.take_list(attrs, key)?
+            .iter()
+            .map(|w| self.usize_of(w))
+            .collect()
     }
 
     fn usize_attr(&self, attrs: &mut Attrs, key: &str) -> Result<usize, ParseError> {
@@ -355,7 +406,8 @@ impl Parser {
 
     fn bool_attr(&self, attrs: &mut Attrs, key: &str) -> Result<bool, ParseError> {
         let w = self.take_word(attrs, key)?;
-        w.parse().or_else(|_| self.err(format!("attribute '{key}' must be true or false")))
+        w.parse()
+            .or_else(|_| self.err(format!("attribute '{key}' must be true or false")))
     }
 
     fn conv_attrs(&self, attrs: &mut Attrs) -> Result<ConvAttrs, ParseError> {
@@ -374,7 +426,13 @@ impl Parser {
             dilations: self.usizes(attrs, "dilations")?,
             pads: self.usizes(attrs, "pads")?,
             ceil_mode: self.bool_attr(attrs, "ceil_mode")?,
-            kind: if avg { PoolKind::Avg { count_include_pad: self.bool_attr(attrs, "count_include_pad")? } } else { PoolKind::Max },
+            kind: if avg {
+                PoolKind::Avg {
+                    count_include_pad: self.bool_attr(attrs, "count_include_pad")?,
+                }
+            } else {
+                PoolKind::Max
+            },
         })
     }
 
@@ -385,8 +443,14 @@ impl Parser {
         if let Some(b) = BinaryOp::ALL.into_iter().find(|b| b.name() == name) {
             return Ok(Op::Binary(b));
         }
-        if let Some(kind) = [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min].into_iter().find(|k| k.name() == name) {
-            return Ok(Op::Reduce { kind, axes: self.usizes(attrs, "axes")? });
+        if let Some(kind) = [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min]
+            .into_iter()
+            .find(|k| k.name() == name)
+        {
+            return Ok(Op::Reduce {
+                kind,
+                axes: self.usizes(attrs, "axes")?,
+            });
         }
         Ok(match name {
             "input" => Op::Input,
@@ -400,19 +464,39 @@ impl Parser {
                 }
             }
             "conv" => Op::Conv(self.conv_attrs(attrs)?),
-            "conv_transpose" => Op::ConvTranspose { conv: self.conv_attrs(attrs)?, output_padding: self.usizes(attrs, "output_padding")? },
+            "conv_transpose" => Op::ConvTranspose {
+                conv: self.conv_attrs(attrs)?,
+                output_padding: self.usizes(attrs, "output_padding")?,
+            },
             "max_pool" => Op::Pool(self.pool_attrs(attrs, false)?),
             "avg_pool" => Op::Pool(self.pool_attrs(attrs, true)?),
-            "reshape" => Op::Reshape { shape: self.usizes(attrs, "shape")? },
-            "broadcast" => Op::Broadcast { shape: self.usizes(attrs, "shape")? },
-            "transpose" => Op::Transpose { perm: self.usizes(attrs, "perm")? },
+            "reshape" => Op::Reshape {
+                shape: self.usizes(attrs, "shape")?,
+            },
+            "broadcast" => Op::Broadcast {
+                shape: self.usizes(attrs, "shape")?,
+            },
+            "transpose" => Op::Transpose {
+                perm: self.usizes(attrs, "perm")?,
+            },
             "slice" => {
                 let steps = self.take_list(attrs, "steps")?;
-                let steps = steps.iter().map(|w| w.parse().or_else(|_| self.err(format!("bad step '{w}'")))).collect::<Result<_, _>>()?;
-                Op::Slice { starts: self.usizes(attrs, "starts")?, steps, sizes: self.usizes(attrs, "sizes")? }
+                let steps = steps
+                    .iter()
+                    .map(|w| w.parse().or_else(|_| self.err(format!("bad step '{w}'"))))
+                    .collect::<Result<_, _>>()?;
+                Op::Slice {
+                    starts: self.usizes(attrs, "starts")?,
+                    steps,
+                    sizes: self.usizes(attrs, "sizes")?,
+                }
             }
-            "concat" => Op::Concat { axis: self.usize_attr(attrs, "axis")? },
-            "gather" => Op::Gather { axis: self.usize_attr(attrs, "axis")? },
+            "concat" => Op::Concat {
+                axis: self.usize_attr(attrs, "axis")?,
+            },
+            "gather" => Op::Gather {
+                axis: self.usize_attr(attrs, "axis")?,
+            },
             _ => return self.err(format!("unknown op '{name}'")),
         })
     }

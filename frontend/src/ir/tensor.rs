@@ -83,11 +83,17 @@ impl Tensor {
     }
 
     pub fn zeros(ty: &TensorType) -> Tensor {
-        Tensor { shape: ty.shape.clone(), data: Data::zeros(ty.dtype, ty.numel()) }
+        Tensor {
+            shape: ty.shape.clone(),
+            data: Data::zeros(ty.dtype, ty.numel()),
+        }
     }
 
     pub fn scalar_f32(v: f32) -> Tensor {
-        Tensor { shape: Vec::new(), data: Data::F32(vec![v]) }
+        Tensor {
+            shape: Vec::new(),
+            data: Data::F32(vec![v]),
+        }
     }
 
     pub fn from_f32(shape: Vec<usize>, v: Vec<f32>) -> Result<Tensor, ShapeError> {
@@ -100,7 +106,10 @@ impl Tensor {
 
     /// A rank-1 i64 tensor, the usual form of a shape computation result.
     pub fn i64_vector(v: Vec<i64>) -> Tensor {
-        Tensor { shape: vec![v.len()], data: Data::I64(v) }
+        Tensor {
+            shape: vec![v.len()],
+            data: Data::I64(v),
+        }
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -112,7 +121,10 @@ impl Tensor {
     }
 
     pub fn ty(&self) -> TensorType {
-        TensorType { dtype: self.dtype(), shape: self.shape.clone() }
+        TensorType {
+            dtype: self.dtype(),
+            shape: self.shape.clone(),
+        }
     }
 
     pub fn numel(&self) -> usize {
@@ -160,8 +172,12 @@ impl Tensor {
             return false;
         }
         match (&self.data, &other.data) {
-            (Data::F32(a), Data::F32(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
-            (Data::F64(a), Data::F64(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            (Data::F32(a), Data::F32(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
+            (Data::F64(a), Data::F64(b)) => {
+                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+            }
             (Data::I64(a), Data::I64(b)) => a == b,
             (Data::Bool(a), Data::Bool(b)) => a == b,
             _ => false,

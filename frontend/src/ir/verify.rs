@@ -29,11 +29,16 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
             return Err(fail(&n.name, n.op.name(), "name defined twice".into()));
         }
         if let Some(bad) = n.inputs.iter().find(|x| x.index() >= i) {
-            return Err(fail(&n.name, n.op.name(), format!("operand %{} is not defined before its use", bad.0)));
+            return Err(fail(
+                &n.name,
+                n.op.name(),
+                format!("operand %{} is not defined before its use", bad.0),
+            ));
         }
         let expected = match &n.op {
             Op::Input => {
-                TensorType::new(n.ty.dtype, n.ty.shape.clone()).map_err(|e| fail(&n.name, "input", e.0))?;
+                TensorType::new(n.ty.dtype, n.ty.shape.clone())
+                    .map_err(|e| fail(&n.name, "input", e.0))?;
                 continue;
             }
             op => {
@@ -42,7 +47,11 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
             }
         };
         if expected != n.ty {
-            return Err(fail(&n.name, n.op.name(), format!("declared type {} but operands give {expected}", n.ty)));
+            return Err(fail(
+                &n.name,
+                n.op.name(),
+                format!("declared type {} but operands give {expected}", n.ty),
+            ));
         }
     }
     let mut out_names = HashSet::new();

@@ -86,7 +86,9 @@ impl Builder {
         }
         match self.missing.get(name) {
             Some(why) => Err(format!("value '{name}' is not available: {why}")),
-            None => Err(format!("value '{name}' is not defined by any initializer, input or earlier node")),
+            None => Err(format!(
+                "value '{name}' is not defined by any initializer, input or earlier node"
+            )),
         }
     }
 
@@ -133,13 +135,18 @@ impl Builder {
     pub fn op(&mut self, op: Op, inputs: &[NodeId]) -> Result<NodeId, String> {
         let types: Vec<&TensorType> = inputs.iter().map(|&i| self.ty(i)).collect();
         let ty = infer(&op, &types).map_err(|e| e.0)?;
-        let consts: Option<Vec<&Tensor>> = inputs.iter().map(|&i| self.const_value(i).map(|t| &**t)).collect();
+        let consts: Option<Vec<&Tensor>> = inputs
+            .iter()
+            .map(|&i| self.const_value(i).map(|t| &**t))
+            .collect();
         if let Some(args) = consts.filter(|_| ty.numel() <= FOLD_LIMIT) {
             let value = eval_op(&op, &args, &ty)?;
             return Ok(self.constant(value));
         }
         let name = self.fresh();
-        self.graph.add_node(name, op, inputs.to_vec(), self.origin.clone()).map_err(|e| e.0)
+        self.graph
+            .add_node(name, op, inputs.to_vec(), self.origin.clone())
+            .map_err(|e| e.0)
     }
 
     pub fn finish(mut self, outputs: Vec<Output>) -> Graph {

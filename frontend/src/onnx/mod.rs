@@ -25,7 +25,8 @@ pub use tensor::{dtype_from_onnx, tensor_from_proto};
 /// Decodes a serialized `TensorProto` (the `.pb` files of ONNX test data) into its name and
 /// value.
 pub fn decode_tensor(bytes: &[u8]) -> Result<(String, Tensor), String> {
-    let proto = proto::TensorProto::decode(bytes).map_err(|e| format!("not a valid TensorProto: {e}"))?;
+    let proto =
+        proto::TensorProto::decode(bytes).map_err(|e| format!("not a valid TensorProto: {e}"))?;
     Ok((proto.name().to_string(), tensor_from_proto(&proto, None)?))
 }
 
@@ -53,7 +54,11 @@ pub enum ImportErrorKind {
     #[error("opset {version} of ai.onnx is not supported (supported: {} to {})", OPSET_RANGE.start(), OPSET_RANGE.end())]
     Opset { version: i64 },
     #[error("node '{node}' ({op}): {reason}")]
-    Node { node: String, op: String, reason: String },
+    Node {
+        node: String,
+        op: String,
+        reason: String,
+    },
     #[error("initializer '{name}': {reason}")]
     Initializer { name: String, reason: String },
     #[error("input '{name}': {reason}")]
@@ -74,18 +79,65 @@ pub struct ImportOptions {
     pub constants: HashMap<String, Tensor>,
 }
 
+/// A decoded model file, ready to import.
+pub struct ModelFile {
+    /// The path as given, for messages.
+    pub file: String,
+    /// The folder external data may be read from.
+    pub dir: PathBuf,
+    pub proto: proto::ModelProto,
+}
+
+impl ModelFile {
+    /// Reads and decodes the model at `path`.
+    pub fn read(path: &Path) -> Result<ModelFile, ImportError> {
+        let file = path.display().to_string();
+        let wrap = |kind| ImportError {
+            file: file.clone(),
+            kind,
+        };
+        let bytes = std::fs::read(path).map_err(|e| wrap(ImportErrorKind::Io(e)))?;
+        let proto = proto::ModelProto::decode(bytes.as_slice())
+            .map_err(|e| wrap(ImportErrorKind::Decode(e)))?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(ModelFile { file, dir, proto })
+    }
+
+    /// Imports the model into the graph IR.
+    pub fn import(&self, opts: &ImportOptions) -> Result<Graph, ImportError> {
+        import_model(&self.proto, Some(&self.dir), opts).map_err(|kind| ImportError {
+            file: self.file.clone(),
+            kind,
+        })
+    }
+
+    /// How many nodes of each ONNX op type the main graph has, by op type.
+    pub fn op_histogram(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut h = std::collections::BTreeMap::new();
+        for n in self.proto.graph.iter().flat_map(|g| &g.node) {
+            *h.entry(n.op_type().to_string()).or_insert(0) += 1;
+        }
+        h
+    }
+}
+
 /// Imports the model at `path`. External data files are looked up beside it.
 pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Graph, ImportError> {
-    let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| ImportError { file: file.clone(), kind: ImportErrorKind::Io(e) })?;
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    import_bytes(&bytes, &file, Some(&dir), opts)
+    ModelFile::read(path)?.import(opts)
 }
 
 /// Imports a serialized model. `file` names it in errors; `dir` is the folder external data
 /// may be read from (none: external data is an error).
-pub fn import_bytes(bytes: &[u8], file: &str, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportError> {
-    let wrap = |kind| ImportError { file: file.to_string(), kind };
+pub fn import_bytes(
+    bytes: &[u8],
+    file: &str,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+) -> Result<Graph, ImportError> {
+    let wrap = |kind| ImportError {
+        file: file.to_string(),
+        kind,
+    };
     let model = proto::ModelProto::decode(bytes).map_err(|e| wrap(ImportErrorKind::Decode(e)))?;
     import_model(&model, dir, opts).map_err(wrap)
 }
@@ -104,7 +156,11 @@ pub fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportErrorKind> {
     Ok(version)
 }
 
-fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportErrorKind> {
+fn import_model(
+    model: &proto::ModelProto,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+) -> Result<Graph, ImportErrorKind> {
     let opset = model_opset(model)?;
     let graph = model.graph.as_ref().ok_or(ImportErrorKind::NoGraph)?;
     let dir: Option<PathBuf> = dir.map(Path::to_path_buf);
@@ -120,7 +176,12 @@ fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOpti
 
     for init in &graph.initializer {
         let name = init.name().to_string();
-        let t = tensor_from_proto(init, dir.as_deref()).map_err(|reason| ImportErrorKind::Initializer { name: name.clone(), reason })?;
+        let t = tensor_from_proto(init, dir.as_deref()).map_err(|reason| {
+            ImportErrorKind::Initializer {
+                name: name.clone(),
+                reason,
+            }
+        })?;
         let id = b.constant_named(&name, t);
         b.bind(&name, id);
     }
@@ -130,11 +191,20 @@ fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOpti
             // IR version 3 lists initializers among the inputs; the initializer wins.
             continue;
         }
-        let ty = input_type(input, opts).map_err(|reason| ImportErrorKind::Input { name: name.to_string(), reason })?;
+        let ty = input_type(input, opts).map_err(|reason| ImportErrorKind::Input {
+            name: name.to_string(),
+            reason,
+        })?;
         let id = match opts.constants.get(name) {
             Some(value) if value.ty() != ty => {
-                let reason = format!("declared {ty} but the value given to freeze it is {}", value.ty());
-                return Err(ImportErrorKind::Input { name: name.to_string(), reason });
+                let reason = format!(
+                    "declared {ty} but the value given to freeze it is {}",
+                    value.ty()
+                );
+                return Err(ImportErrorKind::Input {
+                    name: name.to_string(),
+                    reason,
+                });
             }
             Some(value) => b.constant_named(name, value.clone()),
             None => b.input(name, ty),
@@ -147,7 +217,10 @@ fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOpti
     let mut outputs = Vec::new();
     for out in &graph.output {
         let name = out.name().to_string();
-        let node = b.resolve(&name).map_err(|reason| ImportErrorKind::Output { name: name.clone(), reason })?;
+        let node = b.resolve(&name).map_err(|reason| ImportErrorKind::Output {
+            name: name.clone(),
+            reason,
+        })?;
         outputs.push(Output { name, node });
     }
     let mut g = b.finish(outputs);
@@ -163,15 +236,24 @@ fn input_type(v: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<TensorT
         return Err("only tensor inputs are supported".into());
     };
     let dtype: DType = dtype_from_onnx(t.elem_type())?;
-    let shape = t.shape.as_ref().ok_or("the input has no shape; swflow needs static shapes")?;
+    let shape = t
+        .shape
+        .as_ref()
+        .ok_or("the input has no shape; swflow needs static shapes")?;
     let mut dims = Vec::new();
     for d in &shape.dim {
         use proto::tensor_shape_proto::dimension::Value as D;
         dims.push(match &d.value {
             Some(D::DimValue(v)) if *v >= 0 => *v as usize,
             Some(D::DimValue(v)) => return Err(format!("negative dimension {v}")),
-            Some(D::DimParam(p)) => *opts.dims.get(p).ok_or_else(|| format!("dimension '{p}' is symbolic; give it a value with --dim {p}=N"))?,
-            None => return Err("a dimension has neither a value nor a name; swflow needs static shapes".into()),
+            Some(D::DimParam(p)) => *opts.dims.get(p).ok_or_else(|| {
+                format!("dimension '{p}' is symbolic; give it a value with --dim {p}=N")
+            })?,
+            None => {
+                return Err(
+                    "a dimension has neither a value nor a name; swflow needs static shapes".into(),
+                )
+            }
         });
     }
     TensorType::new(dtype, dims).map_err(|e| e.0)

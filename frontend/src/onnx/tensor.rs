@@ -23,7 +23,12 @@ pub fn dtype_from_onnx(code: i32) -> Result<DType, String> {
         code::DOUBLE => DType::F64,
         code::INT64 => DType::I64,
         code::BOOL => DType::Bool,
-        other => return Err(format!("element type {} is not supported (supported: float, double, int64, bool)", onnx_type_name(other))),
+        other => {
+            return Err(format!(
+                "element type {} is not supported (supported: float, double, int64, bool)",
+                onnx_type_name(other)
+            ))
+        }
     })
 }
 
@@ -81,7 +86,11 @@ pub fn tensor_from_proto(t: &TensorProto, dir: Option<&Path>) -> Result<Tensor, 
     let data = match raw {
         Some(bytes) => {
             if bytes.len() != n * width {
-                return Err(format!("{} data bytes for {n} elements of {} bytes", bytes.len(), width));
+                return Err(format!(
+                    "{} data bytes for {n} elements of {} bytes",
+                    bytes.len(),
+                    width
+                ));
             }
             from_raw(elem, bytes)
         }
@@ -92,7 +101,9 @@ pub fn tensor_from_proto(t: &TensorProto, dir: Option<&Path>) -> Result<Tensor, 
 
 fn from_raw(elem: i32, b: &[u8]) -> Data {
     fn le<const W: usize, T>(b: &[u8], f: fn([u8; W]) -> T) -> Vec<T> {
-        b.chunks_exact(W).map(|c| f(c.try_into().expect("chunks_exact yields W bytes"))).collect()
+        b.chunks_exact(W)
+            .map(|c| f(c.try_into().expect("chunks_exact yields W bytes")))
+            .collect()
     }
     match elem {
         code::FLOAT => Data::F32(le(b, f32::from_le_bytes)),
@@ -138,41 +149,75 @@ fn from_fields(t: &TensorProto, elem: i32, n: usize) -> Result<Data, String> {
 /// Reads `expected` bytes of external data. The location must be a relative path inside the
 /// model's folder (no `..`, no absolute paths, no symlink leading out of it).
 fn read_external(t: &TensorProto, dir: Option<&Path>, expected: usize) -> Result<Vec<u8>, String> {
-    let dir = dir.ok_or("external data needs the model's folder, but the model was not read from a file")?;
+    let dir = dir
+        .ok_or("external data needs the model's folder, but the model was not read from a file")?;
     let mut location = None;
     let mut offset = 0u64;
     let mut length = None;
     for kv in &t.external_data {
         match kv.key() {
             "location" => location = Some(kv.value()),
-            "offset" => offset = kv.value().parse().map_err(|_| format!("bad external data offset '{}'", kv.value()))?,
-            "length" => length = Some(kv.value().parse::<u64>().map_err(|_| format!("bad external data length '{}'", kv.value()))?),
+            "offset" => {
+                offset = kv
+                    .value()
+                    .parse()
+                    .map_err(|_| format!("bad external data offset '{}'", kv.value()))?
+            }
+            "length" => {
+                length = Some(
+                    kv.value()
+                        .parse::<u64>()
+                        .map_err(|_| format!("bad external data length '{}'", kv.value()))?,
+                )
+            }
             _ => {}
         }
     }
     let location = location.ok_or("external data without a location")?;
     let rel = Path::new(location);
-    if rel.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
-        return Err(format!("external data location '{location}' escapes the model's folder"));
+    if rel
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "external data location '{location}' escapes the model's folder"
+        ));
     }
     let full = dir.join(rel);
-    let canon_dir = dir.canonicalize().map_err(|e| format!("model folder: {e}"))?;
-    let canon = full.canonicalize().map_err(|e| format!("external data '{location}': {e}"))?;
+    let canon_dir = dir
+        .canonicalize()
+        .map_err(|e| format!("model folder: {e}"))?;
+    let canon = full
+        .canonicalize()
+        .map_err(|e| format!("external data '{location}': {e}"))?;
     if !canon.starts_with(&canon_dir) {
-        return Err(format!("external data location '{location}' escapes the model's folder"));
+        return Err(format!(
+            "external data location '{location}' escapes the model's folder"
+        ));
     }
     if let Some(len) = length {
         if len != expected as u64 {
-            return Err(format!("external data length {len} does not match the {expected} bytes the shape needs"));
+            return Err(format!(
+                "external data length {len} does not match the {expected} bytes the shape needs"
+            ));
         }
     }
-    let mut f = std::fs::File::open(&canon).map_err(|e| format!("external data '{location}': {e}"))?;
-    let size = f.metadata().map_err(|e| format!("external data '{location}': {e}"))?.len();
-    if offset.checked_add(expected as u64).is_none_or(|end| end > size) {
+    let mut f =
+        std::fs::File::open(&canon).map_err(|e| format!("external data '{location}': {e}"))?;
+    let size = f
+        .metadata()
+        .map_err(|e| format!("external data '{location}': {e}"))?
+        .len();
+    if offset
+        .checked_add(expected as u64)
+        .is_none_or(|end| end > size)
+    {
         return Err(format!("external data '{location}' is {size} bytes, too short for {expected} bytes at offset {offset}"));
     }
-    f.seek(SeekFrom::Start(offset)).map_err(|e| format!("external data '{location}': {e}"))?;
+    f.seek(SeekFrom::Start(offset))
+        .map_err(|e| format!("external data '{location}': {e}"))?;
     let mut buf = vec![0; expected];
-    f.read_exact(&mut buf).map_err(|e| format!("external data '{location}': {e}"))?;
+    f.read_exact(&mut buf)
+        .map_err(|e| format!("external data '{location}': {e}"))?;
     Ok(buf)
 }

@@ -33,7 +33,8 @@ fn handler(op_type: &str) -> Option<Handler> {
     Some(match op_type {
         "Add" | "Sub" | "Mul" | "Div" => elementwise::arith,
         "Pow" => elementwise::pow,
-        "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid" | "Tanh" => elementwise::unary,
+        "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid"
+        | "Tanh" => elementwise::unary,
         "LeakyRelu" => elementwise::leaky_relu,
         "PRelu" => elementwise::prelu,
         "Gelu" => elementwise::gelu,
@@ -75,15 +76,36 @@ fn handler(op_type: &str) -> Option<Handler> {
 }
 
 /// Expands model node number `index` into primitives and binds its outputs.
-pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset: i64) -> Result<(), ImportErrorKind> {
+pub(super) fn import_node(
+    b: &mut Builder,
+    node: &NodeProto,
+    index: usize,
+    opset: i64,
+) -> Result<(), ImportErrorKind> {
     let op_type = node.op_type().to_string();
-    let label = if node.name().is_empty() { format!("{op_type}#{index}") } else { node.name().to_string() };
-    let fail = |reason: String| ImportErrorKind::Node { node: label.clone(), op: op_type.clone(), reason };
+    let label = if node.name().is_empty() {
+        format!("{op_type}#{index}")
+    } else {
+        node.name().to_string()
+    };
+    let fail = |reason: String| ImportErrorKind::Node {
+        node: label.clone(),
+        op: op_type.clone(),
+        reason,
+    };
     if !matches!(node.domain(), "" | "ai.onnx") {
-        return Err(fail(format!("operator domain '{}' is not supported", node.domain())));
+        return Err(fail(format!(
+            "operator domain '{}' is not supported",
+            node.domain()
+        )));
     }
     let handler = handler(&op_type).ok_or_else(|| fail("operator not supported".into()))?;
-    let prefix = node.output.iter().find(|o| !o.is_empty()).cloned().unwrap_or_else(|| label.clone());
+    let prefix = node
+        .output
+        .iter()
+        .find(|o| !o.is_empty())
+        .cloned()
+        .unwrap_or_else(|| label.clone());
     for out in node.output.iter().filter(|o| !o.is_empty()) {
         if b.is_bound(out) {
             return Err(fail(format!("output '{out}' is defined twice")));
@@ -91,7 +113,12 @@ pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset
     }
     b.begin(label.clone(), prefix);
     let mark = b.mark();
-    let mut cx = Cx { b, node, attrs: Attrs::new(node), opset };
+    let mut cx = Cx {
+        b,
+        node,
+        attrs: Attrs::new(node),
+        opset,
+    };
     let results = handler(&mut cx).map_err(fail)?;
     for (k, name) in node.output.iter().enumerate() {
         if name.is_empty() {
@@ -99,13 +126,18 @@ pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset
         }
         match results.get(k) {
             Some(&id) => {
-                let fresh = id.index() >= mark && cx.b.lookup(name).is_none() && !results[..k].contains(&id);
+                let fresh = id.index() >= mark
+                    && cx.b.lookup(name).is_none()
+                    && !results[..k].contains(&id);
                 if fresh {
                     cx.b.rename(id, name);
                 }
                 cx.b.bind(name, id);
             }
-            None => cx.b.mark_missing(name, format!("output {k} of {op_type} node '{label}' is not supported")),
+            None => cx.b.mark_missing(
+                name,
+                format!("output {k} of {op_type} node '{label}' is not supported"),
+            ),
         }
     }
     Ok(())
@@ -129,7 +161,8 @@ impl Cx<'_> {
 
     /// Operand `i`, which must be present.
     pub fn input(&self, i: usize) -> Result<NodeId, String> {
-        self.opt_input(i)?.ok_or_else(|| format!("input {i} is required"))
+        self.opt_input(i)?
+            .ok_or_else(|| format!("input {i} is required"))
     }
 
     /// Operand `i`, or `None` when absent or given as an empty name.
@@ -147,10 +180,15 @@ impl Cx<'_> {
 
     /// The value of operand `i`, which must be a constant (after folding).
     pub fn const_input(&self, i: usize) -> Result<Option<Arc<Tensor>>, String> {
-        let Some(id) = self.opt_input(i)? else { return Ok(None) };
+        let Some(id) = self.opt_input(i)? else {
+            return Ok(None);
+        };
         match self.b.const_value(id) {
             Some(t) => Ok(Some(t.clone())),
-            None => Err(format!("input {i} ('{}') must be a constant for swflow to know shapes statically", self.node.input[i])),
+            None => Err(format!(
+                "input {i} ('{}') must be a constant for swflow to know shapes statically",
+                self.node.input[i]
+            )),
         }
     }
 
@@ -191,7 +229,8 @@ impl Cx<'_> {
             DType::I64 => Data::I64(vec![v as i64]),
             DType::Bool => Data::Bool(vec![v != 0.0]),
         };
-        self.b.constant(Tensor::new(Vec::new(), data).expect("a scalar has one element"))
+        self.b
+            .constant(Tensor::new(Vec::new(), data).expect("a scalar has one element"))
     }
 
     /// `x op v` with `v` a scalar of `x`'s type.
@@ -207,7 +246,12 @@ impl Cx<'_> {
         self.op(Op::Reshape { shape }, &[x])
     }
 
-    pub fn reduce(&mut self, kind: ReduceKind, x: NodeId, axes: Vec<usize>) -> Result<NodeId, String> {
+    pub fn reduce(
+        &mut self,
+        kind: ReduceKind,
+        x: NodeId,
+        axes: Vec<usize>,
+    ) -> Result<NodeId, String> {
         self.op(Op::Reduce { kind, axes }, &[x])
     }
 

@@ -7,7 +7,13 @@ use crate::ir::{BinaryOp, ConvAttrs, NodeId, Op, PoolAttrs, PoolKind, ReduceKind
 ///
 /// `SAME_UPPER`/`SAME_LOWER` choose the padding that makes the output extent
 /// `ceil(input / stride)`, putting the odd element at the end or the beginning.
-fn resolve_pads(cx: &Cx, input: &[usize], kernel: &[usize], strides: &[usize], dilations: &[usize]) -> Result<Vec<usize>, String> {
+fn resolve_pads(
+    cx: &Cx,
+    input: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+) -> Result<Vec<usize>, String> {
     let nd = input.len();
     match cx.attrs.string("auto_pad", "NOTSET")?.as_str() {
         "NOTSET" => cx.attrs.spatial("pads", 2 * nd, 0),
@@ -19,7 +25,11 @@ fn resolve_pads(cx: &Cx, input: &[usize], kernel: &[usize], strides: &[usize], d
                 let window = dilations[i] * (kernel[i].max(1) - 1) + 1;
                 let total = ((out.max(1) - 1) * strides[i] + window).saturating_sub(input[i]);
                 let small = total / 2;
-                (pads[i], pads[nd + i]) = if mode == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
+                (pads[i], pads[nd + i]) = if mode == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
             }
             Ok(pads)
         }
@@ -32,7 +42,9 @@ fn resolve_pads(cx: &Cx, input: &[usize], kernel: &[usize], strides: &[usize], d
 fn kernel_shape(cx: &Cx, weight_spatial: &[usize]) -> Result<Vec<usize>, String> {
     let k = cx.attrs.spatial("kernel_shape", weight_spatial.len(), 0)?;
     if cx.attrs.has("kernel_shape") && k != weight_spatial {
-        return Err(format!("kernel_shape {k:?} disagrees with the weight's kernel {weight_spatial:?}"));
+        return Err(format!(
+            "kernel_shape {k:?} disagrees with the weight's kernel {weight_spatial:?}"
+        ));
     }
     Ok(weight_spatial.to_vec())
 }
@@ -53,7 +65,10 @@ fn add_channel_bias(cx: &mut Cx, y: NodeId, bias: Option<NodeId>) -> Result<Node
 fn spatial_input(cx: &Cx, x: NodeId) -> Result<Vec<usize>, String> {
     let s = cx.shape(x);
     if s.len() < 3 {
-        return Err(format!("input {} must have a batch, a channel and at least one spatial dimension", cx.ty(x)));
+        return Err(format!(
+            "input {} must have a batch, a channel and at least one spatial dimension",
+            cx.ty(x)
+        ));
     }
     Ok(s[2..].to_vec())
 }
@@ -63,14 +78,27 @@ pub(super) fn conv(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let input = spatial_input(cx, x)?;
     let nd = input.len();
     if cx.rank(w) != nd + 2 {
-        return Err(format!("weight {} does not match input {}", cx.ty(w), cx.ty(x)));
+        return Err(format!(
+            "weight {} does not match input {}",
+            cx.ty(w),
+            cx.ty(x)
+        ));
     }
     let kernel = kernel_shape(cx, &cx.shape(w)[2..])?;
     let strides = cx.attrs.spatial("strides", nd, 1)?;
     let dilations = cx.attrs.spatial("dilations", nd, 1)?;
     let pads = resolve_pads(cx, &input, &kernel, &strides, &dilations)?;
-    let groups = usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
-    let y = cx.op(Op::Conv(ConvAttrs { strides, dilations, pads, groups }), &[x, w])?;
+    let groups =
+        usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
+    let y = cx.op(
+        Op::Conv(ConvAttrs {
+            strides,
+            dilations,
+            pads,
+            groups,
+        }),
+        &[x, w],
+    )?;
     let bias = cx.opt_input(2)?;
     Ok(vec![add_channel_bias(cx, y, bias)?])
 }
@@ -80,38 +108,58 @@ pub(super) fn conv_transpose(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let input = spatial_input(cx, x)?;
     let nd = input.len();
     if cx.rank(w) != nd + 2 {
-        return Err(format!("weight {} does not match input {}", cx.ty(w), cx.ty(x)));
+        return Err(format!(
+            "weight {} does not match input {}",
+            cx.ty(w),
+            cx.ty(x)
+        ));
     }
     let kernel = kernel_shape(cx, &cx.shape(w)[2..])?;
     let strides = cx.attrs.spatial("strides", nd, 1)?;
     let dilations = cx.attrs.spatial("dilations", nd, 1)?;
     let mut output_padding = cx.attrs.spatial("output_padding", nd, 0)?;
-    let groups = usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
+    let groups =
+        usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
     let auto_pad = cx.attrs.string("auto_pad", "NOTSET")?;
     // The output extent is explicit (output_shape) or, with SAME padding, input * stride.
     let target: Option<Vec<usize>> = match cx.attrs.ints("output_shape")? {
         Some(s) => {
-            let s = if s.len() == nd + 2 { s[2..].to_vec() } else { s };
+            let s = if s.len() == nd + 2 {
+                s[2..].to_vec()
+            } else {
+                s
+            };
             if s.len() != nd || s.iter().any(|&v| v <= 0) {
-                return Err(format!("output_shape {s:?} must give {nd} positive extents"));
+                return Err(format!(
+                    "output_shape {s:?} must give {nd} positive extents"
+                ));
             }
             Some(s.iter().map(|&v| v as usize).collect())
         }
-        None if auto_pad.starts_with("SAME") => Some(input.iter().zip(&strides).map(|(i, s)| i * s).collect()),
+        None if auto_pad.starts_with("SAME") => {
+            Some(input.iter().zip(&strides).map(|(i, s)| i * s).collect())
+        }
         None => None,
     };
     let pads = match (&target, auto_pad.as_str()) {
         (Some(target), _) => {
             let mut pads = vec![0; 2 * nd];
             for i in 0..nd {
-                let full = strides[i] * (input[i] - 1) + output_padding[i] + dilations[i] * (kernel[i] - 1) + 1;
+                let full = strides[i] * (input[i] - 1)
+                    + output_padding[i]
+                    + dilations[i] * (kernel[i] - 1)
+                    + 1;
                 if target[i] > full {
                     // A larger requested extent than the stride pattern covers: extra zeros at the end.
                     output_padding[i] += target[i] - full;
                     continue;
                 }
                 let total = full - target[i];
-                let (begin, end) = if auto_pad == "SAME_UPPER" { (total / 2, total - total / 2) } else { (total - total / 2, total / 2) };
+                let (begin, end) = if auto_pad == "SAME_UPPER" {
+                    (total / 2, total - total / 2)
+                } else {
+                    (total - total / 2, total / 2)
+                };
                 (pads[i], pads[nd + i]) = (begin, end);
             }
             pads
@@ -120,8 +168,19 @@ pub(super) fn conv_transpose(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         (None, "VALID") => vec![0; 2 * nd],
         (None, other) => return Err(format!("auto_pad='{other}' is not supported")),
     };
-    let attrs = ConvAttrs { strides, dilations, pads, groups };
-    let y = cx.op(Op::ConvTranspose { conv: attrs, output_padding }, &[x, w])?;
+    let attrs = ConvAttrs {
+        strides,
+        dilations,
+        pads,
+        groups,
+    };
+    let y = cx.op(
+        Op::ConvTranspose {
+            conv: attrs,
+            output_padding,
+        },
+        &[x, w],
+    )?;
     let bias = cx.opt_input(2)?;
     Ok(vec![add_channel_bias(cx, y, bias)?])
 }
@@ -140,20 +199,39 @@ pub(super) fn pool(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let ceil_mode = cx.attrs.flag("ceil_mode", false)?;
     let kind = if cx.op_type() == "MaxPool" {
         if cx.attrs.int("storage_order", 0)? != 0 && cx.node.output.len() > 1 {
-            return Err("storage_order is only meaningful for the indices output, which is not supported".into());
+            return Err(
+                "storage_order is only meaningful for the indices output, which is not supported"
+                    .into(),
+            );
         }
         PoolKind::Max
     } else {
-        PoolKind::Avg { count_include_pad: cx.attrs.flag("count_include_pad", false)? }
+        PoolKind::Avg {
+            count_include_pad: cx.attrs.flag("count_include_pad", false)?,
+        }
     };
-    Ok(vec![cx.op(Op::Pool(PoolAttrs { kind, kernel, strides, dilations, pads, ceil_mode }), &[x])?])
+    Ok(vec![cx.op(
+        Op::Pool(PoolAttrs {
+            kind,
+            kernel,
+            strides,
+            dilations,
+            pads,
+            ceil_mode,
+        }),
+        &[x],
+    )?])
 }
 
 pub(super) fn global_pool(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let nd = spatial_input(cx, x)?.len();
     let axes: Vec<usize> = (2..2 + nd).collect();
-    Ok(vec![if cx.op_type() == "GlobalMaxPool" { cx.reduce(ReduceKind::Max, x, axes)? } else { cx.mean(x, axes)? }])
+    Ok(vec![if cx.op_type() == "GlobalMaxPool" {
+        cx.reduce(ReduceKind::Max, x, axes)?
+    } else {
+        cx.mean(x, axes)?
+    }])
 }
 
 /// `(x - mean) / sqrt(var + eps) * scale + bias` per channel (dimension 1). Inference mode
@@ -249,10 +327,14 @@ pub(super) fn lrn(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     if shape.len() < 3 {
         return Err(format!("input {} must be [N, C, spatial..]", cx.ty(x)));
     }
-    let size = usize::try_from(cx.attrs.int_opt("size")?.ok_or("attribute 'size' is required")?)
-        .ok()
-        .filter(|&s| s > 0)
-        .ok_or("size must be positive")?;
+    let size = usize::try_from(
+        cx.attrs
+            .int_opt("size")?
+            .ok_or("attribute 'size' is required")?,
+    )
+    .ok()
+    .filter(|&s| s > 0)
+    .ok_or("size must be positive")?;
     let alpha = cx.attrs.float("alpha", 1e-4)? as f64;
     let beta = cx.attrs.float("beta", 0.75)? as f64;
     let bias = cx.attrs.float("bias", 1.0)? as f64;
@@ -260,7 +342,9 @@ pub(super) fn lrn(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let sq = cx.binary(BinaryOp::Mul, x, x)?;
     let planes = cx.reshape(sq, vec![shape[0], 1, shape[1], rest])?;
     let pool = PoolAttrs {
-        kind: PoolKind::Avg { count_include_pad: true },
+        kind: PoolKind::Avg {
+            count_include_pad: true,
+        },
         kernel: vec![size, 1],
         strides: vec![1, 1],
         dilations: vec![1, 1],
@@ -282,7 +366,10 @@ pub(super) fn softmax(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let shape = cx.shape(x);
     let legacy = cx.opset < 13;
-    let a = axis(cx.attrs.int("axis", if legacy { 1 } else { -1 })?, shape.len().max(1))?;
+    let a = axis(
+        cx.attrs.int("axis", if legacy { 1 } else { -1 })?,
+        shape.len().max(1),
+    )?;
     let (v, ax) = if legacy {
         let rows = shape[..a].iter().product();
         (cx.reshape(x, vec![rows, shape[a..].iter().product()])?, 1)

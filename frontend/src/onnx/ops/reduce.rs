@@ -10,11 +10,18 @@ pub(super) fn reduce(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let rank = cx.rank(x);
     let axes_as_input = cx.opset >= if cx.op_type() == "ReduceSum" { 13 } else { 18 };
-    let axes = if axes_as_input { cx.const_ints(1)? } else { cx.attrs.ints("axes")? };
+    let axes = if axes_as_input {
+        cx.const_ints(1)?
+    } else {
+        cx.attrs.ints("axes")?
+    };
     let keepdims = cx.attrs.flag("keepdims", true)?;
     let axes: Vec<usize> = match axes {
         Some(a) if !a.is_empty() => {
-            let mut v = a.iter().map(|&a| axis(a, rank)).collect::<Result<Vec<_>, _>>()?;
+            let mut v = a
+                .iter()
+                .map(|&a| axis(a, rank))
+                .collect::<Result<Vec<_>, _>>()?;
             v.sort_unstable();
             v.dedup();
             v
@@ -36,6 +43,12 @@ pub(super) fn reduce(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     if keepdims {
         return Ok(vec![y]);
     }
-    let kept: Vec<usize> = cx.shape(x).iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect();
+    let kept: Vec<usize> = cx
+        .shape(x)
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(i))
+        .map(|(_, &d)| d)
+        .collect();
     Ok(vec![cx.reshape(y, kept)?])
 }

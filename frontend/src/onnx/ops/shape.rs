@@ -19,7 +19,9 @@ pub(super) fn reshape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
                 1
             }
             -1 => return Err("at most one dimension may be -1".into()),
-            0 if !allow_zero => *input.get(i).ok_or_else(|| format!("dimension {i} is 0 but the input has rank {}", input.len()))?,
+            0 if !allow_zero => *input.get(i).ok_or_else(|| {
+                format!("dimension {i} is 0 but the input has rank {}", input.len())
+            })?,
             d if d >= 0 => d as usize,
             d => return Err(format!("invalid dimension {d} in target shape")),
         });
@@ -28,7 +30,9 @@ pub(super) fn reshape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     if let Some(i) = infer_at {
         let known = checked_numel(&shape).map_err(|e| e.0)?;
         if known == 0 || total % known != 0 {
-            return Err(format!("cannot infer dimension {i}: {total} elements into {spec:?}"));
+            return Err(format!(
+                "cannot infer dimension {i}: {total} elements into {spec:?}"
+            ));
         }
         shape[i] = total / known;
     }
@@ -39,7 +43,11 @@ pub(super) fn flatten(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let s = cx.shape(x);
     let a = cx.attrs.int("axis", 1)?;
-    let a = if a == s.len() as i64 { s.len() } else { axis(a, s.len())? };
+    let a = if a == s.len() as i64 {
+        s.len()
+    } else {
+        axis(a, s.len())?
+    };
     let shape = vec![s[..a].iter().product(), s[a..].iter().product()];
     Ok(vec![cx.op(Op::Reshape { shape }, &[x])?])
 }
@@ -48,16 +56,26 @@ pub(super) fn transpose(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let rank = cx.rank(x);
     let perm = match cx.attrs.ints("perm")? {
-        Some(p) => p.iter().map(|&a| axis(a, rank)).collect::<Result<Vec<_>, _>>()?,
+        Some(p) => p
+            .iter()
+            .map(|&a| axis(a, rank))
+            .collect::<Result<Vec<_>, _>>()?,
         None => (0..rank).rev().collect(),
     };
     Ok(vec![cx.op(Op::Transpose { perm }, &[x])?])
 }
 
 pub(super) fn concat(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
-    let inputs = (0..cx.n_inputs()).map(|i| cx.input(i)).collect::<Result<Vec<_>, _>>()?;
+    let inputs = (0..cx.n_inputs())
+        .map(|i| cx.input(i))
+        .collect::<Result<Vec<_>, _>>()?;
     let first = *inputs.first().ok_or("at least one input is required")?;
-    let a = axis(cx.attrs.int_opt("axis")?.ok_or("attribute 'axis' is required")?, cx.rank(first))?;
+    let a = axis(
+        cx.attrs
+            .int_opt("axis")?
+            .ok_or("attribute 'axis' is required")?,
+        cx.rank(first),
+    )?;
     if inputs.len() == 1 {
         return Ok(inputs);
     }
@@ -71,26 +89,43 @@ pub(super) fn split(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let shape = cx.shape(x);
     let a = axis(cx.attrs.int("axis", 0)?, shape.len())?;
     let dim = shape[a];
-    let given = if cx.opset < 13 { cx.attrs.ints("split")? } else { cx.const_ints(1)? };
+    let given = if cx.opset < 13 {
+        cx.attrs.ints("split")?
+    } else {
+        cx.const_ints(1)?
+    };
     let sizes: Vec<usize> = match given {
-        Some(s) => s.iter().map(|&v| usize::try_from(v).map_err(|_| format!("negative split size {v}"))).collect::<Result<_, _>>()?,
+        Some(s) => s
+            .iter()
+            .map(|&v| usize::try_from(v).map_err(|_| format!("negative split size {v}")))
+            .collect::<Result<_, _>>()?,
         None => {
             let parts = match cx.attrs.int_opt("num_outputs")? {
-                Some(n) if cx.opset >= 18 => usize::try_from(n).ok().filter(|&n| n > 0).ok_or("num_outputs must be positive")?,
+                Some(n) if cx.opset >= 18 => usize::try_from(n)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or("num_outputs must be positive")?,
                 _ => cx.node.output.len(),
             };
             let each = dim.div_ceil(parts);
             if cx.attrs.has("num_outputs") {
-                (0..parts).map(|i| each.min(dim.saturating_sub(i * each))).collect()
+                (0..parts)
+                    .map(|i| each.min(dim.saturating_sub(i * each)))
+                    .collect()
             } else if dim % parts != 0 {
-                return Err(format!("extent {dim} does not split into {parts} equal parts"));
+                return Err(format!(
+                    "extent {dim} does not split into {parts} equal parts"
+                ));
             } else {
                 vec![dim / parts; parts]
             }
         }
     };
     if sizes.iter().sum::<usize>() != dim || sizes.len() != cx.node.output.len() {
-        return Err(format!("split sizes {sizes:?} do not cover extent {dim} with {} outputs", cx.node.output.len()));
+        return Err(format!(
+            "split sizes {sizes:?} do not cover extent {dim} with {} outputs",
+            cx.node.output.len()
+        ));
     }
     let mut outs = Vec::new();
     let mut start = 0;
@@ -99,7 +134,14 @@ pub(super) fn split(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         let mut sizes = shape.clone();
         starts[a] = if size == 0 { 0 } else { start };
         sizes[a] = size;
-        outs.push(cx.op(Op::Slice { starts, steps: vec![1; shape.len()], sizes }, &[x])?);
+        outs.push(cx.op(
+            Op::Slice {
+                starts,
+                steps: vec![1; shape.len()],
+                sizes,
+            },
+            &[x],
+        )?);
         start += size;
     }
     Ok(outs)
@@ -112,11 +154,24 @@ pub(super) fn slice(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let shape = cx.shape(x);
     let rank = shape.len();
     let (starts, ends, axes, steps) = if cx.opset < 10 {
-        (cx.attrs.ints("starts")?, cx.attrs.ints("ends")?, cx.attrs.ints("axes")?, None)
+        (
+            cx.attrs.ints("starts")?,
+            cx.attrs.ints("ends")?,
+            cx.attrs.ints("axes")?,
+            None,
+        )
     } else {
-        (cx.const_ints(1)?, cx.const_ints(2)?, cx.const_ints(3)?, cx.const_ints(4)?)
+        (
+            cx.const_ints(1)?,
+            cx.const_ints(2)?,
+            cx.const_ints(3)?,
+            cx.const_ints(4)?,
+        )
     };
-    let (starts, ends) = (starts.ok_or("starts are required")?, ends.ok_or("ends are required")?);
+    let (starts, ends) = (
+        starts.ok_or("starts are required")?,
+        ends.ok_or("ends are required")?,
+    );
     let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
@@ -139,15 +194,29 @@ pub(super) fn slice(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         let (s, e) = if step > 0 {
             (norm(starts[i]).clamp(0, dim), norm(ends[i]).clamp(0, dim))
         } else {
-            (norm(starts[i]).clamp(0, dim - 1), norm(ends[i]).clamp(-1, dim - 1))
+            (
+                norm(starts[i]).clamp(0, dim - 1),
+                norm(ends[i]).clamp(-1, dim - 1),
+            )
         };
-        let (span, stride) = if step > 0 { ((e - s).max(0) as u64, step.unsigned_abs()) } else { ((s - e).max(0) as u64, step.unsigned_abs()) };
+        let (span, stride) = if step > 0 {
+            ((e - s).max(0) as u64, step.unsigned_abs())
+        } else {
+            ((s - e).max(0) as u64, step.unsigned_abs())
+        };
         let size = span.div_ceil(stride);
         out_starts[a] = if size == 0 { 0 } else { s as usize };
         out_steps[a] = step;
         out_sizes[a] = size as usize;
     }
-    Ok(vec![cx.op(Op::Slice { starts: out_starts, steps: out_steps, sizes: out_sizes }, &[x])?])
+    Ok(vec![cx.op(
+        Op::Slice {
+            starts: out_starts,
+            steps: out_steps,
+            sizes: out_sizes,
+        },
+        &[x],
+    )?])
 }
 
 fn axes_operand(cx: &Cx) -> Result<Option<Vec<i64>>, String> {
@@ -162,13 +231,24 @@ pub(super) fn squeeze(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let shape = cx.shape(x);
     let drop: Vec<usize> = match axes_operand(cx)? {
-        Some(a) => a.iter().map(|&a| axis(a, shape.len())).collect::<Result<_, _>>()?,
+        Some(a) => a
+            .iter()
+            .map(|&a| axis(a, shape.len()))
+            .collect::<Result<_, _>>()?,
         None => (0..shape.len()).filter(|&i| shape[i] == 1).collect(),
     };
     if let Some(&bad) = drop.iter().find(|&&a| shape[a] != 1) {
-        return Err(format!("cannot squeeze axis {bad} of extent {}", shape[bad]));
+        return Err(format!(
+            "cannot squeeze axis {bad} of extent {}",
+            shape[bad]
+        ));
     }
-    let kept = shape.iter().enumerate().filter(|(i, _)| !drop.contains(i)).map(|(_, &d)| d).collect();
+    let kept = shape
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !drop.contains(i))
+        .map(|(_, &d)| d)
+        .collect();
     Ok(vec![cx.reshape(x, kept)?])
 }
 
@@ -177,13 +257,24 @@ pub(super) fn unsqueeze(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let shape = cx.shape(x);
     let axes = axes_operand(cx)?.ok_or("axes are required")?;
     let rank = shape.len() + axes.len();
-    let mut new_axes = axes.iter().map(|&a| axis(a, rank)).collect::<Result<Vec<_>, _>>()?;
+    let mut new_axes = axes
+        .iter()
+        .map(|&a| axis(a, rank))
+        .collect::<Result<Vec<_>, _>>()?;
     new_axes.sort_unstable();
     if new_axes.windows(2).any(|w| w[0] == w[1]) {
         return Err(format!("repeated axis in {axes:?}"));
     }
     let mut rest = shape.into_iter();
-    let out = (0..rank).map(|i| if new_axes.contains(&i) { 1 } else { rest.next().unwrap_or(1) }).collect();
+    let out = (0..rank)
+        .map(|i| {
+            if new_axes.contains(&i) {
+                1
+            } else {
+                rest.next().unwrap_or(1)
+            }
+        })
+        .collect();
     Ok(vec![cx.reshape(x, out)?])
 }
 
@@ -216,7 +307,10 @@ pub(super) fn constant(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 /// scalar so that large fills are not materialised at import.
 pub(super) fn constant_of_shape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let dims = cx.const_ints(0)?.ok_or("the shape input is required")?;
-    let shape = dims.iter().map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}"))).collect::<Result<Vec<_>, _>>()?;
+    let shape = dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
+        .collect::<Result<Vec<_>, _>>()?;
     checked_numel(&shape).map_err(|e| e.0)?;
     let value = match cx.attrs.tensor("value")? {
         Some(t) => {
@@ -239,7 +333,9 @@ pub(super) fn constant_of_shape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 pub(super) fn size(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let n = cx.ty(x).numel() as i64;
-    Ok(vec![cx.b.constant(Tensor::from_i64(Vec::new(), vec![n]).map_err(|e| e.0)?)])
+    Ok(vec![cx.b.constant(
+        Tensor::from_i64(Vec::new(), vec![n]).map_err(|e| e.0)?,
+    )])
 }
 
 /// The input's shape as an i64 vector; opset 15 adds a `[start, end)` window.
@@ -250,6 +346,10 @@ pub(super) fn shape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
     let start = clamp(cx.attrs.int("start", 0)?);
     let end = clamp(cx.attrs.int("end", r)?);
-    let window = if start < end { dims[start..end].to_vec() } else { Vec::new() };
+    let window = if start < end {
+        dims[start..end].to_vec()
+    } else {
+        Vec::new()
+    };
     Ok(vec![cx.b.constant(Tensor::i64_vector(window))])
 }

@@ -1,0 +1,47 @@
+//! Verbs of the `swflow` command line.
+
+mod inspect;
+mod model;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+/// swflow: an ahead-of-time deep-learning compiler for Sunway-style many-core processors.
+#[derive(Parser, Debug)]
+#[command(name = "swflow", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log progress and timings to stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show a model's inputs, outputs, op histogram, parameter count and FLOP estimate.
+    Inspect(inspect::Args),
+    /// Run a model with the reference graph interpreter, reading and writing .npy files.
+    Run(run::Args),
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Inspect(a) => inspect::run(a),
+        Command::Run(a) => run::run(a),
+    }
+}
+
+/// Routes `tracing` events to stderr at a level chosen by the number of `-v` flags.
+pub fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => tracing::Level::WARN,
+        1 => tracing::Level::INFO,
+        _ => tracing::Level::DEBUG,
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

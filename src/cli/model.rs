@@ -1,0 +1,62 @@
+//! Options shared by verbs that read a model.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use swflow_frontend::ir::Graph;
+use swflow_frontend::onnx::{ImportOptions, ModelFile};
+
+#[derive(clap::Args, Debug)]
+pub struct ModelArgs {
+    /// The ONNX model file.
+    pub model: PathBuf,
+    /// Value of a symbolic input dimension, e.g. `--dim N=1` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N")]
+    pub dims: Vec<String>,
+    /// Freeze a graph input to the contents of a .npy file at compile time, for models that
+    /// pass shapes or axes as inputs (repeatable).
+    #[arg(long = "const", value_name = "NAME=FILE.npy")]
+    pub constants: Vec<String>,
+}
+
+/// Splits `NAME=VALUE`.
+pub fn split_assignment<'a>(text: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
+    match text.split_once('=') {
+        Some((n, v)) if !n.is_empty() && !v.is_empty() => Ok((n, v)),
+        _ => bail!("{what} '{text}' must have the form NAME=VALUE"),
+    }
+}
+
+impl ModelArgs {
+    pub fn options(&self) -> Result<ImportOptions> {
+        let mut opts = ImportOptions::default();
+        for d in &self.dims {
+            let (name, value) = split_assignment(d, "--dim")?;
+            let v = value.parse().with_context(|| {
+                format!("--dim {name}: '{value}' is not a non-negative integer")
+            })?;
+            opts.dims.insert(name.to_string(), v);
+        }
+        for c in &self.constants {
+            let (name, path) = split_assignment(c, "--const")?;
+            opts.constants
+                .insert(name.to_string(), swflow_frontend::npy::read(path.as_ref())?);
+        }
+        Ok(opts)
+    }
+
+    /// Reads and imports the model.
+    pub fn load(&self) -> Result<(ModelFile, Graph)> {
+        let start = Instant::now();
+        let file = ModelFile::read(&self.model)?;
+        let graph = file.import(&self.options()?)?;
+        tracing::info!(
+            "imported {} into {} primitive nodes in {:.2?}",
+            self.model.display(),
+            graph.nodes().len(),
+            start.elapsed()
+        );
+        Ok((file, graph))
+    }
+}

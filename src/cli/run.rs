@@ -1,0 +1,128 @@
+//! `swflow run`: evaluate a model with the reference graph interpreter.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use swflow_frontend::ir::Tensor;
+use swflow_frontend::{interp, npy, random};
+
+use super::model::{split_assignment, ModelArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// An input value, `NAME=FILE.npy` (repeatable). Inputs not given are filled with
+    /// deterministic pseudo-random values (see --seed).
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    pub inputs: Vec<String>,
+    /// Folder to write one `.npy` file per model output into (created if missing).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Seed for inputs that are not given.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// A file name for an output: characters outside `[A-Za-z0-9_.-]` become `_`, and a suffix
+/// keeps names distinct.
+fn file_name(name: &str, taken: &mut HashSet<String>) -> String {
+    let base: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = if base.is_empty() || base.starts_with('.') {
+        format!("output{base}")
+    } else {
+        base
+    };
+    let mut candidate = base.clone();
+    let mut k = 1;
+    while !taken.insert(candidate.clone()) {
+        candidate = format!("{base}_{k}");
+        k += 1;
+    }
+    format!("{candidate}.npy")
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let (_, g) = args.model.load()?;
+    let mut given: HashMap<String, Tensor> = HashMap::new();
+    for spec in &args.inputs {
+        let (name, path) = split_assignment(spec, "--input")?;
+        if given
+            .insert(name.to_string(), npy::read(path.as_ref())?)
+            .is_some()
+        {
+            bail!("--input {name} is given twice");
+        }
+    }
+    let mut inputs = Vec::new();
+    for (index, id) in g.inputs().enumerate() {
+        let node = g.node(id);
+        inputs.push(match given.remove(&node.name) {
+            Some(t) if t.ty() != node.ty => bail!(
+                "input '{}' must be {}, but the file holds {}",
+                node.name,
+                node.ty,
+                t.ty()
+            ),
+            Some(t) => t,
+            None => {
+                tracing::info!(
+                    "input '{}' not given: pseudo-random {} with seed {}",
+                    node.name,
+                    node.ty,
+                    args.seed
+                );
+                random::random_tensor(&node.ty, args.seed, index)
+            }
+        });
+    }
+    if let Some(name) = given.keys().next() {
+        let known: Vec<&str> = g.inputs().map(|id| g.node(id).name.as_str()).collect();
+        bail!(
+            "the model has no input '{name}' (inputs: {})",
+            known.join(", ")
+        );
+    }
+    let start = Instant::now();
+    let outputs = interp::run(&g, &inputs)?;
+    tracing::info!("graph interpreter ran in {:.2?}", start.elapsed());
+    if let Some(dir) = &args.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut taken = HashSet::new();
+    for (o, t) in g.outputs.iter().zip(&outputs) {
+        let stats = summary(t);
+        match &args.output {
+            Some(dir) => {
+                let path = dir.join(file_name(&o.name, &mut taken));
+                npy::write(&path, t)?;
+                println!("{}  {}  {}  -> {}", o.name, t.ty(), stats, path.display());
+            }
+            None => println!("{}  {}  {}", o.name, t.ty(), stats),
+        }
+    }
+    Ok(())
+}
+
+/// `min`, `max` and `mean` of a tensor's elements.
+fn summary(t: &Tensor) -> String {
+    let v = t.to_f64_vec();
+    if v.is_empty() {
+        return "(empty)".into();
+    }
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    format!("min {min:.6} max {max:.6} mean {mean:.6}")
+}
