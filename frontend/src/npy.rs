@@ -105,7 +105,7 @@ pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
         .ok_or("header runs past the end of the file")?;
     let header = std::str::from_utf8(header).map_err(|_| "header is not text")?;
     let descr = dict_value(header, "descr").ok_or("header has no 'descr'")?;
-    let dtype = match descr.trim_matches(|c| c == '\'' || c == '"') {
+    let dtype = match descr.trim().trim_matches(|c| c == '\'' || c == '"') {
         "<f4" => DType::F32,
         "<f8" => DType::F64,
         "<i8" => DType::I64,

@@ -1,5 +1,6 @@
 //! Verbs of the `swflow` command line.
 
+mod compare;
 mod inspect;
 mod model;
 mod run;
@@ -23,12 +24,15 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Run a model with the reference graph interpreter, reading and writing .npy files.
     Run(run::Args),
+    /// Check a .npy result against a reference .npy with the project's f32 tolerance.
+    Compare(compare::Args),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(a) => inspect::run(a),
         Command::Run(a) => run::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }
 
