@@ -19,14 +19,31 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let (a, e) = (npy::read(&args.actual)?, npy::read(&args.expected)?);
-    let how = if args.exact { Comparison::Exact } else { Comparison::Tolerance };
+    let how = if args.exact {
+        Comparison::Exact
+    } else {
+        Comparison::Tolerance
+    };
     if let Err(m) = compare(&a, &e, how) {
-        bail!("{} does not match {}: {}", args.actual.display(), args.expected.display(), m.message);
+        bail!(
+            "{} does not match {}: {}",
+            args.actual.display(),
+            args.expected.display(),
+            m.message
+        );
     }
-    let max_abs = a.to_f64_vec().iter().zip(e.to_f64_vec()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let max_abs = a
+        .to_f64_vec()
+        .iter()
+        .zip(e.to_f64_vec())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max);
     match how {
         Comparison::Exact => println!("match: {} elements bit-identical", a.numel()),
-        Comparison::Tolerance => println!("match: {} elements, max |difference| {max_abs:.3e} (rtol {RTOL}, atol {ATOL})", a.numel()),
+        Comparison::Tolerance => println!(
+            "match: {} elements, max |difference| {max_abs:.3e} (rtol {RTOL}, atol {ATOL})",
+            a.numel()
+        ),
     }
     Ok(())
 }

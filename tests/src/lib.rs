@@ -133,3 +133,5 @@ impl OnnxCase {
         self.check(&outputs)
     }
 }
+
+pub mod model;
