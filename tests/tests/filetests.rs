@@ -1,0 +1,113 @@
+//! Text-file tests of the graph IR, with their expectations inside the files.
+//!
+//! Each file under `tests/filetests/` starts with `#` directive lines, then a body:
+//! - `# import: <path>` — the body is the graph the ONNX model at `<path>` (relative to the
+//!   conformance data folder, e.g. `node/test_lrn`) imports to, in the text form, with the
+//!   inputs named by `# const: <input>` directives frozen to their test values;
+//! - no `import` — the body is a graph in the text form; it must parse, and then either verify
+//!   and print back exactly as written, or fail with the message of an `# error: <message>`
+//!   directive.
+//!
+//! `SWFLOW_BLESS=1 cargo test --test filetests` rewrites the bodies and error directives from
+//! what the code produces now; review the diff before committing it.
+
+use std::path::{Path, PathBuf};
+
+use swflow_frontend::ir::{parse, print, verify};
+use swflow_tests::{conformance_dir, workspace_root, OnnxCase};
+
+struct FileTest {
+    path: PathBuf,
+    directives: Vec<(String, String)>,
+    body: String,
+}
+
+impl FileTest {
+    fn load(path: &Path) -> FileTest {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut directives = Vec::new();
+        let mut rest = text.as_str();
+        while let Some(line) = rest.strip_prefix("# ") {
+            let (line, tail) = line.split_once('\n').unwrap_or((line, ""));
+            let (k, v) = line.split_once(':').unwrap_or((line, ""));
+            directives.push((k.trim().to_string(), v.trim().to_string()));
+            rest = tail;
+        }
+        FileTest { path: path.to_path_buf(), directives, body: rest.to_string() }
+    }
+
+    fn directive(&self, key: &str) -> Option<&str> {
+        self.directives.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    fn write(&self, directives: &[(String, String)], body: &str) {
+        let mut text: String = directives.iter().map(|(k, v)| if v.is_empty() { format!("# {k}\n") } else { format!("# {k}: {v}\n") }).collect();
+        text.push_str(body);
+        std::fs::write(&self.path, text).unwrap();
+    }
+
+    /// `Ok` when the file's expectations hold, else a description of the difference.
+    fn run(&self, bless: bool) -> Result<(), String> {
+        let (actual_body, actual_error) = match self.directive("import") {
+            Some(model) => {
+                let frozen = self.directives.iter().filter(|(k, _)| k == "const").map(|(_, v)| v.clone()).collect();
+                let case = OnnxCase { dir: conformance_dir().map_err(|e| e.to_string())?.join(model), frozen };
+                let g = case.import().map_err(|e| format!("{e:#}"))?;
+                let text = print(&g);
+                let again = parse(&text).map_err(|e| format!("printed graph does not parse: {e}"))?;
+                if print(&again) != text {
+                    return Err("printed graph does not round-trip".into());
+                }
+                (text, None)
+            }
+            None => match parse(&self.body) {
+                Err(e) => (self.body.clone(), Some(format!("parse: {e}"))),
+                Ok(g) => match verify(&g) {
+                    Err(e) => (self.body.clone(), Some(format!("verify: {e}"))),
+                    Ok(()) => (print(&g), None),
+                },
+            },
+        };
+        let expected_error = self.directive("error").map(str::to_string);
+        if actual_body == self.body && actual_error == expected_error {
+            return Ok(());
+        }
+        if bless {
+            let mut directives: Vec<_> = self.directives.iter().filter(|(k, _)| k != "error").cloned().collect();
+            if let Some(e) = actual_error {
+                directives.push(("error".into(), e));
+            }
+            self.write(&directives, &actual_body);
+            return Ok(());
+        }
+        if actual_error != expected_error {
+            return Err(format!("expected error {expected_error:?}, got {actual_error:?}"));
+        }
+        Err(format!("body differs; expected:\n{}\nactual:\n{actual_body}", self.body))
+    }
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else if p.extension().is_some_and(|e| e == "swg") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn filetests() {
+    let bless = std::env::var_os("SWFLOW_BLESS").is_some_and(|v| v == "1");
+    let all = files(&workspace_root().join("tests/filetests"));
+    assert!(!all.is_empty(), "no file tests found");
+    let failures: Vec<String> =
+        all.iter().filter_map(|p| FileTest::load(p).run(bless).err().map(|e| format!("{}: {e}", p.display()))).collect();
+    println!("filetests: {} passed, {} failed", all.len() - failures.len(), failures.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
