@@ -3,7 +3,10 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use swflow_frontend::ir::{parse, print, verify, BinaryOp, DType, Data, Graph, NodeId, Op, Output, ReduceKind, Tensor, TensorType, UnaryOp};
+use swflow_frontend::ir::{
+    parse, print, verify, BinaryOp, DType, Data, Graph, NodeId, Op, Output, ReduceKind, Tensor,
+    TensorType, UnaryOp,
+};
 use swflow_frontend::npy;
 
 /// A random, valid graph: inputs and constants, then a chain of ops whose operands are picked
@@ -15,8 +18,14 @@ fn random_graph(choices: &[u8], names: &[String]) -> Graph {
         name_at += 1;
         format!("{}#{name_at}", names[name_at % names.len()])
     };
-    let x = g.add_input(next_name(), TensorType::new(DType::F32, vec![2, 3]).unwrap());
-    let c = g.add_const(next_name(), Arc::new(Tensor::from_f32(vec![3], vec![0.5, -0.0, f32::NAN]).unwrap()));
+    let x = g.add_input(
+        next_name(),
+        TensorType::new(DType::F32, vec![2, 3]).unwrap(),
+    );
+    let c = g.add_const(
+        next_name(),
+        Arc::new(Tensor::from_f32(vec![3], vec![0.5, -0.0, f32::NAN]).unwrap()),
+    );
     let i = g.add_const(next_name(), Arc::new(Tensor::i64_vector(vec![2, -1, 0])));
     let mut values: Vec<NodeId> = vec![x, c];
     for (k, &choice) in choices.iter().enumerate() {
@@ -25,27 +34,46 @@ fn random_graph(choices: &[u8], names: &[String]) -> Graph {
         let op = match choice % 9 {
             0 => Op::Unary(UnaryOp::ALL[k % 11]),
             1 => Op::Binary(BinaryOp::ALL[k % 7]),
-            2 => Op::Reduce { kind: [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min][k % 3], axes: vec![g.node(a).ty.rank().saturating_sub(1)] },
-            3 => Op::Transpose { perm: (0..g.node(a).ty.rank()).rev().collect() },
-            4 => Op::Reshape { shape: vec![g.node(a).ty.numel()] },
+            2 => Op::Reduce {
+                kind: [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min][k % 3],
+                axes: vec![g.node(a).ty.rank().saturating_sub(1)],
+            },
+            3 => Op::Transpose {
+                perm: (0..g.node(a).ty.rank()).rev().collect(),
+            },
+            4 => Op::Reshape {
+                shape: vec![g.node(a).ty.numel()],
+            },
             5 => Op::Cast { to: DType::F64 },
             6 => Op::Gather { axis: 0 },
             7 => Op::Concat { axis: 0 },
-            _ => Op::Slice { starts: vec![0; g.node(a).ty.rank()], steps: vec![1; g.node(a).ty.rank()], sizes: g.node(a).ty.shape.clone() },
+            _ => Op::Slice {
+                starts: vec![0; g.node(a).ty.rank()],
+                steps: vec![1; g.node(a).ty.rank()],
+                sizes: g.node(a).ty.shape.clone(),
+            },
         };
         let operands = match &op {
             Op::Binary(_) | Op::Concat { .. } => vec![a, b],
             Op::Gather { .. } => vec![a, i],
             _ => vec![a],
         };
-        if let Ok(id) = g.add_node(next_name(), op, operands, (k % 2 == 0).then(|| format!("origin {k}"))) {
+        if let Ok(id) = g.add_node(
+            next_name(),
+            op,
+            operands,
+            (k % 2 == 0).then(|| format!("origin {k}")),
+        ) {
             if g.node(id).ty.dtype == DType::F32 {
                 values.push(id);
             }
         }
     }
     let last = *values.last().unwrap();
-    g.outputs.push(Output { name: "out\tput".into(), node: last });
+    g.outputs.push(Output {
+        name: "out\tput".into(),
+        node: last,
+    });
     g
 }
 
@@ -105,7 +133,9 @@ proptest! {
 /// A file written by numpy itself (`np.save` of `np.arange(6, dtype=np.float32).reshape(2, 3)`).
 #[test]
 fn npy_reads_numpy_output() {
-    let mut bytes = b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }".to_vec();
+    let mut bytes =
+        b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+            .to_vec();
     bytes.resize(10 + 0x76 - 1, b' ');
     bytes.push(b'\n');
     for v in 0..6 {
@@ -114,5 +144,9 @@ fn npy_reads_numpy_output() {
     let t = npy::decode(&bytes).unwrap();
     assert_eq!(t.shape(), &[2, 3]);
     assert_eq!(t.to_f64_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
-    assert_eq!(npy::encode(&t), bytes, "swflow writes the same bytes numpy does");
+    assert_eq!(
+        npy::encode(&t),
+        bytes,
+        "swflow writes the same bytes numpy does"
+    );
 }

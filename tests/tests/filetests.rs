@@ -33,15 +33,31 @@ impl FileTest {
             directives.push((k.trim().to_string(), v.trim().to_string()));
             rest = tail;
         }
-        FileTest { path: path.to_path_buf(), directives, body: rest.to_string() }
+        FileTest {
+            path: path.to_path_buf(),
+            directives,
+            body: rest.to_string(),
+        }
     }
 
     fn directive(&self, key: &str) -> Option<&str> {
-        self.directives.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.directives
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     fn write(&self, directives: &[(String, String)], body: &str) {
-        let mut text: String = directives.iter().map(|(k, v)| if v.is_empty() { format!("# {k}\n") } else { format!("# {k}: {v}\n") }).collect();
+        let mut text: String = directives
+            .iter()
+            .map(|(k, v)| {
+                if v.is_empty() {
+                    format!("# {k}\n")
+                } else {
+                    format!("# {k}: {v}\n")
+                }
+            })
+            .collect();
         text.push_str(body);
         std::fs::write(&self.path, text).unwrap();
     }
@@ -50,11 +66,20 @@ impl FileTest {
     fn run(&self, bless: bool) -> Result<(), String> {
         let (actual_body, actual_error) = match self.directive("import") {
             Some(model) => {
-                let frozen = self.directives.iter().filter(|(k, _)| k == "const").map(|(_, v)| v.clone()).collect();
-                let case = OnnxCase { dir: conformance_dir().map_err(|e| e.to_string())?.join(model), frozen };
+                let frozen = self
+                    .directives
+                    .iter()
+                    .filter(|(k, _)| k == "const")
+                    .map(|(_, v)| v.clone())
+                    .collect();
+                let case = OnnxCase {
+                    dir: conformance_dir().map_err(|e| e.to_string())?.join(model),
+                    frozen,
+                };
                 let g = case.import().map_err(|e| format!("{e:#}"))?;
                 let text = print(&g);
-                let again = parse(&text).map_err(|e| format!("printed graph does not parse: {e}"))?;
+                let again =
+                    parse(&text).map_err(|e| format!("printed graph does not parse: {e}"))?;
                 if print(&again) != text {
                     return Err("printed graph does not round-trip".into());
                 }
@@ -73,7 +98,12 @@ impl FileTest {
             return Ok(());
         }
         if bless {
-            let mut directives: Vec<_> = self.directives.iter().filter(|(k, _)| k != "error").cloned().collect();
+            let mut directives: Vec<_> = self
+                .directives
+                .iter()
+                .filter(|(k, _)| k != "error")
+                .cloned()
+                .collect();
             if let Some(e) = actual_error {
                 directives.push(("error".into(), e));
             }
@@ -81,9 +111,14 @@ impl FileTest {
             return Ok(());
         }
         if actual_error != expected_error {
-            return Err(format!("expected error {expected_error:?}, got {actual_error:?}"));
+            return Err(format!(
+                "expected error {expected_error:?}, got {actual_error:?}"
+            ));
         }
-        Err(format!("body differs; expected:\n{}\nactual:\n{actual_body}", self.body))
+        Err(format!(
+            "body differs; expected:\n{}\nactual:\n{actual_body}",
+            self.body
+        ))
     }
 }
 
@@ -106,8 +141,19 @@ fn filetests() {
     let bless = std::env::var_os("SWFLOW_BLESS").is_some_and(|v| v == "1");
     let all = files(&workspace_root().join("tests/filetests"));
     assert!(!all.is_empty(), "no file tests found");
-    let failures: Vec<String> =
-        all.iter().filter_map(|p| FileTest::load(p).run(bless).err().map(|e| format!("{}: {e}", p.display()))).collect();
-    println!("filetests: {} passed, {} failed", all.len() - failures.len(), failures.len());
+    let failures: Vec<String> = all
+        .iter()
+        .filter_map(|p| {
+            FileTest::load(p)
+                .run(bless)
+                .err()
+                .map(|e| format!("{}: {e}", p.display()))
+        })
+        .collect();
+    println!(
+        "filetests: {} passed, {} failed",
+        all.len() - failures.len(),
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

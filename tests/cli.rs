@@ -1,0 +1,178 @@
+//! The `swflow` binary end to end: help, the main job on the example model, and clean
+//! failures (exit code 1, a message on stderr, never a panic).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use swflow_frontend::npy;
+use swflow_frontend::tolerance::{compare, Comparison};
+
+fn swflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_swflow"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the binary runs")
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("swflow-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Asserts a clean failure whose message mentions every part.
+fn assert_fails(out: &Output, parts: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    for p in parts {
+        assert!(err.contains(p), "stderr {err:?} does not mention {p:?}");
+    }
+}
+
+#[test]
+fn every_verb_has_help() {
+    for verb in [
+        &["--help"][..],
+        &["inspect", "--help"],
+        &["run", "--help"],
+        &["compare", "--help"],
+    ] {
+        let out = swflow(verb);
+        assert!(out.status.success(), "{verb:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: swflow"));
+    }
+}
+
+#[test]
+fn run_example_reproduces_reference_output() {
+    let dir = scratch("run");
+    let out = swflow(&[
+        "run",
+        "examples/lenet/model.onnx",
+        "--input",
+        "input=examples/lenet/input.npy",
+        "--output",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = npy::read(&dir.join("prob.npy")).unwrap();
+    let want = npy::read(&root().join("examples/lenet/expected_prob.npy")).unwrap();
+    compare(&got, &want, Comparison::Tolerance).unwrap();
+    let cmp = swflow(&[
+        "compare",
+        dir.join("prob.npy").to_str().unwrap(),
+        "examples/lenet/expected_prob.npy",
+    ]);
+    assert!(cmp.status.success());
+}
+
+#[test]
+fn run_without_inputs_is_deterministic() {
+    let (a, b) = (scratch("seed-a"), scratch("seed-b"));
+    for d in [&a, &b] {
+        assert!(swflow(&[
+            "run",
+            "examples/lenet/model.onnx",
+            "--seed",
+            "3",
+            "-o",
+            d.to_str().unwrap()
+        ])
+        .status
+        .success());
+    }
+    let (x, y) = (
+        npy::read(&a.join("prob.npy")).unwrap(),
+        npy::read(&b.join("prob.npy")).unwrap(),
+    );
+    assert!(x.bit_eq(&y));
+}
+
+#[test]
+fn inspect_reports_parameters_and_json() {
+    let out = swflow(&["inspect", "examples/lenet/model.onnx"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // 6*25+6 + 16*150+16 + 400*120+120 + 120*84+84 + 84*10+10, counted by hand.
+    assert!(text.contains("parameters  61706"), "{text}");
+    assert!(text.contains("Conv") && text.contains("conv"));
+    let out = swflow(&["inspect", "examples/lenet/model.onnx", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["inputs"][0]["shape"], serde_json::json!([1, 1, 28, 28]));
+    assert_eq!(v["outputs"][0]["name"], "prob");
+    assert_eq!(v["onnx_ops"]["Gemm"], 3);
+    assert_eq!(v["parameters"], 61706);
+}
+
+#[test]
+fn inspect_emits_the_graph_ir() {
+    let out = swflow(&["inspect", "examples/lenet/model.onnx", "--emit", "graph"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("graph \"lenet\" {"));
+    assert!(text.contains("conv(%input, %conv1.w) {strides=[1,1], dilations=[1,1], pads=[2,2,2,2], groups=1} @\"conv1\""));
+}
+
+#[test]
+fn bad_invocations_fail_cleanly() {
+    let dir = scratch("bad");
+    let garbage = dir.join("garbage.onnx");
+    std::fs::write(&garbage, b"definitely not onnx").unwrap();
+    assert_fails(
+        &swflow(&["inspect", garbage.to_str().unwrap()]),
+        &["garbage.onnx", "not a valid ONNX model"],
+    );
+    assert_fails(
+        &swflow(&["run", "missing.onnx"]),
+        &["missing.onnx", "cannot read the model"],
+    );
+    assert_fails(
+        &swflow(&[
+            "run",
+            "examples/lenet/model.onnx",
+            "--input",
+            "input=nope.npy",
+        ]),
+        &["nope.npy"],
+    );
+    assert_fails(
+        &swflow(&[
+            "run",
+            "examples/lenet/model.onnx",
+            "--input",
+            "input=examples/lenet/expected_prob.npy",
+        ]),
+        &["input 'input' must be f32[1,1,28,28]", "f32[1,10]"],
+    );
+    assert_fails(
+        &swflow(&[
+            "run",
+            "examples/lenet/model.onnx",
+            "--input",
+            "image=examples/lenet/input.npy",
+        ]),
+        &["no input 'image'"],
+    );
+    assert_fails(
+        &swflow(&["run", "examples/lenet/model.onnx", "--input", "input"]),
+        &["NAME=VALUE"],
+    );
+    assert_fails(&swflow(&["run", "--no-such-flag"]), &["--no-such-flag"]);
+    assert_fails(
+        &swflow(&[
+            "compare",
+            "examples/lenet/input.npy",
+            "examples/lenet/expected_prob.npy",
+        ]),
+        &["does not match"],
+    );
+}
