@@ -1,7 +1,8 @@
-//! swflow scheduler: lowers graph-IR kernels to loop nests and schedules them for the compute
-//! cores of a core group (CPE partitioning, LDM buffer sizing, loop reordering, DMA insertion,
-//! tape streaming, main-memory planning).
-//!
-//! Not implemented yet; the crate exists so the workspace has its final shape.
+//! swflow scheduler: lowers graph-IR nodes to loop nests ([`loops`]) and schedules them for
+//! the compute cores of a core group described by a [`target::Target`].
 
-pub use swflow_frontend as frontend;
+pub mod exec;
+pub mod loops;
+pub mod lower;
+pub mod schedule;
+pub mod target;

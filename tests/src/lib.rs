@@ -11,6 +11,19 @@ use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::onnx::{decode_tensor, import_file, ImportOptions};
 use swflow_frontend::tolerance::{compare, Comparison};
 
+/// The light models shipped in the onnx wheel, as named in the conformance data.
+pub const LIGHT_MODELS: [&str; 9] = [
+    "bvlc_alexnet",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "resnet50",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+];
+
 /// The repository's top folder.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -124,6 +137,16 @@ impl OnnxCase {
                 .map_err(|m| anyhow::anyhow!("output {k}: {}", m.message))?;
         }
         Ok(())
+    }
+
+    /// Imports, lowers to loop IR (verified) and runs the unscheduled kernels on the stored
+    /// inputs, checking the outputs.
+    pub fn run_loops_reference(&self) -> Result<()> {
+        let g = self.import()?;
+        let p = swflow_scheduler::lower::lower(&g)?;
+        swflow_scheduler::loops::verify_program(&p)?;
+        let outputs = swflow_scheduler::exec::run_reference(&p, &self.inputs()?)?;
+        self.check(&outputs)
     }
 
     /// Imports, runs the graph interpreter on the stored inputs and checks the outputs.

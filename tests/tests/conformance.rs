@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use swflow_tests::{conformance_dir, read_list, workspace_root, OnnxCase};
+use swflow_tests::{conformance_dir, read_list, workspace_root, OnnxCase, LIGHT_MODELS};
 
 /// The light models shipped in the onnx wheel.
 const LIGHT_MODELS: [&str; 9] = [

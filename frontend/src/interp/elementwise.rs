@@ -90,8 +90,18 @@ where
 }
 
 pub(super) fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &[usize]) -> Result<Data, String> {
-    let (ash, bsh) = (a.shape(), b.shape());
-    Ok(match (a.data(), b.data()) {
+    binary_data(op, a.data(), a.shape(), b.data(), b.shape(), out)
+}
+
+fn binary_data(
+    op: BinaryOp,
+    a: &Data,
+    ash: &[usize],
+    b: &Data,
+    bsh: &[usize],
+    out: &[usize],
+) -> Result<Data, String> {
+    Ok(match (a, b) {
         (Data::F32(x), Data::F32(y)) => arith(op, x, ash, y, bsh, out),
         (Data::F64(x), Data::F64(y)) => arith(op, x, ash, y, bsh, out),
         (Data::I64(x), Data::I64(y)) => {
@@ -164,5 +174,54 @@ pub(super) fn cast(d: &Data, to: DType) -> Data {
             Data::I64(v) => v.iter().map(|&x| x != 0).collect(),
             Data::Bool(v) => v.clone(),
         }),
+    }
+}
+
+/// Elementwise operations on flat columns of values, for evaluators that work on vectors of
+/// points (the loop-IR interpreter). A column of length 1 stands for that value repeated, so
+/// constants need not be materialised; results have the longer operand's length.
+pub mod columns {
+    use super::super::index::broadcast_to;
+    use crate::ir::{BinaryOp, DType, Data, UnaryOp};
+
+    fn len_of(a: &Data, b: &Data) -> usize {
+        a.len().max(b.len())
+    }
+
+    pub fn unary(u: UnaryOp, a: &Data) -> Data {
+        super::unary(u, a)
+    }
+
+    pub fn binary(op: BinaryOp, a: &Data, b: &Data) -> Result<Data, String> {
+        super::binary_data(op, a, &[a.len()], b, &[b.len()], &[len_of(a, b)])
+    }
+
+    pub fn select(c: &Data, a: &Data, b: &Data) -> Data {
+        let n = c.len().max(a.len()).max(b.len());
+        let Data::Bool(c) = c else {
+            unreachable!("select conditions are bool")
+        };
+        let c = broadcast_to(c, &[c.len()], &[n]);
+        fn pick<T: Copy>(c: &[bool], a: &[T], b: &[T], n: usize) -> Vec<T> {
+            let (a, b) = (
+                broadcast_to(a, &[a.len()], &[n]),
+                broadcast_to(b, &[b.len()], &[n]),
+            );
+            c.iter()
+                .zip(a.iter().zip(&b))
+                .map(|(&c, (&x, &y))| if c { x } else { y })
+                .collect()
+        }
+        match (a, b) {
+            (Data::F32(x), Data::F32(y)) => Data::F32(pick(&c, x, y, n)),
+            (Data::F64(x), Data::F64(y)) => Data::F64(pick(&c, x, y, n)),
+            (Data::I64(x), Data::I64(y)) => Data::I64(pick(&c, x, y, n)),
+            (Data::Bool(x), Data::Bool(y)) => Data::Bool(pick(&c, x, y, n)),
+            _ => unreachable!("select operands share a type"),
+        }
+    }
+
+    pub fn cast(a: &Data, to: DType) -> Data {
+        super::cast(a, to)
     }
 }

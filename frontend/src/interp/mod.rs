@@ -35,6 +35,8 @@ pub enum EvalError {
     },
 }
 
+pub use elementwise::columns;
+
 /// Runs `g` on `inputs` (in graph-input order) and returns the outputs in order.
 pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
     let input_ids: Vec<_> = g.inputs().collect();

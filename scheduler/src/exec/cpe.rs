@@ -1,0 +1,1 @@
+//! Scheduled execution on the compute cores (per-CPE LDM buffers and DMA).

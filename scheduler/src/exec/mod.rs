@@ -1,0 +1,202 @@
+//! Executing loop IR.
+//!
+//! [`run_reference`] runs every kernel over its whole domain directly on main memory: the
+//! meaning of unscheduled loop IR. Scheduled execution, with per-CPE LDM buffers and DMA, is in
+//! [`cpe`].
+
+pub mod cpe;
+mod eval;
+
+use swflow_frontend::ir::{Data, Tensor};
+
+use crate::loops::{Access, Expr, Kernel, LoopKind, Program, TensorKind};
+use eval::{affine_place, eval_box, Locate, Place, Target};
+
+/// A failure while executing loop IR, naming the kernel and, for scheduled execution, the CPE.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    #[error("program expects {expected} inputs, {given} were given")]
+    Inputs { expected: usize, given: usize },
+    #[error("input '{name}' must be {expected}, got {given}")]
+    InputType {
+        name: String,
+        expected: String,
+        given: String,
+    },
+    #[error("kernel '{kernel}'{}: {reason}", cpe.map(|c| format!(" on CPE {c}")).unwrap_or_default())]
+    Kernel {
+        kernel: String,
+        cpe: Option<usize>,
+        reason: String,
+    },
+}
+
+/// Main memory: one data vector per tensor that owns storage (views share their source's).
+pub struct Memory {
+    storage: Vec<Option<Data>>,
+}
+
+impl Memory {
+    /// Inputs and constants loaded, computed tensors zeroed.
+    pub fn new(p: &Program, inputs: &[Tensor]) -> Result<Memory, ExecError> {
+        if inputs.len() != p.inputs.len() {
+            return Err(ExecError::Inputs {
+                expected: p.inputs.len(),
+                given: inputs.len(),
+            });
+        }
+        let mut storage: Vec<Option<Data>> = vec![None; p.tensors.len()];
+        for (i, t) in p.tensors.iter().enumerate() {
+            storage[i] = match &t.kind {
+                TensorKind::Const(c) => Some(c.data().clone()),
+                TensorKind::Temp => Some(Data::zeros(t.ty.dtype, t.ty.numel())),
+                TensorKind::Input | TensorKind::View(_) => None,
+            };
+        }
+        for (&id, t) in p.inputs.iter().zip(inputs) {
+            let info = p.tensor(id);
+            if t.ty() != info.ty {
+                return Err(ExecError::InputType {
+                    name: info.name.clone(),
+                    expected: info.ty.to_string(),
+                    given: t.ty().to_string(),
+                });
+            }
+            storage[id.index()] = Some(t.data().clone());
+        }
+        Ok(Memory { storage })
+    }
+
+    pub fn data(&self, p: &Program, t: crate::loops::TensorId) -> &Data {
+        self.storage[p.storage(t).index()]
+            .as_ref()
+            .expect("every storage tensor is allocated")
+    }
+
+    /// The value of tensor `t` (under its own shape).
+    pub fn tensor(&self, p: &Program, t: crate::loops::TensorId) -> Tensor {
+        Tensor::new(p.tensor(t).ty.shape.clone(), self.data(p, t).clone())
+            .expect("storage matches the tensor's size")
+    }
+
+    /// Takes the storage of `t` out to write it while other tensors are read.
+    pub(crate) fn take(&mut self, p: &Program, t: crate::loops::TensorId) -> Data {
+        self.storage[p.storage(t).index()]
+            .take()
+            .expect("a kernel's target is allocated")
+    }
+
+    pub(crate) fn put(&mut self, p: &Program, t: crate::loops::TensorId, d: Data) {
+        self.storage[p.storage(t).index()] = Some(d);
+    }
+
+    /// The program's outputs.
+    pub fn outputs(&self, p: &Program) -> Vec<Tensor> {
+        p.outputs.iter().map(|(_, t)| self.tensor(p, *t)).collect()
+    }
+}
+
+/// Main-memory places for a kernel's accesses, at box origin `origin`.
+struct MainMemory<'a> {
+    p: &'a Program,
+    k: &'a Kernel,
+    mem: &'a Memory,
+    origin: Vec<usize>,
+}
+
+impl<'a> Locate<'a> for MainMemory<'a> {
+    fn place(&self, a: &Access) -> Result<Place<'a>, String> {
+        let t = self.k.operands[a.operand];
+        let data = self.mem.storage[self.p.storage(t).index()]
+            .as_ref()
+            .ok_or("the value reads the kernel's own target")?;
+        let shape = &self.p.tensor(t).ty.shape;
+        affine_place(a, data, shape, &self.origin, self.k.loops.len(), &|inner| {
+            self.place(inner)
+        })
+    }
+}
+
+/// A copy of `k` whose statement writes the reduction's initial value once per target
+/// element (its reduction loops collapsed to one point), or `None` without a reduction.
+pub(crate) fn init_kernel(k: &Kernel) -> Option<(Kernel, Vec<usize>)> {
+    let r = k.stmt.reduce?;
+    let mut init = k.clone();
+    init.stmt.value = Expr::Const(r.init);
+    init.stmt.reduce = None;
+    let extents = k
+        .loops
+        .iter()
+        .map(|l| {
+            if l.kind == LoopKind::Reduce {
+                1
+            } else {
+                l.extent
+            }
+        })
+        .collect();
+    Some((init, extents))
+}
+
+/// Runs one kernel over its whole domain on main memory.
+pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result<(), ExecError> {
+    let fail = |reason: String| ExecError::Kernel {
+        kernel: k.name.clone(),
+        cpe: None,
+        reason,
+    };
+    let target_id = k.operands[0];
+    let mut target = mem.take(p, target_id);
+    let origin = vec![0; k.loops.len()];
+    let shape = p.tensor(target_id).ty.shape.clone();
+    let result = (|| {
+        let tplace = affine_place(
+            &k.stmt.target,
+            &target,
+            &shape,
+            &origin,
+            k.loops.len(),
+            &|_| Err("gathered target".into()),
+        )?;
+        let (base, strides) = (tplace.base, tplace.strides);
+        let loc = MainMemory {
+            p,
+            k,
+            mem,
+            origin: origin.clone(),
+        };
+        if let Some((init, extents)) = init_kernel(k) {
+            eval_box(
+                &init,
+                &extents,
+                &loc,
+                Target {
+                    data: &mut target,
+                    base,
+                    strides: strides.clone(),
+                },
+            )?;
+        }
+        eval_box(
+            k,
+            &k.extents(),
+            &loc,
+            Target {
+                data: &mut target,
+                base,
+                strides,
+            },
+        )
+    })();
+    mem.put(p, target_id, target);
+    result.map_err(fail)
+}
+
+/// Runs the whole program without schedules and returns its outputs.
+pub fn run_reference(p: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecError> {
+    let mut mem = Memory::new(p, inputs)?;
+    for k in &p.kernels {
+        run_kernel_reference(p, k, &mut mem)?;
+    }
+    Ok(mem.outputs(p))
+}

@@ -1,0 +1,317 @@
+//! The loop IR: a model as a sequence of kernels over main-memory tensors.
+//!
+//! A [`Kernel`] is one loop nest: an iteration domain of named loops with extents, and one
+//! statement whose accesses index tensors with affine expressions of the loop variables. A
+//! statement either assigns its value to the target element or, with a [`Reduction`], folds
+//! the values of all points that share a target element into it (starting from the
+//! reduction's initial value). Loops are `parallel` (the target index depends on them) or
+//! `reduce` (it does not). Every access of a verified kernel is in bounds for every point of
+//! the domain, and distinct points of the parallel loops write distinct target elements.
+//!
+//! After scheduling, a kernel also carries a [`crate::schedule::Schedule`]: how its loops are
+//! split over the compute cores, tiled into LDM buffers, ordered, and where DMA happens.
+
+mod print;
+mod verify;
+
+use std::sync::Arc;
+
+use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, Tensor, TensorType, UnaryOp};
+
+pub use print::{print_kernel, print_program};
+pub use verify::{verify_kernel, verify_program, LoopVerifyError};
+
+use crate::schedule::Schedule;
+
+/// Index of a tensor in [`Program::tensors`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub u32);
+
+impl TensorId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a tensor's storage comes from.
+#[derive(Clone, Debug)]
+pub enum TensorKind {
+    /// A runtime input of the model.
+    Input,
+    /// A constant, stored with the model.
+    Const(Arc<Tensor>),
+    /// Computed by kernels.
+    Temp,
+    /// The same elements as another tensor, under another shape (a reshape).
+    View(TensorId),
+}
+
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub name: String,
+    pub ty: TensorType,
+    pub kind: TensorKind,
+}
+
+/// A whole model in loop IR: kernels run in order.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub name: String,
+    pub tensors: Vec<TensorInfo>,
+    pub kernels: Vec<Kernel>,
+    /// Runtime inputs in the graph's input order.
+    pub inputs: Vec<TensorId>,
+    pub outputs: Vec<(String, TensorId)>,
+}
+
+impl Program {
+    pub fn tensor(&self, id: TensorId) -> &TensorInfo {
+        &self.tensors[id.index()]
+    }
+
+    /// The tensor whose storage `id` uses (itself unless it is a view).
+    pub fn storage(&self, mut id: TensorId) -> TensorId {
+        while let TensorKind::View(of) = self.tensor(id).kind {
+            id = of;
+        }
+        id
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopKind {
+    Parallel,
+    Reduce,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loop {
+    pub name: String,
+    pub extent: usize,
+    pub kind: LoopKind,
+}
+
+/// `offset + Σ coef * loop`, terms sorted by loop with non-zero coefficients.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Affine {
+    pub terms: Vec<(usize, i64)>,
+    pub offset: i64,
+}
+
+impl Affine {
+    pub fn constant(offset: i64) -> Affine {
+        Affine {
+            terms: Vec::new(),
+            offset,
+        }
+    }
+
+    /// The loop variable `l`.
+    pub fn var(l: usize) -> Affine {
+        Affine {
+            terms: vec![(l, 1)],
+            offset: 0,
+        }
+    }
+
+    /// `self + coef * l`.
+    pub fn plus(mut self, l: usize, coef: i64) -> Affine {
+        if coef != 0 {
+            match self.terms.iter_mut().find(|(v, _)| *v == l) {
+                Some(t) => t.1 += coef,
+                None => self.terms.push((l, coef)),
+            }
+            self.terms.retain(|t| t.1 != 0);
+            self.terms.sort_unstable();
+        }
+        self
+    }
+
+    pub fn add_offset(mut self, c: i64) -> Affine {
+        self.offset += c;
+        self
+    }
+
+    /// Coefficient of loop `l` (zero when absent).
+    pub fn coef(&self, l: usize) -> i64 {
+        self.terms.iter().find(|t| t.0 == l).map_or(0, |t| t.1)
+    }
+
+    /// Value at a point.
+    pub fn eval(&self, point: &[usize]) -> i64 {
+        self.offset
+            + self
+                .terms
+                .iter()
+                .map(|&(l, c)| c * point[l] as i64)
+                .sum::<i64>()
+    }
+
+    /// Smallest and largest value over the box `0 <= loop < extents[loop]`.
+    pub fn range(&self, extents: &[usize]) -> (i64, i64) {
+        let (mut lo, mut hi) = (self.offset, self.offset);
+        for &(l, c) in &self.terms {
+            let span = c * (extents[l].max(1) as i64 - 1);
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+        (lo, hi)
+    }
+}
+
+/// One subscript of an access.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Index {
+    Affine(Affine),
+    /// A position read from another tensor (gather): the loaded i64, counted from the end
+    /// when negative, must lie in `0..extent`.
+    Gathered {
+        access: Box<Access>,
+        extent: usize,
+    },
+}
+
+/// A tensor element: operand slot of the kernel and one subscript per dimension.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    pub operand: usize,
+    pub index: Vec<Index>,
+}
+
+/// A constant scalar.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    F32(f32),
+    F64(f64),
+    I64(i64),
+    Bool(bool),
+}
+
+impl Scalar {
+    pub fn dtype(self) -> DType {
+        match self {
+            Scalar::F32(_) => DType::F32,
+            Scalar::F64(_) => DType::F64,
+            Scalar::I64(_) => DType::I64,
+            Scalar::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// `v` converted to `dtype` (the identity of a reduction, a padding value).
+    pub fn of(dtype: DType, v: f64) -> Scalar {
+        match dtype {
+            DType::F32 => Scalar::F32(v as f32),
+            DType::F64 => Scalar::F64(v),
+            DType::I64 => Scalar::I64(if v == f64::INFINITY {
+                i64::MAX
+            } else if v == f64::NEG_INFINITY {
+                i64::MIN
+            } else {
+                v as i64
+            }),
+            DType::Bool => Scalar::Bool(v != 0.0),
+        }
+    }
+}
+
+/// The scalar computation of a statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Load(Access),
+    Const(Scalar),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+    Cast(DType, Box<Expr>),
+}
+
+impl Expr {
+    pub fn load(operand: usize, index: Vec<Affine>) -> Expr {
+        Expr::Load(Access {
+            operand,
+            index: index.into_iter().map(Index::Affine).collect(),
+        })
+    }
+
+    pub fn binary(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+        Expr::Binary(op, Box::new(a), Box::new(b))
+    }
+
+    /// Every access in the expression, outermost first (gathered index loads included).
+    pub fn accesses(&self) -> Vec<&Access> {
+        let mut out = Vec::new();
+        self.visit(&mut |e| {
+            if let Expr::Load(a) = e {
+                out.push(a);
+                a.index.iter().for_each(|i| {
+                    if let Index::Gathered { access, .. } = i {
+                        out.push(access);
+                    }
+                });
+            }
+        });
+        out
+    }
+
+    fn visit<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
+        f(self);
+        match self {
+            Expr::Load(_) | Expr::Const(_) => {}
+            Expr::Unary(_, a) | Expr::Cast(_, a) => a.visit(f),
+            Expr::Binary(_, a, b) => {
+                a.visit(f);
+                b.visit(f);
+            }
+            Expr::Select(c, a, b) => {
+                c.visit(f);
+                a.visit(f);
+                b.visit(f);
+            }
+        }
+    }
+}
+
+/// Folds the values of all points that write the same element, from `init`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reduction {
+    pub kind: ReduceKind,
+    pub init: Scalar,
+}
+
+/// `target = value`, or `target = fold(target, value)` with a reduction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    /// Affine subscripts only.
+    pub target: Access,
+    pub value: Expr,
+    pub reduce: Option<Reduction>,
+}
+
+/// One loop nest.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// Unique within the program.
+    pub name: String,
+    /// The primitive op it computes, and the model node that op came from.
+    pub op: String,
+    pub origin: Option<String>,
+    pub loops: Vec<Loop>,
+    /// Tensor of each operand slot; slot 0 is the target.
+    pub operands: Vec<TensorId>,
+    pub stmt: Stmt,
+    pub schedule: Option<Schedule>,
+}
+
+impl Kernel {
+    pub fn extents(&self) -> Vec<usize> {
+        self.loops.iter().map(|l| l.extent).collect()
+    }
+
+    /// Points in the iteration domain.
+    pub fn points(&self) -> usize {
+        self.loops.iter().map(|l| l.extent).product()
+    }
+}

@@ -1,0 +1,224 @@
+//! Lowering of a graph to loop IR: one or more kernels per primitive op.
+//!
+//! Reshapes become views (no kernel). Padding is made explicit: a convolution or pooling
+//! with padding reads a padded copy of its input (a fill kernel and a copy kernel), so every
+//! access of every kernel is in bounds. A transposed convolution becomes a zero-stuffed,
+//! padded copy of its input convolved with the flipped, transposed weight. Average pooling is
+//! a windowed sum followed by a division by a constant divisor.
+
+mod elementwise;
+mod nn;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use swflow_frontend::ir::{Graph, NodeId, Op, Tensor, TensorType};
+
+use crate::loops::{
+    Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Reduction, Stmt, TensorId,
+    TensorInfo, TensorKind,
+};
+
+/// A graph node that cannot be lowered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("node '{node}' ({op}): {reason}")]
+pub struct LowerError {
+    pub node: String,
+    pub op: String,
+    pub reason: String,
+}
+
+/// Lowers a verified graph.
+pub fn lower(g: &Graph) -> Result<Program, LowerError> {
+    let mut cx = Lowering {
+        p: Program {
+            name: g.name.clone(),
+            tensors: Vec::new(),
+            kernels: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        },
+        of: HashMap::new(),
+    };
+    for id in g.ids() {
+        let n = g.node(id);
+        let kind = match &n.op {
+            Op::Input => TensorKind::Input,
+            Op::Const(t) => TensorKind::Const(t.clone()),
+            Op::Reshape { .. } => TensorKind::View(cx.p.storage(cx.of[&n.inputs[0]])),
+            _ => TensorKind::Temp,
+        };
+        let t = cx.add_tensor(n.name.clone(), n.ty.clone(), kind);
+        cx.of.insert(id, t);
+        if matches!(n.op, Op::Input) {
+            cx.p.inputs.push(t);
+        }
+        if !matches!(n.op, Op::Input | Op::Const(_) | Op::Reshape { .. }) && n.ty.numel() > 0 {
+            let node = NodeCx { g, id, out: t };
+            cx.lower_node(&node).map_err(|reason| LowerError {
+                node: n.name.clone(),
+                op: n.op.name().into(),
+                reason,
+            })?;
+        }
+    }
+    cx.p.outputs = g
+        .outputs
+        .iter()
+        .map(|o| (o.name.clone(), cx.of[&o.node]))
+        .collect();
+    Ok(cx.p)
+}
+
+struct Lowering {
+    p: Program,
+    of: HashMap<NodeId, TensorId>,
+}
+
+/// The node being lowered.
+struct NodeCx<'a> {
+    g: &'a Graph,
+    id: NodeId,
+    out: TensorId,
+}
+
+impl NodeCx<'_> {
+    fn node(&self) -> &swflow_frontend::ir::Node {
+        self.g.node(self.id)
+    }
+
+    fn input_ty(&self, i: usize) -> &TensorType {
+        &self.g.node(self.node().inputs[i]).ty
+    }
+}
+
+fn par(name: impl Into<String>, extent: usize) -> Loop {
+    Loop {
+        name: name.into(),
+        extent,
+        kind: LoopKind::Parallel,
+    }
+}
+
+fn red(name: impl Into<String>, extent: usize) -> Loop {
+    Loop {
+        name: name.into(),
+        extent,
+        kind: LoopKind::Reduce,
+    }
+}
+
+/// Subscripts that read a tensor of shape `from` broadcast (numpy rules) to the loops
+/// `0..to.len()` that range over shape `to`.
+fn broadcast_index(from: &[usize], to: &[usize]) -> Vec<Affine> {
+    let lead = to.len() - from.len();
+    (0..from.len())
+        .map(|j| {
+            if from[j] == 1 && to[lead + j] != 1 {
+                Affine::constant(0)
+            } else {
+                Affine::var(lead + j)
+            }
+        })
+        .collect()
+}
+
+/// One parallel loop per dimension of `shape`, named `d0, d1, ...`.
+fn dims(shape: &[usize]) -> Vec<Loop> {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(i, &e)| par(format!("d{i}"), e))
+        .collect()
+}
+
+fn vars(n: usize) -> Vec<Affine> {
+    (0..n).map(Affine::var).collect()
+}
+
+fn target(index: Vec<Affine>) -> Access {
+    Access {
+        operand: 0,
+        index: index.into_iter().map(Index::Affine).collect(),
+    }
+}
+
+impl Lowering {
+    fn add_tensor(&mut self, name: String, ty: TensorType, kind: TensorKind) -> TensorId {
+        self.p.tensors.push(TensorInfo { name, ty, kind });
+        TensorId(self.p.tensors.len() as u32 - 1)
+    }
+
+    fn input(&self, n: &NodeCx, i: usize) -> TensorId {
+        self.of[&n.node().inputs[i]]
+    }
+
+    /// A helper tensor of the node being lowered, named `<node>.<suffix>`.
+    fn temp(&mut self, n: &NodeCx, suffix: &str, ty: TensorType) -> TensorId {
+        self.add_tensor(format!("{}.{suffix}", n.node().name), ty, TensorKind::Temp)
+    }
+
+    fn constant(&mut self, n: &NodeCx, suffix: &str, t: Tensor) -> TensorId {
+        self.add_tensor(
+            format!("{}.{suffix}", n.node().name),
+            t.ty(),
+            TensorKind::Const(Arc::new(t)),
+        )
+    }
+
+    /// Appends a kernel; `suffix` distinguishes helper kernels of one node.
+    #[allow(clippy::too_many_arguments)]
+    fn kernel(
+        &mut self,
+        n: &NodeCx,
+        suffix: &str,
+        loops: Vec<Loop>,
+        operands: Vec<TensorId>,
+        target: Access,
+        value: Expr,
+        reduce: Option<Reduction>,
+    ) {
+        let node = n.node();
+        let name = if suffix.is_empty() {
+            node.name.clone()
+        } else {
+            format!("{}.{suffix}", node.name)
+        };
+        self.p.kernels.push(Kernel {
+            name,
+            op: node.op.name().to_string(),
+            origin: node.origin.clone(),
+            loops,
+            operands,
+            stmt: Stmt {
+                target,
+                value,
+                reduce,
+            },
+            schedule: None,
+        });
+    }
+
+    fn lower_node(&mut self, n: &NodeCx) -> Result<(), String> {
+        match &n.node().op {
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. } | Op::Broadcast { .. } => {
+                elementwise::lower(self, n)
+            }
+            Op::Transpose { perm } => elementwise::transpose(self, n, perm),
+            Op::Slice { starts, steps, .. } => elementwise::slice(self, n, starts, steps),
+            Op::Concat { axis } => elementwise::concat(self, n, *axis),
+            Op::Gather { axis } => elementwise::gather(self, n, *axis),
+            Op::Reduce { kind, axes } => elementwise::reduce(self, n, *kind, axes),
+            Op::MatMul => nn::matmul(self, n),
+            Op::Conv(c) => nn::conv(self, n, c),
+            Op::ConvTranspose {
+                conv,
+                output_padding,
+            } => nn::conv_transpose(self, n, conv, output_padding),
+            Op::Pool(p) => nn::pool(self, n, p),
+            Op::Input | Op::Const(_) | Op::Reshape { .. } => {
+                unreachable!("handled without kernels")
+            }
+        }
+    }
+}
