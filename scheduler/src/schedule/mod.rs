@@ -1,15 +1,180 @@
-//! Schedules: how a kernel runs on the compute cores.
+//! Scheduling: how each kernel runs on the compute cores of a core group.
+//!
+//! The passes run in this order for every kernel, each writing part of its [`Schedule`]:
+//! 1. [`partition`]: the outermost parallel loops (fused until there are at least as many
+//!    iterations as CPEs) are split into equal contiguous chunks, one per CPE; each CPE walks
+//!    its chunk one point at a time, so distinct CPEs write disjoint parts of the target.
+//! 2. [`sizing`] (swTVM Algorithm 1): tile sizes of the other loops, so that the LDM buffers
+//!    of all accesses fit the target's LDM.
+//! 3. [`reorder`] (swTVM Algorithm 2): the order of the tile loops that needs the fewest DMA
+//!    transfers.
+//! 4. [`dma`]: where each buffer's transfers happen, whether it is read directly instead, and
+//!    which gets are double-buffered.
+//!
+//! The loop nest a scheduled kernel runs on each CPE:
+//! ```text
+//! for p in chunk(cpe):                     # partition loops, fused, one point at a time
+//!   for t0 in tiles(order[0]):             # tile loops, outermost first
+//!     [DMA of buffers placed at depth 1]
+//!     for t1 in tiles(order[1]):
+//!       [DMA of buffers placed at depth 2]
+//!       ...
+//!         for every point of the tile:     # all loops within their current tile
+//!           statement on LDM buffers
+//!       [puts of output buffers at depth 2]
+//!     [puts of output buffers at depth 1]
+//! ```
 
-use crate::loops::{Kernel, Program};
+pub mod dma;
+pub mod partition;
+pub mod reorder;
+pub mod sizing;
 
-/// How a kernel's loops map onto the compute cores, LDM buffers and DMA (filled in by the
-/// scheduling passes).
+use std::fmt::Write;
+
+use crate::loops::{Access, Kernel, Program};
+use crate::target::Target;
+
+/// A kernel that cannot be scheduled for a target.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("kernel '{kernel}': {reason}")]
+pub struct ScheduleError {
+    pub kernel: String,
+    pub reason: String,
+}
+
+/// How an access is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residence {
+    /// Copied into an LDM buffer by DMA.
+    Buffer,
+    /// Read or written in main memory element by element (gathers, and tiles whose innermost
+    /// dimension would be a single element).
+    Direct,
+}
+
+/// The LDM buffer of one access.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Schedule {}
+pub struct Buffer {
+    /// Extent of each dimension of the tile it holds (the largest tile; edge tiles are
+    /// smaller and stored packed).
+    pub dims: Vec<usize>,
+    /// Element size in bytes.
+    pub elem_bytes: usize,
+    pub residence: Residence,
+    /// Number of tile loops (outermost first, in `Schedule::order`) around its transfers.
+    pub depth: usize,
+    /// A second buffer lets the next tile's get overlap this tile's compute.
+    pub double: bool,
+}
+
+impl Buffer {
+    pub fn elements(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// LDM bytes it takes (none when accessed directly).
+    pub fn ldm_bytes(&self) -> usize {
+        match self.residence {
+            Residence::Direct => 0,
+            Residence::Buffer => self.elements() * self.elem_bytes * if self.double { 2 } else { 1 },
+        }
+    }
+}
+
+/// The schedule of one kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// Loops split over the CPEs (fused, outermost first).
+    pub partition: Vec<usize>,
+    /// Iterations of the fused partition loops.
+    pub partition_points: usize,
+    /// Partition points per CPE (the last CPEs may get fewer, or none).
+    pub chunk: usize,
+    /// Tile size of every loop (1 for partition loops).
+    pub tiles: Vec<usize>,
+    /// Loops with more than one tile, outermost first.
+    pub order: Vec<usize>,
+    /// One buffer per access, in [`accesses`] order (the target first).
+    pub buffers: Vec<Buffer>,
+    /// The buffer-sizing steps, for reports: tiles tried, LDM bytes, accepted or not.
+    pub sizing: Vec<sizing::Step>,
+}
 
 impl Schedule {
-    /// Text lines describing the schedule, for the kernel printer.
-    pub fn describe(&self, _k: &Kernel, _p: &Program) -> String {
-        String::new()
+    /// Number of tiles of loop `l`.
+    pub fn tile_count(&self, k: &Kernel, l: usize) -> usize {
+        k.loops[l].extent.div_ceil(self.tiles[l])
     }
+
+    /// LDM bytes of all buffers plus one reply counter per buffered access.
+    pub fn ldm_bytes(&self, target: &Target) -> usize {
+        let buffered = self.buffers.iter().filter(|b| b.residence == Residence::Buffer).count();
+        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>() + buffered * target.dma.reply_bytes
+    }
+
+    /// Mean over max work per CPE (1.0 is perfect balance).
+    pub fn balance(&self, cpes: usize) -> f64 {
+        self.partition_points as f64 / (cpes * self.chunk) as f64
+    }
+
+    /// Text lines describing the schedule, for the kernel printer.
+    pub fn describe(&self, k: &Kernel, p: &Program) -> String {
+        let names = |ls: &[usize]| ls.iter().map(|&l| k.loops[l].name.clone()).collect::<Vec<_>>().join(", ");
+        let mut s = String::new();
+        let _ = writeln!(s, "  partition [{}] {} points, {} per CPE", names(&self.partition), self.partition_points, self.chunk);
+        let tiles: Vec<String> = k.loops.iter().zip(&self.tiles).map(|(l, t)| format!("{}:{t}", l.name)).collect();
+        let _ = writeln!(s, "  tiles {}", tiles.join(", "));
+        let _ = writeln!(s, "  order [{}]", names(&self.order));
+        for (a, b) in accesses(k).iter().zip(&self.buffers) {
+            let tensor = &p.tensor(k.operands[a.operand]).name;
+            let dims = b.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
+            let how = match b.residence {
+                Residence::Direct => "direct".to_string(),
+                Residence::Buffer => format!("buffer {dims} at depth {}{}", b.depth, if b.double { ", double" } else { "" }),
+            };
+            let _ = writeln!(s, "  ldm {tensor}: {how}");
+        }
+        s
+    }
+}
+
+/// The accesses a schedule plans for, in order: the target, then every load of the value
+/// (positions of gathers included).
+pub fn accesses(k: &Kernel) -> Vec<&Access> {
+    let mut v = vec![&k.stmt.target];
+    v.extend(k.stmt.value.accesses());
+    v
+}
+
+/// Schedules every kernel of the program for `target`.
+pub fn schedule_program(p: &mut Program, target: &Target) -> Result<(), ScheduleError> {
+    let snapshot = p.clone();
+    for k in &mut p.kernels {
+        k.schedule = Some(schedule_kernel(k, &snapshot, target)?);
+    }
+    Ok(())
+}
+
+/// Runs the passes on one kernel.
+pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Schedule, ScheduleError> {
+    let fail = |reason: String| ScheduleError { kernel: k.name.clone(), reason };
+    let part = partition::partition(k, target);
+    let sized = sizing::size_buffers(k, p, &part, target).map_err(fail)?;
+    let order = reorder::best_order(k, p, &sized.tiles, &part.loops);
+    let mut s = Schedule {
+        partition: part.loops,
+        partition_points: part.points,
+        chunk: part.chunk,
+        tiles: sized.tiles,
+        order: order.order,
+        buffers: Vec::new(),
+        sizing: sized.steps,
+    };
+    s.buffers = dma::plan_buffers(k, p, &s, target);
+    let budget = target.ldm_bytes - target.stack_reserve_bytes;
+    if s.ldm_bytes(target) > budget {
+        return Err(fail(format!("needs {} LDM bytes, {} available", s.ldm_bytes(target), budget)));
+    }
+    Ok(s)
 }

@@ -1,0 +1,53 @@
+//! DMA placement: each access's buffer, where its transfers happen, and double buffering.
+//!
+//! A buffer's transfers sit just inside the deepest tile loop (in the chosen order) that its
+//! subscripts use: there, every loop it depends on has a fixed tile, and the loops further in
+//! that it does not depend on reuse the same tile. Its start is the smallest value of each
+//! subscript over the tile and its size the subscript's span, which also covers subscripts of
+//! several loops such as `oh*stride + kh`. Gets of read-only buffers that are refilled inside
+//! a tile loop are double-buffered while the LDM has room, so the next tile's transfer can
+//! overlap this tile's compute.
+
+use crate::loops::{Index, Kernel, Program};
+use crate::target::Target;
+
+use super::sizing::{buffer_dims, is_direct};
+use super::{accesses, Buffer, Residence, Schedule};
+
+fn used_loops(index: &[Index]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for i in index {
+        match i {
+            Index::Affine(x) => out.extend(x.terms.iter().map(|t| t.0)),
+            Index::Gathered { access, .. } => out.extend(used_loops(&access.index)),
+        }
+    }
+    out
+}
+
+pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Vec<Buffer> {
+    let mut buffers: Vec<Buffer> = accesses(k)
+        .iter()
+        .map(|a| {
+            let ty = &p.tensor(k.operands[a.operand]).ty;
+            let dims = buffer_dims(a, &s.tiles);
+            let residence = if is_direct(dims.as_deref(), &ty.shape) { Residence::Direct } else { Residence::Buffer };
+            let used = used_loops(&a.index);
+            let depth = s.order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
+            Buffer { dims: dims.unwrap_or_default(), elem_bytes: ty.dtype.size_bytes(), residence, depth, double: false }
+        })
+        .collect();
+    let budget = target.ldm_bytes - target.stack_reserve_bytes;
+    let mut s2 = s.clone();
+    for i in 1..buffers.len() {
+        if buffers[i].residence != Residence::Buffer || buffers[i].depth == 0 {
+            continue;
+        }
+        buffers[i].double = true;
+        s2.buffers = buffers.clone();
+        if s2.ldm_bytes(target) > budget {
+            buffers[i].double = false;
+        }
+    }
+    buffers
+}

@@ -1,0 +1,123 @@
+//! Loop reordering (after swTVM's Algorithm 2): the order of the tile loops that needs the
+//! fewest DMA transfers.
+//!
+//! Constraints:
+//! 1. the partition loops stay outermost (they are not reordered);
+//! 2. within-tile loops stay innermost, in the kernel's original order;
+//! 3. a split loop's tile index encloses its within-tile index;
+//! 4. only loops with more than one tile are ordered.
+//!
+//! An access's transfers sit just inside the deepest tile loop its subscripts use, so they
+//! happen once per iteration of the loops enclosing that depth. A target whose tile is left
+//! while a reduction loop outside it is still running is written back and later read again
+//! (its first visit starts from the reduction's initial value instead). Ties go to fewer
+//! bytes, then to the original loop order.
+
+use crate::loops::{Index, Kernel, LoopKind, Program};
+
+use super::sizing::{buffer_dims, is_direct};
+
+/// DMA traffic of one order, per partition point.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Traffic {
+    pub transfers: usize,
+    pub bytes: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub order: Vec<usize>,
+    pub traffic: Traffic,
+    /// Every order considered, with its traffic.
+    pub candidates: Vec<(Vec<usize>, Traffic)>,
+}
+
+/// Loops an access's subscripts use (gathered positions included).
+fn used_loops(index: &[Index], out: &mut Vec<usize>) {
+    for i in index {
+        match i {
+            Index::Affine(x) => out.extend(x.terms.iter().map(|t| t.0)),
+            Index::Gathered { access, .. } => used_loops(&access.index, out),
+        }
+    }
+}
+
+/// DMA transfers (gets and puts) and bytes for `order`.
+pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], order: &[usize]) -> Traffic {
+    let count = |l: usize| k.loops[l].extent.div_ceil(tiles[l]);
+    let mut t = Traffic { transfers: 0, bytes: 0 };
+    for (i, a) in super::accesses(k).into_iter().enumerate() {
+        let ty = &p.tensor(k.operands[a.operand]).ty;
+        let dims = buffer_dims(a, tiles);
+        if is_direct(dims.as_deref(), &ty.shape) {
+            continue;
+        }
+        let bytes = dims.map_or(0, |d| d.iter().product::<usize>()) * ty.dtype.size_bytes();
+        let mut used = Vec::new();
+        used_loops(&a.index, &mut used);
+        let depth = order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
+        let visits: usize = order[..depth].iter().map(|&l| count(l)).product();
+        let transfers = if i == 0 && k.stmt.reduce.is_some() {
+            let reductions: usize = order[..depth].iter().filter(|&&l| k.loops[l].kind == LoopKind::Reduce).map(|&l| count(l)).product();
+            let reloads = visits - visits / reductions;
+            visits + reloads
+        } else {
+            visits
+        };
+        t.transfers += transfers;
+        t.bytes += transfers * bytes;
+    }
+    t
+}
+
+/// Visits every permutation of `items` (Heap's algorithm).
+fn permutations(items: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) {
+    if k <= 1 {
+        f(items);
+        return;
+    }
+    for i in 0..k {
+        permutations(items, k - 1, f);
+        let j = if k % 2 == 0 { i } else { 0 };
+        items.swap(j, k - 1);
+    }
+}
+
+/// Loops this many or fewer are ordered exhaustively; more are placed greedily, outermost
+/// first.
+const EXHAUSTIVE: usize = 6;
+
+pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], partition: &[usize]) -> Choice {
+    let outer: Vec<usize> = (0..k.loops.len()).filter(|l| !partition.contains(l) && k.loops[*l].extent > tiles[*l]).collect();
+    let key = |o: &[usize], t: &Traffic| (t.clone(), o.to_vec());
+    let mut candidates = Vec::new();
+    if outer.len() <= EXHAUSTIVE {
+        let mut items = outer.clone();
+        let n = items.len();
+        permutations(&mut items, n, &mut |o| candidates.push((o.to_vec(), traffic(k, p, tiles, o))));
+    } else {
+        // Greedy: fix positions from the outside in, completing each candidate with the
+        // remaining loops in their original order.
+        let mut fixed = Vec::new();
+        let mut rest = outer.clone();
+        while !rest.is_empty() {
+            let (best, _) = rest
+                .iter()
+                .map(|&l| {
+                    let mut o = fixed.clone();
+                    o.push(l);
+                    o.extend(rest.iter().filter(|&&r| r != l));
+                    let t = traffic(k, p, tiles, &o);
+                    candidates.push((o.clone(), t.clone()));
+                    (l, key(&o, &t))
+                })
+                .min_by(|a, b| a.1.cmp(&b.1))
+                .expect("rest is not empty");
+            fixed.push(best);
+            rest.retain(|&r| r != best);
+        }
+    }
+    candidates.sort_by(|a, b| key(&a.0, &a.1).cmp(&key(&b.0, &b.1)));
+    let (order, traffic) = candidates.first().cloned().unwrap_or((Vec::new(), Traffic { transfers: 0, bytes: 0 }));
+    Choice { order, traffic, candidates }
+}

@@ -1,0 +1,123 @@
+//! LDM buffer sizing (after swTVM's Algorithm 1).
+//!
+//! Iterators are classified as *num* iterators (the partition loops: one point at a time,
+//! tile 1), *size* iterators (other loops that index the target) and *comp* iterators
+//! (reduction loops). Size and comp iterators are buffer iterators. Each starts with a tile of
+//! `min(extent, START_TILE)`; while the buffers of all accesses exceed the LDM budget the
+//! largest tile is halved; then tiles grow greedily: at each step every buffer iterator's
+//! doubled tile is tried, the one needing the least LDM is taken (ties: size iterators, then
+//! inner loops), and growth stops at the first step whose best candidate does not fit.
+//! Tiles are powers of two or a loop's full extent.
+//!
+//! A buffer holds, for each dimension, the span of its subscript over the tile:
+//! `Σ |coef| * (tile - 1) + 1` (so `oh*stride + kh` spans `(T_oh-1)*stride + T_kh`). A
+//! buffer whose innermost dimension (ignoring dimensions of extent 1 in the tensor) would be
+//! a single element is not allocated: the access goes to main memory directly.
+
+use crate::loops::{Access, Index, Kernel, LoopKind, Program};
+use crate::target::Target;
+
+use super::partition::Partition;
+
+/// First tile of a buffer iterator (an algorithm constant, not a hardware number).
+pub const START_TILE: usize = 64;
+
+/// One sizing step: the tiles tried, the LDM bytes they need, and whether they were kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub tiles: Vec<usize>,
+    pub bytes: usize,
+    pub accepted: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sized {
+    pub tiles: Vec<usize>,
+    pub steps: Vec<Step>,
+}
+
+/// Per-dimension span of an access over a tile, or `None` for gathered accesses.
+pub fn buffer_dims(a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
+    a.index
+        .iter()
+        .map(|i| match i {
+            Index::Affine(x) => Some(x.terms.iter().map(|&(l, c)| c.unsigned_abs() as usize * (tiles[l] - 1)).sum::<usize>() + 1),
+            Index::Gathered { .. } => None,
+        })
+        .collect()
+}
+
+/// Whether an access with these buffer dimensions is served directly from main memory.
+pub fn is_direct(dims: Option<&[usize]>, shape: &[usize]) -> bool {
+    let Some(dims) = dims else { return true };
+    let keep = shape.iter().rposition(|&e| e != 1).map_or(0, |i| i + 1);
+    dims[..keep].last().is_some_and(|&d| d == 1) && dims.iter().product::<usize>() > 1
+}
+
+/// LDM bytes all buffered accesses need with `tiles`.
+pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
+    super::accesses(k)
+        .iter()
+        .map(|a| {
+            let ty = &p.tensor(k.operands[a.operand]).ty;
+            let dims = buffer_dims(a, tiles);
+            if is_direct(dims.as_deref(), &ty.shape) {
+                0
+            } else {
+                dims.map_or(0, |d| d.iter().product::<usize>() * ty.dtype.size_bytes())
+            }
+        })
+        .sum()
+}
+
+fn halve(t: usize) -> usize {
+    if t.is_power_of_two() { t / 2 } else { 1 << (usize::BITS - 1 - t.leading_zeros()) }
+}
+
+fn grow(t: usize, extent: usize) -> usize {
+    if 2 * t >= extent { extent } else { 2 * t }
+}
+
+pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) -> Result<Sized, String> {
+    let n_access = super::accesses(k).len();
+    let budget = target.ldm_bytes.saturating_sub(target.stack_reserve_bytes + n_access * target.dma.reply_bytes);
+    let buffer_iters: Vec<usize> = (0..k.loops.len()).filter(|l| !part.loops.contains(l) && k.loops[*l].extent > 1).collect();
+    let size_iter = |l: usize| k.loops[l].kind == LoopKind::Parallel;
+    let mut tiles = vec![1; k.loops.len()];
+    for &l in &buffer_iters {
+        tiles[l] = k.loops[l].extent.min(START_TILE);
+    }
+    let mut steps = Vec::new();
+    let mut bytes = usage(k, p, &tiles);
+    steps.push(Step { tiles: tiles.clone(), bytes, accepted: bytes <= budget });
+    while bytes > budget {
+        let Some(&l) = buffer_iters.iter().filter(|&&l| tiles[l] > 1).max_by_key(|&&l| (tiles[l], l)) else {
+            return Err(format!("needs {bytes} LDM bytes with every tile at 1, {budget} available"));
+        };
+        tiles[l] = halve(tiles[l]);
+        bytes = usage(k, p, &tiles);
+        steps.push(Step { tiles: tiles.clone(), bytes, accepted: bytes <= budget });
+    }
+    loop {
+        let best = buffer_iters
+            .iter()
+            .filter(|&&l| tiles[l] < k.loops[l].extent)
+            .map(|&l| {
+                let mut t = tiles.clone();
+                t[l] = grow(t[l], k.loops[l].extent);
+                let b = usage(k, p, &t);
+                // Smallest usage, then size iterators, then inner loops.
+                ((b, !size_iter(l), std::cmp::Reverse(l)), t)
+            })
+            .min_by(|a, b| a.0.cmp(&b.0));
+        let Some(((b, _, _), t)) = best else { break };
+        let accepted = b <= budget;
+        steps.push(Step { tiles: t.clone(), bytes: b, accepted });
+        if !accepted {
+            break;
+        }
+        (tiles, bytes) = (t, b);
+    }
+    let _ = bytes;
+    Ok(Sized { tiles, steps })
+}
