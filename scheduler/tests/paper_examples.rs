@@ -12,7 +12,10 @@ fn matmul_program() -> Program {
     let a = g.add_input("A", TensorType::new(DType::F32, vec![64, 512]).unwrap());
     let b = g.add_input("B", TensorType::new(DType::F32, vec![512, 2048]).unwrap());
     let c = g.add_node("C", Op::MatMul, vec![a, b], None).unwrap();
-    g.outputs.push(Output { name: "C".into(), node: c });
+    g.outputs.push(Output {
+        name: "C".into(),
+        node: c,
+    });
     lower(&g).unwrap()
 }
 
@@ -25,9 +28,16 @@ fn buffer_sizes_follow_algorithm_1() {
     let target = Target::sw26010();
     let part = partition::partition(k, &target);
     // x (= m) is split over the 64 CPEs: one row each, so its tile is 1.
-    assert_eq!((part.loops.clone(), part.points, part.chunk), (vec![0], 64, 1));
+    assert_eq!(
+        (part.loops.clone(), part.points, part.chunk),
+        (vec![0], 64, 1)
+    );
     let sized = sizing::size_buffers(k, &p, &part, &target).unwrap();
-    let steps: Vec<(Vec<usize>, usize, bool)> = sized.steps.iter().map(|s| (s.tiles.clone(), s.bytes, s.accepted)).collect();
+    let steps: Vec<(Vec<usize>, usize, bool)> = sized
+        .steps
+        .iter()
+        .map(|s| (s.tiles.clone(), s.bytes, s.accepted))
+        .collect();
     assert_eq!(
         steps,
         [
@@ -45,7 +55,15 @@ fn loop_order_counts_every_transfer() {
     let k = &p.kernels[0];
     let tiles = [1, 128, 64];
     let choice = reorder::best_order(k, &p, &tiles, &[0]);
-    let find = |o: &[usize]| choice.candidates.iter().find(|c| c.0 == o).unwrap().1.transfers;
+    let find = |o: &[usize]| {
+        choice
+            .candidates
+            .iter()
+            .find(|c| c.0 == o)
+            .unwrap()
+            .1
+            .transfers
+    };
     // yo first: A 16*8 + B 16*8 + C 16 puts.
     assert_eq!(find(&[1, 2]), 128 + 128 + 16);
     // ko first: A 8 + B 8*16 + C 128 puts and 112 reloads of partial sums.

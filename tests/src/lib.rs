@@ -149,6 +149,22 @@ impl OnnxCase {
         self.check(&outputs)
     }
 
+    /// Imports, lowers, schedules for `target` and runs the kernels on the modelled CPEs with
+    /// their LDM buffers and DMA, checking the outputs; returns the per-kernel statistics.
+    pub fn run_scheduled(
+        &self,
+        target: &swflow_scheduler::target::Target,
+    ) -> Result<Vec<swflow_scheduler::exec::cpe::KernelStats>> {
+        let g = self.import()?;
+        let mut p = swflow_scheduler::lower::lower(&g)?;
+        swflow_scheduler::loops::verify_program(&p)?;
+        swflow_scheduler::schedule::schedule_program(&mut p, target)?;
+        let (outputs, stats) =
+            swflow_scheduler::exec::cpe::run_program(&p, &self.inputs()?, target)?;
+        self.check(&outputs)?;
+        Ok(stats)
+    }
+
     /// Imports, runs the graph interpreter on the stored inputs and checks the outputs.
     pub fn run_interpreter(&self) -> Result<()> {
         let g = self.import()?;

@@ -1,1 +1,506 @@
-//! Scheduled execution on the compute cores (per-CPE LDM buffers and DMA).
+//! Scheduled execution: every CPE runs its chunk of partition points with explicit LDM
+//! buffers filled and drained by DMA, as the schedule says.
+//!
+//! LDM buffers hold one tile of an access, packed (row-major over the tile's actual extents,
+//! so edge tiles are contiguous too). A DMA copies the box a subscript spans over the tile
+//! between main memory and the buffer; it is counted as one transfer per contiguous-or-strided
+//! run (runs contiguous in both memories are merged; one level of striding is one strided
+//! DMA). Every DMA is checked against the buffer's capacity and the tensor's bounds, and every
+//! LDM access against the buffer: a violation is an error naming the kernel and the CPE.
+
+use swflow_frontend::ir::{strides, Data, Tensor};
+
+use super::eval::{affine_place, eval_box, scalar_data, Locate, Place, Target};
+use super::{init_kernel, ExecError, Memory};
+use crate::loops::{Access, Index, Kernel, LoopKind, Program};
+use crate::schedule::{accesses, partition, Residence, Schedule};
+use crate::target::Target as Machine;
+
+/// What one kernel did on the core group.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelStats {
+    pub kernel: String,
+    /// DMA operations issued (gets, puts) and bytes moved.
+    pub gets: usize,
+    pub puts: usize,
+    pub get_bytes: usize,
+    pub put_bytes: usize,
+    /// Elements read or written in main memory without DMA.
+    pub direct_elements: usize,
+    /// Planned LDM bytes per CPE (buffers and reply counters).
+    pub ldm_bytes: usize,
+    /// Mean over max partition points per CPE.
+    pub balance: f64,
+    /// Floating-point work (points of the iteration domain).
+    pub points: usize,
+}
+
+/// The box an access spans over a tile: start and extent per dimension of its tensor.
+fn span(a: &Access, origin: &[usize], extent: &[usize]) -> (Vec<i64>, Vec<usize>) {
+    a.index
+        .iter()
+        .map(|i| match i {
+            Index::Affine(x) => {
+                let low: i64 = x
+                    .terms
+                    .iter()
+                    .filter(|t| t.1 < 0)
+                    .map(|&(l, c)| c * (extent[l] as i64 - 1))
+                    .sum();
+                let size = x
+                    .terms
+                    .iter()
+                    .map(|&(l, c)| c.unsigned_abs() as usize * (extent[l] - 1))
+                    .sum::<usize>()
+                    + 1;
+                (x.eval(origin) + low, size)
+            }
+            Index::Gathered { .. } => unreachable!("gathered accesses are direct"),
+        })
+        .unzip()
+}
+
+/// DMA operations needed to move a box of a row-major tensor: runs contiguous in main memory
+/// (and, the buffer being packed, in LDM) merge; one more level of runs is one strided DMA.
+fn dma_ops(shape: &[usize], extent: &[usize]) -> usize {
+    let mut d = shape.len();
+    while d > 0 && extent[d - 1] == shape[d - 1] {
+        d -= 1;
+    }
+    // Dimensions 0..d-1 are outside the contiguous run; the innermost of them is the strided
+    // level of one DMA, the rest need one DMA each.
+    match d {
+        0 | 1 => 1,
+        d => extent[..d - 1].iter().product(),
+    }
+}
+
+/// Row-major offsets in a tensor of `shape` of the elements of a box, in box order.
+fn box_offsets(shape: &[usize], start: &[i64], extent: &[usize]) -> Vec<usize> {
+    let row = strides(shape);
+    let mut offsets = vec![0usize];
+    for d in 0..extent.len() {
+        let (s, r) = (start[d] as usize * row[d], row[d]);
+        offsets = offsets
+            .iter()
+            .flat_map(|&o| (0..extent[d]).map(move |i| o + s + i * r))
+            .collect();
+    }
+    offsets
+}
+
+/// DMA get: the box of a main-memory tensor into the front of a packed buffer.
+fn get_box(main: &Data, shape: &[usize], start: &[i64], extent: &[usize], buf: &mut Data) {
+    let offsets = box_offsets(shape, start, extent);
+    match (main, buf) {
+        (Data::F32(m), Data::F32(b)) => offsets
+            .iter()
+            .zip(b.iter_mut())
+            .for_each(|(&o, x)| *x = m[o]),
+        (Data::F64(m), Data::F64(b)) => offsets
+            .iter()
+            .zip(b.iter_mut())
+            .for_each(|(&o, x)| *x = m[o]),
+        (Data::I64(m), Data::I64(b)) => offsets
+            .iter()
+            .zip(b.iter_mut())
+            .for_each(|(&o, x)| *x = m[o]),
+        (Data::Bool(m), Data::Bool(b)) => offsets
+            .iter()
+            .zip(b.iter_mut())
+            .for_each(|(&o, x)| *x = m[o]),
+        _ => unreachable!("buffers have their tensor's type"),
+    }
+}
+
+/// DMA put: the front of a packed buffer into the box of a main-memory tensor.
+fn put_box(main: &mut Data, shape: &[usize], start: &[i64], extent: &[usize], buf: &Data) {
+    let offsets = box_offsets(shape, start, extent);
+    match (main, buf) {
+        (Data::F32(m), Data::F32(b)) => offsets.iter().zip(b).for_each(|(&o, &x)| m[o] = x),
+        (Data::F64(m), Data::F64(b)) => offsets.iter().zip(b).for_each(|(&o, &x)| m[o] = x),
+        (Data::I64(m), Data::I64(b)) => offsets.iter().zip(b).for_each(|(&o, &x)| m[o] = x),
+        (Data::Bool(m), Data::Bool(b)) => offsets.iter().zip(b).for_each(|(&o, &x)| m[o] = x),
+        _ => unreachable!("buffers have their tensor's type"),
+    }
+}
+
+/// Whether writing the target's whole box writes every element of it (otherwise the box is
+/// read first so the elements the kernel skips keep their values).
+fn target_is_dense(k: &Kernel) -> bool {
+    k.stmt.target.index.iter().all(|i| matches!(i, Index::Affine(x) if x.terms.iter().all(|t| t.1.abs() == 1) && x.terms.len() <= 1))
+}
+
+/// One tile's view of the accesses: LDM buffers for buffered ones, main memory for direct.
+struct TileView<'a> {
+    p: &'a Program,
+    k: &'a Kernel,
+    mem: &'a Memory,
+    origin: &'a [usize],
+    /// Per access (in `accesses` order): the buffer and the box it holds, when buffered.
+    boxes: Vec<Option<(&'a Data, Vec<i64>, Vec<usize>)>>,
+    /// Access positions in `accesses` order, to find an access's slot.
+    order: Vec<&'a Access>,
+}
+
+impl<'a> Locate<'a> for TileView<'a> {
+    fn place(&self, a: &Access) -> Result<Place<'a>, String> {
+        let slot = self
+            .order
+            .iter()
+            .position(|x| std::ptr::eq(*x, a))
+            .ok_or("unplanned access")?;
+        match &self.boxes[slot] {
+            Some((data, start, extent)) => {
+                let bstride = strides(extent);
+                let mut base = 0isize;
+                let mut st = vec![0isize; self.k.loops.len()];
+                for (d, i) in a.index.iter().enumerate() {
+                    let Index::Affine(x) = i else {
+                        unreachable!("gathered accesses are direct")
+                    };
+                    base += (x.eval(self.origin) - start[d]) as isize * bstride[d] as isize;
+                    for &(l, c) in &x.terms {
+                        st[l] += c as isize * bstride[d] as isize;
+                    }
+                }
+                Ok(Place {
+                    data,
+                    base,
+                    strides: st,
+                    gathers: Vec::new(),
+                })
+            }
+            None => {
+                let t = self.k.operands[a.operand];
+                let data = self.mem.storage[self.p.storage(t).index()]
+                    .as_ref()
+                    .ok_or("the value reads the kernel's own target")?;
+                affine_place(
+                    a,
+                    data,
+                    &self.p.tensor(t).ty.shape,
+                    self.origin,
+                    self.k.loops.len(),
+                    &|inner| self.place(inner),
+                )
+            }
+        }
+    }
+}
+
+/// Runs one scheduled kernel on all CPEs.
+pub fn run_kernel(
+    p: &Program,
+    k: &Kernel,
+    mem: &mut Memory,
+    machine: &Machine,
+) -> Result<KernelStats, ExecError> {
+    let s = k.schedule.as_ref().ok_or_else(|| ExecError::Kernel {
+        kernel: k.name.clone(),
+        cpe: None,
+        reason: "not scheduled".into(),
+    })?;
+    let target_id = k.operands[0];
+    let mut target = mem.take(p, target_id);
+    let mut stats = KernelStats {
+        kernel: k.name.clone(),
+        ldm_bytes: s.ldm_bytes(machine),
+        balance: s.balance(machine.cpes),
+        points: k.points(),
+        ..Default::default()
+    };
+    let mut result = Ok(());
+    for cpe in 0..machine.cpes {
+        result = run_cpe(p, k, s, mem, &mut target, machine, cpe, &mut stats).map_err(|reason| {
+            ExecError::Kernel {
+                kernel: k.name.clone(),
+                cpe: Some(cpe),
+                reason,
+            }
+        });
+        if result.is_err() {
+            break;
+        }
+    }
+    mem.put(p, target_id, target);
+    result.map(|()| stats)
+}
+
+/// LDM bytes available to buffers.
+fn ldm_budget(machine: &Machine) -> usize {
+    machine.ldm_bytes - machine.stack_reserve_bytes
+}
+
+/// Place of a buffered access in its packed box, for a tile at `origin`.
+fn box_place(
+    a: &Access,
+    origin: &[usize],
+    start: &[i64],
+    extent: &[usize],
+    n_loops: usize,
+) -> (isize, Vec<isize>) {
+    let bstride = strides(extent);
+    let mut base = 0isize;
+    let mut st = vec![0isize; n_loops];
+    for (d, i) in a.index.iter().enumerate() {
+        let Index::Affine(x) = i else {
+            unreachable!("gathered accesses are direct")
+        };
+        base += (x.eval(origin) - start[d]) as isize * bstride[d] as isize;
+        for &(l, c) in &x.terms {
+            st[l] += c as isize * bstride[d] as isize;
+        }
+    }
+    (base, st)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_cpe(
+    p: &Program,
+    k: &Kernel,
+    s: &Schedule,
+    mem: &Memory,
+    target: &mut Data,
+    machine: &Machine,
+    cpe: usize,
+    stats: &mut KernelStats,
+) -> Result<(), String> {
+    let all = accesses(k);
+    let shapes: Vec<&[usize]> = all
+        .iter()
+        .map(|a| p.tensor(k.operands[a.operand]).ty.shape.as_slice())
+        .collect();
+    let used: usize = s.buffers.iter().map(|b| b.ldm_bytes()).sum();
+    if used > ldm_budget(machine) {
+        return Err(format!(
+            "buffers need {used} LDM bytes, {} available",
+            ldm_budget(machine)
+        ));
+    }
+    let mut ldm: Vec<Option<Data>> = s
+        .buffers
+        .iter()
+        .zip(&all)
+        .map(|(b, a)| {
+            (b.residence == Residence::Buffer)
+                .then(|| Data::zeros(p.tensor(k.operands[a.operand]).ty.dtype, b.elements()))
+        })
+        .collect();
+    let direct_reads = s
+        .buffers
+        .iter()
+        .skip(1)
+        .filter(|b| b.residence == Residence::Direct)
+        .count();
+    let extents = k.extents();
+    let dense = target_is_dense(k);
+    let init = init_kernel(k);
+    let count = |l: usize| s.tile_count(k, l);
+    let outer_points: usize = s.order.iter().map(|&l| count(l)).product();
+    let mut origin = vec![0usize; k.loops.len()];
+    let mut box_ext = extents.clone();
+    for &l in &s.partition {
+        box_ext[l] = 1;
+    }
+    for f in partition::chunk_of(cpe, s.chunk, s.partition_points) {
+        partition::decompose(f, &s.partition, &extents, &mut origin);
+        let mut tile = vec![0usize; s.order.len()];
+        // The box each buffer holds now (start, extent).
+        let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
+        let mut changed_from = 0;
+        for step in 0..outer_points {
+            for (pos, &l) in s.order.iter().enumerate() {
+                origin[l] = tile[pos] * s.tiles[l];
+                box_ext[l] = s.tiles[l].min(extents[l] - origin[l]);
+            }
+            // First visit of this target tile: no reduction tile loop has moved yet.
+            let first_visit = s
+                .order
+                .iter()
+                .enumerate()
+                .all(|(pos, &l)| k.loops[l].kind != LoopKind::Reduce || tile[pos] == 0);
+            // Refill every buffer placed inside a tile loop that moved.
+            for (i, b) in s.buffers.iter().enumerate() {
+                if b.residence != Residence::Buffer || (step > 0 && b.depth <= changed_from) {
+                    continue;
+                }
+                let (start, ext) = span(all[i], &origin, &box_ext);
+                let elems: usize = ext.iter().product();
+                if elems > b.elements() {
+                    return Err(format!(
+                        "DMA of {elems} elements past its LDM buffer of {}",
+                        b.elements()
+                    ));
+                }
+                if start
+                    .iter()
+                    .zip(&ext)
+                    .zip(shapes[i])
+                    .any(|((&s0, &e), &dim)| s0 < 0 || s0 as usize + e > dim)
+                {
+                    return Err(format!(
+                        "DMA box {start:?}+{ext:?} outside tensor {:?}",
+                        shapes[i]
+                    ));
+                }
+                let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
+                if i == 0 {
+                    if let Some((ps, pe)) = held[0].take() {
+                        put_box(target, shapes[0], &ps, &pe, buf);
+                        stats.puts += dma_ops(shapes[0], &pe);
+                        stats.put_bytes += pe.iter().product::<usize>() * b.elem_bytes;
+                    }
+                    match (&k.stmt.reduce, first_visit) {
+                        (Some(r), true) => fill(buf, elems, r.init),
+                        (None, _) if dense => {}
+                        _ => {
+                            get_box(target, shapes[0], &start, &ext, buf);
+                            stats.gets += dma_ops(shapes[0], &ext);
+                            stats.get_bytes += elems * b.elem_bytes;
+                        }
+                    }
+                } else {
+                    let t = k.operands[all[i].operand];
+                    let src = mem.storage[p.storage(t).index()]
+                        .as_ref()
+                        .ok_or("the value reads the kernel's own target")?;
+                    get_box(src, shapes[i], &start, &ext, buf);
+                    stats.gets += dma_ops(shapes[i], &ext);
+                    stats.get_bytes += elems * b.elem_bytes;
+                }
+                held[i] = Some((start, ext));
+            }
+            // Compute the tile.
+            let points: usize = box_ext.iter().product();
+            stats.direct_elements += direct_reads * points;
+            let mut tbuf = ldm[0].take();
+            let result = {
+                let boxes = ldm
+                    .iter()
+                    .zip(&held)
+                    .map(|(buf, h)| match (buf, h) {
+                        (Some(d), Some((st, ex))) => Some((d, st.clone(), ex.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                let view = TileView {
+                    p,
+                    k,
+                    mem,
+                    origin: &origin,
+                    boxes,
+                    order: all.clone(),
+                };
+                match (&mut tbuf, &held[0]) {
+                    (Some(buf), Some((st, ex))) => {
+                        let (base, strides) =
+                            box_place(&k.stmt.target, &origin, st, ex, k.loops.len());
+                        eval_box(
+                            k,
+                            &box_ext,
+                            &view,
+                            Target {
+                                data: buf,
+                                base,
+                                strides,
+                            },
+                        )
+                    }
+                    _ => {
+                        stats.direct_elements += points;
+                        let place = affine_place(
+                            &k.stmt.target,
+                            target,
+                            shapes[0],
+                            &origin,
+                            k.loops.len(),
+                            &|_| Err("gathered target".into()),
+                        )?;
+                        let (base, strides) = (place.base, place.strides);
+                        let initialised = match &init {
+                            Some((ik, _)) if first_visit => {
+                                let iext: Vec<usize> = box_ext
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(l, &e)| {
+                                        if k.loops[l].kind == LoopKind::Reduce {
+                                            1
+                                        } else {
+                                            e
+                                        }
+                                    })
+                                    .collect();
+                                eval_box(
+                                    ik,
+                                    &iext,
+                                    &view,
+                                    Target {
+                                        data: target,
+                                        base,
+                                        strides: strides.clone(),
+                                    },
+                                )
+                            }
+                            _ => Ok(()),
+                        };
+                        initialised.and_then(|()| {
+                            eval_box(
+                                k,
+                                &box_ext,
+                                &view,
+                                Target {
+                                    data: target,
+                                    base,
+                                    strides,
+                                },
+                            )
+                        })
+                    }
+                }
+            };
+            ldm[0] = tbuf;
+            result?;
+            // Next tile: the odometer moves positions changed_from.. of the order.
+            for pos in (0..s.order.len()).rev() {
+                tile[pos] += 1;
+                changed_from = pos;
+                if tile[pos] < count(s.order[pos]) {
+                    break;
+                }
+                tile[pos] = 0;
+            }
+        }
+        if let Some((ps, pe)) = held[0].take() {
+            let buf = ldm[0].as_ref().expect("the target is buffered");
+            put_box(target, shapes[0], &ps, &pe, buf);
+            stats.puts += dma_ops(shapes[0], &pe);
+            stats.put_bytes += pe.iter().product::<usize>() * s.buffers[0].elem_bytes;
+        }
+    }
+    Ok(())
+}
+
+fn fill(buf: &mut Data, n: usize, v: crate::loops::Scalar) {
+    match (buf, scalar_data(v)) {
+        (Data::F32(b), Data::F32(x)) => b[..n].fill(x[0]),
+        (Data::F64(b), Data::F64(x)) => b[..n].fill(x[0]),
+        (Data::I64(b), Data::I64(x)) => b[..n].fill(x[0]),
+        (Data::Bool(b), Data::Bool(x)) => b[..n].fill(x[0]),
+        _ => unreachable!("initial values have the target's type"),
+    }
+}
+
+/// Runs every kernel of a scheduled program; returns the outputs and per-kernel statistics.
+pub fn run_program(
+    p: &Program,
+    inputs: &[Tensor],
+    machine: &Machine,
+) -> Result<(Vec<Tensor>, Vec<KernelStats>), ExecError> {
+    let mut mem = Memory::new(p, inputs)?;
+    let mut stats = Vec::new();
+    for k in &p.kernels {
+        stats.push(run_kernel(p, k, &mut mem, machine)?);
+    }
+    Ok((mem.outputs(p), stats))
+}

@@ -31,10 +31,24 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
         .map(|a| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
             let dims = buffer_dims(a, &s.tiles);
-            let residence = if is_direct(dims.as_deref(), &ty.shape) { Residence::Direct } else { Residence::Buffer };
+            let residence = if is_direct(dims.as_deref(), &ty.shape) {
+                Residence::Direct
+            } else {
+                Residence::Buffer
+            };
             let used = used_loops(&a.index);
-            let depth = s.order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
-            Buffer { dims: dims.unwrap_or_default(), elem_bytes: ty.dtype.size_bytes(), residence, depth, double: false }
+            let depth = s
+                .order
+                .iter()
+                .rposition(|l| used.contains(l))
+                .map_or(0, |d| d + 1);
+            Buffer {
+                dims: dims.unwrap_or_default(),
+                elem_bytes: ty.dtype.size_bytes(),
+                residence,
+                depth,
+                double: false,
+            }
         })
         .collect();
     let budget = target.ldm_bytes - target.stack_reserve_bytes;

@@ -77,7 +77,9 @@ impl Buffer {
     pub fn ldm_bytes(&self) -> usize {
         match self.residence {
             Residence::Direct => 0,
-            Residence::Buffer => self.elements() * self.elem_bytes * if self.double { 2 } else { 1 },
+            Residence::Buffer => {
+                self.elements() * self.elem_bytes * if self.double { 2 } else { 1 }
+            }
         }
     }
 }
@@ -109,8 +111,13 @@ impl Schedule {
 
     /// LDM bytes of all buffers plus one reply counter per buffered access.
     pub fn ldm_bytes(&self, target: &Target) -> usize {
-        let buffered = self.buffers.iter().filter(|b| b.residence == Residence::Buffer).count();
-        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>() + buffered * target.dma.reply_bytes
+        let buffered = self
+            .buffers
+            .iter()
+            .filter(|b| b.residence == Residence::Buffer)
+            .count();
+        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>()
+            + buffered * target.dma.reply_bytes
     }
 
     /// Mean over max work per CPE (1.0 is perfect balance).
@@ -120,18 +127,43 @@ impl Schedule {
 
     /// Text lines describing the schedule, for the kernel printer.
     pub fn describe(&self, k: &Kernel, p: &Program) -> String {
-        let names = |ls: &[usize]| ls.iter().map(|&l| k.loops[l].name.clone()).collect::<Vec<_>>().join(", ");
+        let names = |ls: &[usize]| {
+            ls.iter()
+                .map(|&l| k.loops[l].name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let mut s = String::new();
-        let _ = writeln!(s, "  partition [{}] {} points, {} per CPE", names(&self.partition), self.partition_points, self.chunk);
-        let tiles: Vec<String> = k.loops.iter().zip(&self.tiles).map(|(l, t)| format!("{}:{t}", l.name)).collect();
+        let _ = writeln!(
+            s,
+            "  partition [{}] {} points, {} per CPE",
+            names(&self.partition),
+            self.partition_points,
+            self.chunk
+        );
+        let tiles: Vec<String> = k
+            .loops
+            .iter()
+            .zip(&self.tiles)
+            .map(|(l, t)| format!("{}:{t}", l.name))
+            .collect();
         let _ = writeln!(s, "  tiles {}", tiles.join(", "));
         let _ = writeln!(s, "  order [{}]", names(&self.order));
         for (a, b) in accesses(k).iter().zip(&self.buffers) {
             let tensor = &p.tensor(k.operands[a.operand]).name;
-            let dims = b.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
+            let dims = b
+                .dims
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join("x");
             let how = match b.residence {
                 Residence::Direct => "direct".to_string(),
-                Residence::Buffer => format!("buffer {dims} at depth {}{}", b.depth, if b.double { ", double" } else { "" }),
+                Residence::Buffer => format!(
+                    "buffer {dims} at depth {}{}",
+                    b.depth,
+                    if b.double { ", double" } else { "" }
+                ),
             };
             let _ = writeln!(s, "  ldm {tensor}: {how}");
         }
@@ -157,8 +189,15 @@ pub fn schedule_program(p: &mut Program, target: &Target) -> Result<(), Schedule
 }
 
 /// Runs the passes on one kernel.
-pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Schedule, ScheduleError> {
-    let fail = |reason: String| ScheduleError { kernel: k.name.clone(), reason };
+pub fn schedule_kernel(
+    k: &Kernel,
+    p: &Program,
+    target: &Target,
+) -> Result<Schedule, ScheduleError> {
+    let fail = |reason: String| ScheduleError {
+        kernel: k.name.clone(),
+        reason,
+    };
     let part = partition::partition(k, target);
     let sized = sizing::size_buffers(k, p, &part, target).map_err(fail)?;
     let order = reorder::best_order(k, p, &sized.tiles, &part.loops);
@@ -174,7 +213,11 @@ pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Sched
     s.buffers = dma::plan_buffers(k, p, &s, target);
     let budget = target.ldm_bytes - target.stack_reserve_bytes;
     if s.ldm_bytes(target) > budget {
-        return Err(fail(format!("needs {} LDM bytes, {} available", s.ldm_bytes(target), budget)));
+        return Err(fail(format!(
+            "needs {} LDM bytes, {} available",
+            s.ldm_bytes(target),
+            budget
+        )));
     }
     Ok(s)
 }

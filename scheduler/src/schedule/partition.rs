@@ -18,14 +18,23 @@ pub struct Partition {
 pub fn partition(k: &Kernel, target: &Target) -> Partition {
     let mut loops = Vec::new();
     let mut points = 1;
-    for (l, lp) in k.loops.iter().enumerate().filter(|(_, lp)| lp.kind == LoopKind::Parallel) {
+    for (l, lp) in k
+        .loops
+        .iter()
+        .enumerate()
+        .filter(|(_, lp)| lp.kind == LoopKind::Parallel)
+    {
         if points >= target.cpes {
             break;
         }
         loops.push(l);
         points *= lp.extent;
     }
-    Partition { loops, points, chunk: points.div_ceil(target.cpes) }
+    Partition {
+        loops,
+        points,
+        chunk: points.div_ceil(target.cpes),
+    }
 }
 
 /// The partition loops' values at fused index `f` (mixed radix, last loop fastest).

@@ -45,7 +45,10 @@ fn used_loops(index: &[Index], out: &mut Vec<usize>) {
 /// DMA transfers (gets and puts) and bytes for `order`.
 pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], order: &[usize]) -> Traffic {
     let count = |l: usize| k.loops[l].extent.div_ceil(tiles[l]);
-    let mut t = Traffic { transfers: 0, bytes: 0 };
+    let mut t = Traffic {
+        transfers: 0,
+        bytes: 0,
+    };
     for (i, a) in super::accesses(k).into_iter().enumerate() {
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = buffer_dims(a, tiles);
@@ -55,10 +58,17 @@ pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], order: &[usize]) -> Tra
         let bytes = dims.map_or(0, |d| d.iter().product::<usize>()) * ty.dtype.size_bytes();
         let mut used = Vec::new();
         used_loops(&a.index, &mut used);
-        let depth = order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
+        let depth = order
+            .iter()
+            .rposition(|l| used.contains(l))
+            .map_or(0, |d| d + 1);
         let visits: usize = order[..depth].iter().map(|&l| count(l)).product();
         let transfers = if i == 0 && k.stmt.reduce.is_some() {
-            let reductions: usize = order[..depth].iter().filter(|&&l| k.loops[l].kind == LoopKind::Reduce).map(|&l| count(l)).product();
+            let reductions: usize = order[..depth]
+                .iter()
+                .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
+                .map(|&l| count(l))
+                .product();
             let reloads = visits - visits / reductions;
             visits + reloads
         } else {
@@ -88,13 +98,17 @@ fn permutations(items: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) 
 const EXHAUSTIVE: usize = 6;
 
 pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], partition: &[usize]) -> Choice {
-    let outer: Vec<usize> = (0..k.loops.len()).filter(|l| !partition.contains(l) && k.loops[*l].extent > tiles[*l]).collect();
+    let outer: Vec<usize> = (0..k.loops.len())
+        .filter(|l| !partition.contains(l) && k.loops[*l].extent > tiles[*l])
+        .collect();
     let key = |o: &[usize], t: &Traffic| (t.clone(), o.to_vec());
     let mut candidates = Vec::new();
     if outer.len() <= EXHAUSTIVE {
         let mut items = outer.clone();
         let n = items.len();
-        permutations(&mut items, n, &mut |o| candidates.push((o.to_vec(), traffic(k, p, tiles, o))));
+        permutations(&mut items, n, &mut |o| {
+            candidates.push((o.to_vec(), traffic(k, p, tiles, o)))
+        });
     } else {
         // Greedy: fix positions from the outside in, completing each candidate with the
         // remaining loops in their original order.
@@ -118,6 +132,16 @@ pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], partition: &[usize])
         }
     }
     candidates.sort_by(|a, b| key(&a.0, &a.1).cmp(&key(&b.0, &b.1)));
-    let (order, traffic) = candidates.first().cloned().unwrap_or((Vec::new(), Traffic { transfers: 0, bytes: 0 }));
-    Choice { order, traffic, candidates }
+    let (order, traffic) = candidates.first().cloned().unwrap_or((
+        Vec::new(),
+        Traffic {
+            transfers: 0,
+            bytes: 0,
+        },
+    ));
+    Choice {
+        order,
+        traffic,
+        candidates,
+    }
 }

@@ -41,7 +41,13 @@ pub fn buffer_dims(a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
     a.index
         .iter()
         .map(|i| match i {
-            Index::Affine(x) => Some(x.terms.iter().map(|&(l, c)| c.unsigned_abs() as usize * (tiles[l] - 1)).sum::<usize>() + 1),
+            Index::Affine(x) => Some(
+                x.terms
+                    .iter()
+                    .map(|&(l, c)| c.unsigned_abs() as usize * (tiles[l] - 1))
+                    .sum::<usize>()
+                    + 1,
+            ),
             Index::Gathered { .. } => None,
         })
         .collect()
@@ -71,17 +77,34 @@ pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
 }
 
 fn halve(t: usize) -> usize {
-    if t.is_power_of_two() { t / 2 } else { 1 << (usize::BITS - 1 - t.leading_zeros()) }
+    if t.is_power_of_two() {
+        t / 2
+    } else {
+        1 << (usize::BITS - 1 - t.leading_zeros())
+    }
 }
 
 fn grow(t: usize, extent: usize) -> usize {
-    if 2 * t >= extent { extent } else { 2 * t }
+    if 2 * t >= extent {
+        extent
+    } else {
+        2 * t
+    }
 }
 
-pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) -> Result<Sized, String> {
+pub fn size_buffers(
+    k: &Kernel,
+    p: &Program,
+    part: &Partition,
+    target: &Target,
+) -> Result<Sized, String> {
     let n_access = super::accesses(k).len();
-    let budget = target.ldm_bytes.saturating_sub(target.stack_reserve_bytes + n_access * target.dma.reply_bytes);
-    let buffer_iters: Vec<usize> = (0..k.loops.len()).filter(|l| !part.loops.contains(l) && k.loops[*l].extent > 1).collect();
+    let budget = target
+        .ldm_bytes
+        .saturating_sub(target.stack_reserve_bytes + n_access * target.dma.reply_bytes);
+    let buffer_iters: Vec<usize> = (0..k.loops.len())
+        .filter(|l| !part.loops.contains(l) && k.loops[*l].extent > 1)
+        .collect();
     let size_iter = |l: usize| k.loops[l].kind == LoopKind::Parallel;
     let mut tiles = vec![1; k.loops.len()];
     for &l in &buffer_iters {
@@ -89,14 +112,28 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
     }
     let mut steps = Vec::new();
     let mut bytes = usage(k, p, &tiles);
-    steps.push(Step { tiles: tiles.clone(), bytes, accepted: bytes <= budget });
+    steps.push(Step {
+        tiles: tiles.clone(),
+        bytes,
+        accepted: bytes <= budget,
+    });
     while bytes > budget {
-        let Some(&l) = buffer_iters.iter().filter(|&&l| tiles[l] > 1).max_by_key(|&&l| (tiles[l], l)) else {
-            return Err(format!("needs {bytes} LDM bytes with every tile at 1, {budget} available"));
+        let Some(&l) = buffer_iters
+            .iter()
+            .filter(|&&l| tiles[l] > 1)
+            .max_by_key(|&&l| (tiles[l], l))
+        else {
+            return Err(format!(
+                "needs {bytes} LDM bytes with every tile at 1, {budget} available"
+            ));
         };
         tiles[l] = halve(tiles[l]);
         bytes = usage(k, p, &tiles);
-        steps.push(Step { tiles: tiles.clone(), bytes, accepted: bytes <= budget });
+        steps.push(Step {
+            tiles: tiles.clone(),
+            bytes,
+            accepted: bytes <= budget,
+        });
     }
     loop {
         let best = buffer_iters
@@ -112,7 +149,11 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
             .min_by(|a, b| a.0.cmp(&b.0));
         let Some(((b, _, _), t)) = best else { break };
         let accepted = b <= budget;
-        steps.push(Step { tiles: t.clone(), bytes: b, accepted });
+        steps.push(Step {
+            tiles: t.clone(),
+            bytes: b,
+            accepted,
+        });
         if !accepted {
             break;
         }
