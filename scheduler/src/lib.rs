@@ -4,5 +4,6 @@
 pub mod exec;
 pub mod loops;
 pub mod lower;
+pub mod memplan;
 pub mod schedule;
 pub mod target;

@@ -48,6 +48,8 @@ pub struct Target {
     pub clock_hz: f64,
     /// Peak floating-point operations per cycle of one CPE.
     pub flops_per_cycle: f64,
+    /// Alignment of tensors in the main-memory arena, bytes (a power of two).
+    pub memory_alignment_bytes: usize,
     /// Theoretical main-memory bandwidth of the core group, bytes per second.
     pub memory_bandwidth_bytes_per_s: f64,
     pub dma: Dma,
@@ -108,6 +110,11 @@ impl Target {
                 "mesh {:?} must hold exactly {} CPEs",
                 t.mesh, t.cpes
             )));
+        }
+        if !t.memory_alignment_bytes.is_power_of_two() {
+            return Err(invalid(
+                "memory_alignment_bytes must be a power of two".into(),
+            ));
         }
         if t.stack_reserve_bytes >= t.ldm_bytes {
             return Err(invalid(

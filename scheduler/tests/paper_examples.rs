@@ -54,7 +54,7 @@ fn loop_order_counts_every_transfer() {
     let p = matmul_program();
     let k = &p.kernels[0];
     let tiles = [1, 128, 64];
-    let choice = reorder::best_order(k, &p, &tiles, &[0]);
+    let choice = reorder::best_order(k, &p, &tiles, &[1, 2048, 512]);
     let find = |o: &[usize]| {
         choice
             .candidates

@@ -4,6 +4,7 @@ mod compare;
 mod inspect;
 mod model;
 mod run;
+mod schedule;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +25,8 @@ pub enum Command {
     Inspect(inspect::Args),
     /// Run a model with the reference graph interpreter, reading and writing .npy files.
     Run(run::Args),
+    /// Lower a model to loop nests, schedule them for a target and report LDM and DMA use.
+    Schedule(schedule::Args),
     /// Check a .npy result against a reference .npy with the project's f32 tolerance.
     Compare(compare::Args),
 }
@@ -33,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(a) => inspect::run(a),
         Command::Run(a) => run::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Schedule(a) => schedule::run(a),
     }
 }
 

@@ -41,7 +41,10 @@ fn light_models(target: Target) {
         let start = std::time::Instant::now();
         match case.run_scheduled(&target) {
             Ok(stats) => {
-                let bytes: usize = stats.iter().map(|s| s.get_bytes + s.put_bytes).sum();
+                let bytes: usize = stats
+                    .iter()
+                    .map(|s| s.traffic.get_bytes + s.traffic.put_bytes)
+                    .sum();
                 println!(
                     "light_{name} ({}): ok in {:.2?}, {} kernels, {:.1} MB of DMA",
                     target.name,

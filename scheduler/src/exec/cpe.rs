@@ -10,68 +10,39 @@
 
 use swflow_frontend::ir::{strides, Data, Tensor};
 
-use super::eval::{affine_place, eval_box, scalar_data, Locate, Place, Target};
+use super::eval::{affine_place, eval_box, scalar_data, Locate, PatternCache, Place, Target};
+use super::walk::{count, target_read_first, walk, Event, Traffic};
 use super::{init_kernel, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
-use crate::schedule::{accesses, partition, Residence, Schedule};
+use crate::schedule::{accesses, Residence, Schedule};
 use crate::target::Target as Machine;
 
-/// What one kernel did on the core group.
+/// What one kernel does on the core group.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelStats {
     pub kernel: String,
-    /// DMA operations issued (gets, puts) and bytes moved.
-    pub gets: usize,
-    pub puts: usize,
-    pub get_bytes: usize,
-    pub put_bytes: usize,
-    /// Elements read or written in main memory without DMA.
-    pub direct_elements: usize,
+    /// DMA operations and bytes, and direct main-memory accesses, over all CPEs.
+    pub traffic: Traffic,
     /// Planned LDM bytes per CPE (buffers and reply counters).
     pub ldm_bytes: usize,
     /// Mean over max partition points per CPE.
     pub balance: f64,
-    /// Floating-point work (points of the iteration domain).
+    /// Points of the iteration domain.
     pub points: usize,
 }
 
-/// The box an access spans over a tile: start and extent per dimension of its tensor.
-fn span(a: &Access, origin: &[usize], extent: &[usize]) -> (Vec<i64>, Vec<usize>) {
-    a.index
+/// The statistics of a scheduled kernel, from its tile walk (without running it).
+pub fn kernel_stats(p: &Program, k: &Kernel, s: &Schedule, machine: &Machine) -> KernelStats {
+    let shapes: Vec<Vec<usize>> = accesses(k)
         .iter()
-        .map(|i| match i {
-            Index::Affine(x) => {
-                let low: i64 = x
-                    .terms
-                    .iter()
-                    .filter(|t| t.1 < 0)
-                    .map(|&(l, c)| c * (extent[l] as i64 - 1))
-                    .sum();
-                let size = x
-                    .terms
-                    .iter()
-                    .map(|&(l, c)| c.unsigned_abs() as usize * (extent[l] - 1))
-                    .sum::<usize>()
-                    + 1;
-                (x.eval(origin) + low, size)
-            }
-            Index::Gathered { .. } => unreachable!("gathered accesses are direct"),
-        })
-        .unzip()
-}
-
-/// DMA operations needed to move a box of a row-major tensor: runs contiguous in main memory
-/// (and, the buffer being packed, in LDM) merge; one more level of runs is one strided DMA.
-fn dma_ops(shape: &[usize], extent: &[usize]) -> usize {
-    let mut d = shape.len();
-    while d > 0 && extent[d - 1] == shape[d - 1] {
-        d -= 1;
-    }
-    // Dimensions 0..d-1 are outside the contiguous run; the innermost of them is the strided
-    // level of one DMA, the rest need one DMA each.
-    match d {
-        0 | 1 => 1,
-        d => extent[..d - 1].iter().product(),
+        .map(|a| p.tensor(k.operands[a.operand]).ty.shape.clone())
+        .collect();
+    KernelStats {
+        kernel: k.name.clone(),
+        traffic: count(k, &shapes, s, machine.cpes),
+        ldm_bytes: s.ldm_bytes(machine),
+        balance: s.balance(machine.cpes),
+        points: k.points(),
     }
 }
 
@@ -123,12 +94,6 @@ fn put_box(main: &mut Data, shape: &[usize], start: &[i64], extent: &[usize], bu
         (Data::Bool(m), Data::Bool(b)) => offsets.iter().zip(b).for_each(|(&o, &x)| m[o] = x),
         _ => unreachable!("buffers have their tensor's type"),
     }
-}
-
-/// Whether writing the target's whole box writes every element of it (otherwise the box is
-/// read first so the elements the kernel skips keep their values).
-fn target_is_dense(k: &Kernel) -> bool {
-    k.stmt.target.index.iter().all(|i| matches!(i, Index::Affine(x) if x.terms.iter().all(|t| t.1.abs() == 1) && x.terms.len() <= 1))
 }
 
 /// One tile's view of the accesses: LDM buffers for buffered ones, main memory for direct.
@@ -203,22 +168,15 @@ pub fn run_kernel(
     })?;
     let target_id = k.operands[0];
     let mut target = mem.take(p, target_id);
-    let mut stats = KernelStats {
-        kernel: k.name.clone(),
-        ldm_bytes: s.ldm_bytes(machine),
-        balance: s.balance(machine.cpes),
-        points: k.points(),
-        ..Default::default()
-    };
+    let stats = kernel_stats(p, k, s, machine);
     let mut result = Ok(());
     for cpe in 0..machine.cpes {
-        result = run_cpe(p, k, s, mem, &mut target, machine, cpe, &mut stats).map_err(|reason| {
-            ExecError::Kernel {
+        result =
+            run_cpe(p, k, s, mem, &mut target, machine, cpe).map_err(|reason| ExecError::Kernel {
                 kernel: k.name.clone(),
                 cpe: Some(cpe),
                 reason,
-            }
-        });
+            });
         if result.is_err() {
             break;
         }
@@ -264,7 +222,6 @@ fn run_cpe(
     target: &mut Data,
     machine: &Machine,
     cpe: usize,
-    stats: &mut KernelStats,
 ) -> Result<(), String> {
     let all = accesses(k);
     let shapes: Vec<&[usize]> = all
@@ -287,100 +244,70 @@ fn run_cpe(
                 .then(|| Data::zeros(p.tensor(k.operands[a.operand]).ty.dtype, b.elements()))
         })
         .collect();
-    let direct_reads = s
-        .buffers
-        .iter()
-        .skip(1)
-        .filter(|b| b.residence == Residence::Direct)
-        .count();
-    let extents = k.extents();
-    let dense = target_is_dense(k);
     let init = init_kernel(k);
-    let count = |l: usize| s.tile_count(k, l);
-    let outer_points: usize = s.order.iter().map(|&l| count(l)).product();
-    let mut origin = vec![0usize; k.loops.len()];
-    let mut box_ext = extents.clone();
-    for &l in &s.partition {
-        box_ext[l] = 1;
-    }
-    for f in partition::chunk_of(cpe, s.chunk, s.partition_points) {
-        partition::decompose(f, &s.partition, &extents, &mut origin);
-        let mut tile = vec![0usize; s.order.len()];
-        // The box each buffer holds now (start, extent).
-        let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
-        let mut changed_from = 0;
-        for step in 0..outer_points {
-            for (pos, &l) in s.order.iter().enumerate() {
-                origin[l] = tile[pos] * s.tiles[l];
-                box_ext[l] = s.tiles[l].min(extents[l] - origin[l]);
-            }
-            // First visit of this target tile: no reduction tile loop has moved yet.
-            let first_visit = s
-                .order
-                .iter()
-                .enumerate()
-                .all(|(pos, &l)| k.loops[l].kind != LoopKind::Reduce || tile[pos] == 0);
-            // Refill every buffer placed inside a tile loop that moved.
-            for (i, b) in s.buffers.iter().enumerate() {
-                if b.residence != Residence::Buffer || (step > 0 && b.depth <= changed_from) {
-                    continue;
-                }
-                let (start, ext) = span(all[i], &origin, &box_ext);
-                let elems: usize = ext.iter().product();
-                if elems > b.elements() {
+    let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
+    let mut cache = PatternCache::default();
+    walk(k, s, cpe, &mut |e| {
+        match e {
+            Event::Fill {
+                access: i,
+                start,
+                extent,
+                first_visit,
+            } => {
+                let elems: usize = extent.iter().product();
+                if elems > s.buffers[i].elements() {
                     return Err(format!(
                         "DMA of {elems} elements past its LDM buffer of {}",
-                        b.elements()
+                        s.buffers[i].elements()
                     ));
                 }
                 if start
                     .iter()
-                    .zip(&ext)
+                    .zip(extent)
                     .zip(shapes[i])
                     .any(|((&s0, &e), &dim)| s0 < 0 || s0 as usize + e > dim)
                 {
                     return Err(format!(
-                        "DMA box {start:?}+{ext:?} outside tensor {:?}",
+                        "DMA box {start:?}+{extent:?} outside tensor {:?}",
                         shapes[i]
                     ));
                 }
                 let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
-                if i == 0 {
-                    if let Some((ps, pe)) = held[0].take() {
-                        put_box(target, shapes[0], &ps, &pe, buf);
-                        stats.puts += dma_ops(shapes[0], &pe);
-                        stats.put_bytes += pe.iter().product::<usize>() * b.elem_bytes;
-                    }
-                    match (&k.stmt.reduce, first_visit) {
-                        (Some(r), true) => fill(buf, elems, r.init),
-                        (None, _) if dense => {}
-                        _ => {
-                            get_box(target, shapes[0], &start, &ext, buf);
-                            stats.gets += dma_ops(shapes[0], &ext);
-                            stats.get_bytes += elems * b.elem_bytes;
-                        }
-                    }
-                } else {
+                if i > 0 {
                     let t = k.operands[all[i].operand];
                     let src = mem.storage[p.storage(t).index()]
                         .as_ref()
                         .ok_or("the value reads the kernel's own target")?;
-                    get_box(src, shapes[i], &start, &ext, buf);
-                    stats.gets += dma_ops(shapes[i], &ext);
-                    stats.get_bytes += elems * b.elem_bytes;
+                    get_box(src, shapes[i], start, extent, buf);
+                } else if target_read_first(k, first_visit) {
+                    get_box(target, shapes[0], start, extent, buf);
+                } else if let Some(r) = k.stmt.reduce {
+                    fill(buf, elems, r.init);
                 }
-                held[i] = Some((start, ext));
+                held[i] = Some((start.to_vec(), extent.to_vec()));
             }
-            // Compute the tile.
-            let points: usize = box_ext.iter().product();
-            stats.direct_elements += direct_reads * points;
-            let mut tbuf = ldm[0].take();
-            let result = {
+            Event::WriteBack { start, extent } => {
+                put_box(
+                    target,
+                    shapes[0],
+                    start,
+                    extent,
+                    ldm[0].as_ref().expect("the target is buffered"),
+                );
+            }
+            Event::Compute {
+                origin,
+                extent,
+                first_visit,
+            } => {
+                let mut tbuf = ldm[0].take();
                 let boxes = ldm
                     .iter()
                     .zip(&held)
-                    .map(|(buf, h)| match (buf, h) {
-                        (Some(d), Some((st, ex))) => Some((d, st.clone(), ex.clone())),
+                    .enumerate()
+                    .map(|(i, (buf, h))| match (buf, h) {
+                        (Some(d), Some((st, ex))) if i > 0 => Some((d, st.clone(), ex.clone())),
                         _ => None,
                     })
                     .collect();
@@ -388,39 +315,39 @@ fn run_cpe(
                     p,
                     k,
                     mem,
-                    origin: &origin,
+                    origin,
                     boxes,
                     order: all.clone(),
                 };
-                match (&mut tbuf, &held[0]) {
+                let result = match (&mut tbuf, &held[0]) {
                     (Some(buf), Some((st, ex))) => {
                         let (base, strides) =
-                            box_place(&k.stmt.target, &origin, st, ex, k.loops.len());
+                            box_place(&k.stmt.target, origin, st, ex, k.loops.len());
                         eval_box(
                             k,
-                            &box_ext,
+                            extent,
                             &view,
                             Target {
                                 data: buf,
                                 base,
                                 strides,
                             },
+                            &mut cache,
                         )
                     }
                     _ => {
-                        stats.direct_elements += points;
                         let place = affine_place(
                             &k.stmt.target,
                             target,
                             shapes[0],
-                            &origin,
+                            origin,
                             k.loops.len(),
                             &|_| Err("gathered target".into()),
                         )?;
                         let (base, strides) = (place.base, place.strides);
-                        let initialised = match &init {
-                            Some((ik, _)) if first_visit => {
-                                let iext: Vec<usize> = box_ext
+                        let initialised = match init.as_ref().filter(|_| first_visit) {
+                            Some((ik, _)) => {
+                                let iext: Vec<usize> = extent
                                     .iter()
                                     .enumerate()
                                     .map(|(l, &e)| {
@@ -440,45 +367,33 @@ fn run_cpe(
                                         base,
                                         strides: strides.clone(),
                                     },
+                                    &mut cache,
                                 )
                             }
-                            _ => Ok(()),
+                            None => Ok(()),
                         };
                         initialised.and_then(|()| {
                             eval_box(
                                 k,
-                                &box_ext,
+                                extent,
                                 &view,
                                 Target {
                                     data: target,
                                     base,
                                     strides,
                                 },
+                                &mut cache,
                             )
                         })
                     }
-                }
-            };
-            ldm[0] = tbuf;
-            result?;
-            // Next tile: the odometer moves positions changed_from.. of the order.
-            for pos in (0..s.order.len()).rev() {
-                tile[pos] += 1;
-                changed_from = pos;
-                if tile[pos] < count(s.order[pos]) {
-                    break;
-                }
-                tile[pos] = 0;
+                };
+                drop(view);
+                ldm[0] = tbuf;
+                result?;
             }
         }
-        if let Some((ps, pe)) = held[0].take() {
-            let buf = ldm[0].as_ref().expect("the target is buffered");
-            put_box(target, shapes[0], &ps, &pe, buf);
-            stats.puts += dma_ops(shapes[0], &pe);
-            stats.put_bytes += pe.iter().product::<usize>() * s.buffers[0].elem_bytes;
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn fill(buf: &mut Data, n: usize, v: crate::loops::Scalar) {

@@ -1,21 +1,26 @@
 //! Evaluation of a statement over a box of loop points, a column at a time.
 //!
 //! The box's innermost loops (up to [`COLUMN`] points) form a column; every access gets an
-//! offset pattern for the column once, and each point of the remaining outer loops only
-//! shifts a base offset. Values are computed with the graph interpreter's elementwise
-//! functions, so both interpreters share one definition of every scalar operation.
-//! Reductions fold values into their target element in loop order.
+//! offset pattern for the column (cached, since every full tile of a kernel has the same
+//! ones), and each point of the remaining outer loops only shifts a base offset. Values are
+//! computed with the graph interpreter's elementwise functions, so both interpreters share one
+//! definition of every scalar operation. Reductions fold values into their target element in
+//! loop order. Multiply-accumulate and copy statements, which carry almost all the work of
+//! real models, run directly on storage without intermediate columns.
+
+use std::collections::HashMap;
+use std::rc::Rc;
 
 use swflow_frontend::interp::columns;
-use swflow_frontend::ir::{DType, Data, ReduceKind};
+use swflow_frontend::ir::{BinaryOp, DType, Data, ReduceKind, UnaryOp};
 
 use crate::loops::{Access, Expr, Index, Kernel, Scalar};
 
 /// Points per column (at least the innermost loop, whatever its extent).
 const COLUMN: usize = 16384;
 
-/// Where an access reads or writes, in some memory: the element offset of the box origin,
-/// the offset step per loop of the kernel, and the valid length of the storage.
+/// Where an access reads or writes, in some memory: the element offset of the box origin and
+/// the offset step per loop of the kernel.
 pub(crate) struct Place<'a> {
     pub data: &'a Data,
     pub base: isize,
@@ -30,13 +35,148 @@ pub(crate) trait Locate<'a> {
     fn place(&self, access: &Access) -> Result<Place<'a>, String>;
 }
 
-enum Node<'a> {
-    Load(Place<'a>, Vec<isize>),
-    Const(Data),
-    Unary(swflow_frontend::ir::UnaryOp, Box<Node<'a>>),
-    Binary(swflow_frontend::ir::BinaryOp, Box<Node<'a>>, Box<Node<'a>>),
-    Select(Box<Node<'a>>, Box<Node<'a>>, Box<Node<'a>>),
-    Cast(DType, Box<Node<'a>>),
+/// Offsets of a column's points relative to the column origin, with their extremes.
+pub(crate) struct Pattern {
+    offsets: Vec<isize>,
+    min: isize,
+    max: isize,
+}
+
+/// Column patterns already built, keyed by the steps and extents of the column loops.
+#[derive(Default)]
+pub(crate) struct PatternCache {
+    map: HashMap<(Vec<isize>, Vec<usize>), Rc<Pattern>>,
+}
+
+impl PatternCache {
+    /// The pattern of a place, or `None` when it does not move within the column.
+    fn get(&mut self, strides: &[isize], col: &Column) -> Option<Rc<Pattern>> {
+        let steps: Vec<isize> = col.loops.iter().map(|&l| strides[l]).collect();
+        if steps.iter().all(|&s| s == 0) {
+            return None;
+        }
+        let key = (steps, col.extents.clone());
+        if let Some(p) = self.map.get(&key) {
+            return Some(p.clone());
+        }
+        let mut offsets = vec![0isize];
+        for (&step, &e) in key.0.iter().zip(&col.extents) {
+            offsets = offsets
+                .iter()
+                .flat_map(|&p| (0..e as isize).map(move |i| p + i * step))
+                .collect();
+        }
+        let (min, max) = (
+            offsets.iter().copied().min().unwrap_or(0),
+            offsets.iter().copied().max().unwrap_or(0),
+        );
+        let p = Rc::new(Pattern { offsets, min, max });
+        self.map.insert(key, p.clone());
+        Some(p)
+    }
+}
+
+/// The loops that form the column, their extents and its length.
+struct Column {
+    loops: Vec<usize>,
+    extents: Vec<usize>,
+    len: usize,
+}
+
+/// A place with its column pattern.
+struct Load<'a> {
+    data: &'a Data,
+    base: isize,
+    strides: Vec<isize>,
+    pattern: Option<Rc<Pattern>>,
+    gathers: Vec<(Load<'a>, isize, usize)>,
+}
+
+impl<'a> Load<'a> {
+    fn new(place: Place<'a>, col: &Column, cache: &mut PatternCache) -> Load<'a> {
+        let pattern = cache.get(&place.strides, col);
+        let gathers = place
+            .gathers
+            .into_iter()
+            .map(|(p, stride, extent)| (Load::new(p, col, cache), stride, extent))
+            .collect();
+        Load {
+            data: place.data,
+            base: place.base,
+            strides: place.strides,
+            pattern,
+            gathers,
+        }
+    }
+
+    /// Base offset at an outer point.
+    fn base_at(&self, point: &[usize]) -> isize {
+        self.base + outer_offset(&self.strides, point)
+    }
+
+    /// Checks that every offset of the column from `base` lies in `0..len`.
+    fn check(&self, base: isize) -> Result<(), String> {
+        let (lo, hi) = self
+            .pattern
+            .as_ref()
+            .map_or((base, base), |p| (base + p.min, base + p.max));
+        let len = self.data.len() as isize;
+        if lo < 0 || hi >= len {
+            return Err(format!(
+                "access at elements {lo}..={hi} outside its storage of {len} elements"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Offset of column point `j`.
+    fn at(&self, base: isize, j: usize) -> usize {
+        (match &self.pattern {
+            Some(p) => base + p.offsets[j],
+            None => base,
+        }) as usize
+    }
+
+    fn values(&self, point: &[usize], col: &Column) -> Result<Data, String> {
+        let base = self.base_at(point);
+        if self.gathers.is_empty() {
+            self.check(base)?;
+            let n = if self.pattern.is_some() { col.len } else { 1 };
+            return Ok(pick(self.data, (0..n).map(|j| self.at(base, j))));
+        }
+        let mut offsets: Vec<isize> = (0..col.len).map(|j| self.at(base, j) as isize).collect();
+        for (positions, dim_stride, extent) in &self.gathers {
+            let Data::I64(pos) = positions.values(point, col)? else {
+                unreachable!("the verifier requires i64 positions")
+            };
+            for (j, o) in offsets.iter_mut().enumerate() {
+                let p = pos[j.min(pos.len() - 1)];
+                let q = if p < 0 { p + *extent as i64 } else { p };
+                if q < 0 || q >= *extent as i64 {
+                    return Err(format!(
+                        "gathered index {p} out of range for extent {extent}"
+                    ));
+                }
+                *o += q as isize * dim_stride;
+            }
+        }
+        let len = self.data.len() as isize;
+        if let Some(&bad) = offsets.iter().find(|&&o| o < 0 || o >= len) {
+            return Err(format!(
+                "access at element {bad} outside its storage of {len} elements"
+            ));
+        }
+        Ok(pick(self.data, offsets.into_iter().map(|o| o as usize)))
+    }
+}
+
+fn pick(data: &Data, offsets: impl Iterator<Item = usize>) -> Data {
+    match data {
+        Data::F32(v) => Data::F32(offsets.map(|o| v[o]).collect()),
+        Data::F64(v) => Data::F64(offsets.map(|o| v[o]).collect()),
+        Data::I64(v) => Data::I64(offsets.map(|o| v[o]).collect()),
+        Data::Bool(v) => Data::Bool(offsets.map(|o| v[o]).collect()),
+    }
 }
 
 pub(crate) fn scalar_data(s: Scalar) -> Data {
@@ -48,94 +188,6 @@ pub(crate) fn scalar_data(s: Scalar) -> Data {
     }
 }
 
-/// Offsets of the column's points relative to the column origin for a place, or `None` when
-/// the place does not move within the column.
-fn pattern(strides: &[isize], col_loops: &[usize], col_extents: &[usize]) -> Option<Vec<isize>> {
-    if col_loops.iter().all(|&l| strides[l] == 0) {
-        return None;
-    }
-    let mut pat = vec![0isize];
-    for (&l, &e) in col_loops.iter().zip(col_extents) {
-        let step = strides[l];
-        pat = pat
-            .iter()
-            .flat_map(|&p| (0..e as isize).map(move |i| p + i * step))
-            .collect();
-    }
-    Some(pat)
-}
-
-fn pick(data: &Data, offsets: &[isize]) -> Result<Data, String> {
-    let len = data.len() as isize;
-    if let Some(&bad) = offsets.iter().find(|&&o| o < 0 || o >= len) {
-        return Err(format!(
-            "access at element {bad} outside its storage of {len} elements"
-        ));
-    }
-    Ok(match data {
-        Data::F32(v) => Data::F32(offsets.iter().map(|&o| v[o as usize]).collect()),
-        Data::F64(v) => Data::F64(offsets.iter().map(|&o| v[o as usize]).collect()),
-        Data::I64(v) => Data::I64(offsets.iter().map(|&o| v[o as usize]).collect()),
-        Data::Bool(v) => Data::Bool(offsets.iter().map(|&o| v[o as usize]).collect()),
-    })
-}
-
-impl Node<'_> {
-    fn eval(&self, point: &[usize], col: &[usize], ext: &[usize]) -> Result<Data, String> {
-        Ok(match self {
-            Node::Load(place, pat) => {
-                let base = place.base + outer_offset(&place.strides, point);
-                let mut offsets: Vec<isize> = if pat.is_empty() {
-                    vec![base]
-                } else {
-                    pat.iter().map(|&p| base + p).collect()
-                };
-                for (positions, dim_stride, extent) in &place.gathers {
-                    let ppat = pattern(&positions.strides, col, ext).unwrap_or_default();
-                    let pos = Node::Load(
-                        Place {
-                            data: positions.data,
-                            base: positions.base,
-                            strides: positions.strides.clone(),
-                            gathers: Vec::new(),
-                        },
-                        ppat,
-                    )
-                    .eval(point, col, ext)?;
-                    let Data::I64(pos) = pos else {
-                        unreachable!("the verifier requires i64 positions")
-                    };
-                    if offsets.len() == 1 && pos.len() > 1 {
-                        offsets = vec![offsets[0]; pos.len()];
-                    }
-                    for (j, o) in offsets.iter_mut().enumerate() {
-                        let p = pos[j.min(pos.len() - 1)];
-                        let q = if p < 0 { p + *extent as i64 } else { p };
-                        if q < 0 || q >= *extent as i64 {
-                            return Err(format!(
-                                "gathered index {p} out of range for extent {extent}"
-                            ));
-                        }
-                        *o += q as isize * dim_stride;
-                    }
-                }
-                pick(place.data, &offsets)?
-            }
-            Node::Const(d) => d.clone(),
-            Node::Unary(u, a) => columns::unary(*u, &a.eval(point, col, ext)?),
-            Node::Binary(b, x, y) => {
-                columns::binary(*b, &x.eval(point, col, ext)?, &y.eval(point, col, ext)?)?
-            }
-            Node::Select(c, a, b) => columns::select(
-                &c.eval(point, col, ext)?,
-                &a.eval(point, col, ext)?,
-                &b.eval(point, col, ext)?,
-            ),
-            Node::Cast(d, a) => columns::cast(&a.eval(point, col, ext)?, *d),
-        })
-    }
-}
-
 fn outer_offset(strides: &[isize], point: &[usize]) -> isize {
     strides
         .iter()
@@ -144,53 +196,167 @@ fn outer_offset(strides: &[isize], point: &[usize]) -> isize {
         .sum()
 }
 
+enum Node<'a> {
+    Load(Load<'a>),
+    Const(Data),
+    Unary(UnaryOp, Box<Node<'a>>),
+    Binary(BinaryOp, Box<Node<'a>>, Box<Node<'a>>),
+    Select(Box<Node<'a>>, Box<Node<'a>>, Box<Node<'a>>),
+    Cast(DType, Box<Node<'a>>),
+}
+
+impl Node<'_> {
+    fn eval(&self, point: &[usize], col: &Column) -> Result<Data, String> {
+        Ok(match self {
+            Node::Load(l) => l.values(point, col)?,
+            Node::Const(d) => d.clone(),
+            Node::Unary(u, a) => columns::unary(*u, &a.eval(point, col)?),
+            Node::Binary(b, x, y) => {
+                columns::binary(*b, &x.eval(point, col)?, &y.eval(point, col)?)?
+            }
+            Node::Select(c, a, b) => columns::select(
+                &c.eval(point, col)?,
+                &a.eval(point, col)?,
+                &b.eval(point, col)?,
+            ),
+            Node::Cast(d, a) => columns::cast(&a.eval(point, col)?, *d),
+        })
+    }
+}
+
 fn build<'a>(
     e: &Expr,
     loc: &impl Locate<'a>,
-    col: &[usize],
-    ext: &[usize],
+    col: &Column,
+    cache: &mut PatternCache,
 ) -> Result<Node<'a>, String> {
+    let sub = |e: &Expr, cache: &mut PatternCache| build(e, loc, col, cache).map(Box::new);
     Ok(match e {
-        Expr::Load(a) => {
-            let place = loc.place(a)?;
-            let pat = pattern(&place.strides, col, ext).unwrap_or_default();
-            Node::Load(place, pat)
-        }
+        Expr::Load(a) => Node::Load(Load::new(loc.place(a)?, col, cache)),
         Expr::Const(s) => Node::Const(scalar_data(*s)),
-        Expr::Unary(u, a) => Node::Unary(*u, Box::new(build(a, loc, col, ext)?)),
-        Expr::Binary(b, x, y) => Node::Binary(
-            *b,
-            Box::new(build(x, loc, col, ext)?),
-            Box::new(build(y, loc, col, ext)?),
-        ),
-        Expr::Select(c, a, b) => Node::Select(
-            Box::new(build(c, loc, col, ext)?),
-            Box::new(build(a, loc, col, ext)?),
-            Box::new(build(b, loc, col, ext)?),
-        ),
-        Expr::Cast(d, a) => Node::Cast(*d, Box::new(build(a, loc, col, ext)?)),
+        Expr::Unary(u, a) => Node::Unary(*u, sub(a, cache)?),
+        Expr::Binary(b, x, y) => Node::Binary(*b, sub(x, cache)?, sub(y, cache)?),
+        Expr::Select(c, a, b) => Node::Select(sub(c, cache)?, sub(a, cache)?, sub(b, cache)?),
+        Expr::Cast(d, a) => Node::Cast(*d, sub(a, cache)?),
     })
 }
 
-/// Folds `v` into `t` at `offsets` in order (`v` of length 1 repeats).
+/// The target of a box: storage, origin offset and per-loop steps.
+pub(crate) struct Target<'t> {
+    pub data: &'t mut Data,
+    pub base: isize,
+    pub strides: Vec<isize>,
+}
+
+/// Evaluates `k`'s statement at every point of the box `0 <= loop < extents[loop]` (in loop
+/// order) with accesses resolved by `loc`, writing or folding into `target`. Reduction
+/// targets must already hold their initial or partial values.
+pub(crate) fn eval_box<'a>(
+    k: &Kernel,
+    extents: &[usize],
+    loc: &impl Locate<'a>,
+    target: Target<'_>,
+    cache: &mut PatternCache,
+) -> Result<(), String> {
+    if extents.contains(&0) {
+        return Ok(());
+    }
+    // Column loops: innermost ones while the product stays within COLUMN.
+    let mut loops = Vec::new();
+    let mut len = 1;
+    for l in (0..extents.len()).rev() {
+        if loops.is_empty() || len * extents[l] <= COLUMN {
+            len *= extents[l];
+            loops.insert(0, l);
+        } else {
+            break;
+        }
+    }
+    let col = Column {
+        extents: loops.iter().map(|&l| extents[l]).collect(),
+        loops,
+        len,
+    };
+    let outer: Vec<usize> = (0..extents.len())
+        .filter(|l| !col.loops.contains(l))
+        .collect();
+    let value = build(&k.stmt.value, loc, &col, cache)?;
+    let store = Load {
+        data: &Data::F32(Vec::new()),
+        base: target.base,
+        strides: target.strides.clone(),
+        pattern: cache.get(&target.strides, &col),
+        gathers: Vec::new(),
+    };
+    let kind = k.stmt.reduce.map(|r| r.kind);
+    let fast = Fast::recognise(&value, kind);
+    let outer_points: usize = outer.iter().map(|&l| extents[l]).product();
+    let mut point = vec![0usize; extents.len()];
+    for _ in 0..outer_points {
+        let tbase = store.base_at(&point);
+        let (lo, hi) = store
+            .pattern
+            .as_ref()
+            .map_or((tbase, tbase), |p| (tbase + p.min, tbase + p.max));
+        if lo < 0 || hi >= target.data.len() as isize {
+            return Err(format!(
+                "write at elements {lo}..={hi} outside its storage of {} elements",
+                target.data.len()
+            ));
+        }
+        match &fast {
+            Some(f) => f.run(target.data, &store, tbase, &point, col.len)?,
+            None => {
+                let v = value.eval(&point, &col)?;
+                fold_into(kind, target.data, &store, tbase, col.len, &v)?;
+            }
+        }
+        for &l in outer.iter().rev() {
+            point[l] += 1;
+            if point[l] < extents[l] {
+                break;
+            }
+            point[l] = 0;
+        }
+    }
+    Ok(())
+}
+
+fn fmax<F: PartialOrd + Copy>(a: F, b: F, nan: fn(F) -> bool) -> F {
+    if nan(a) {
+        a
+    } else if nan(b) || b > a {
+        b
+    } else {
+        a
+    }
+}
+
+fn fmin<F: PartialOrd + Copy>(a: F, b: F, nan: fn(F) -> bool) -> F {
+    if nan(a) {
+        a
+    } else if nan(b) || b < a {
+        b
+    } else {
+        a
+    }
+}
+
+/// Folds column `v` (length 1 repeats) into the target's column points, in order.
 fn fold_into(
     kind: Option<ReduceKind>,
     t: &mut Data,
-    offsets: &[isize],
+    store: &Load,
+    tbase: isize,
+    n: usize,
     v: &Data,
 ) -> Result<(), String> {
-    let len = t.len() as isize;
-    if let Some(&bad) = offsets.iter().find(|&&o| o < 0 || o >= len) {
-        return Err(format!(
-            "write at element {bad} outside its storage of {len} elements"
-        ));
-    }
     macro_rules! go {
         ($t:expr, $v:expr, $sum:expr, $max:expr, $min:expr) => {{
             let (t, v) = ($t, $v);
-            for (j, &o) in offsets.iter().enumerate() {
+            for j in 0..n {
                 let x = v[j.min(v.len() - 1)];
-                let slot = &mut t[o as usize];
+                let slot = &mut t[store.at(tbase, j)];
                 *slot = match kind {
                     None => x,
                     Some(ReduceKind::Sum) => $sum(*slot, x),
@@ -199,24 +365,6 @@ fn fold_into(
                 };
             }
         }};
-    }
-    fn fmax<F: PartialOrd + Copy>(a: F, b: F, nan: fn(F) -> bool) -> F {
-        if nan(a) {
-            a
-        } else if nan(b) || b > a {
-            b
-        } else {
-            a
-        }
-    }
-    fn fmin<F: PartialOrd + Copy>(a: F, b: F, nan: fn(F) -> bool) -> F {
-        if nan(a) {
-            a
-        } else if nan(b) || b < a {
-            b
-        } else {
-            a
-        }
     }
     match (t, v) {
         (Data::F32(t), Data::F32(v)) => go!(
@@ -246,106 +394,30 @@ fn fold_into(
     Ok(())
 }
 
-/// The target of a box: storage, origin offset and per-loop steps.
-pub(crate) struct Target<'t> {
-    pub data: &'t mut Data,
-    pub base: isize,
-    pub strides: Vec<isize>,
-}
-
-/// Evaluates `k`'s statement at every point of the box `0 <= loop < extents[loop]` (in loop
-/// order) with accesses resolved by `loc`, writing or folding into `target`. Reduction
-/// targets must already hold their initial or partial values.
-pub(crate) fn eval_box<'a>(
-    k: &Kernel,
-    extents: &[usize],
-    loc: &impl Locate<'a>,
-    target: Target<'_>,
-) -> Result<(), String> {
-    if extents.contains(&0) {
-        return Ok(());
-    }
-    // Column loops: innermost ones while the product stays within COLUMN.
-    let mut col = Vec::new();
-    let mut n = 1;
-    for l in (0..extents.len()).rev() {
-        if col.is_empty() || n * extents[l] <= COLUMN {
-            n *= extents[l];
-            col.insert(0, l);
-        } else {
-            break;
-        }
-    }
-    let col_ext: Vec<usize> = col.iter().map(|&l| extents[l]).collect();
-    let outer: Vec<usize> = (0..extents.len()).filter(|l| !col.contains(l)).collect();
-    let value = build(&k.stmt.value, loc, &col, &col_ext)?;
-    let tpat = pattern(&target.strides, &col, &col_ext).unwrap_or_else(|| vec![0]);
-    let kind = k.stmt.reduce.map(|r| r.kind);
-    let mut point = vec![0usize; extents.len()];
-    let outer_points: usize = outer.iter().map(|&l| extents[l]).product();
-    if let Some(fast) = Fast::recognise(&value, kind) {
-        for _ in 0..outer_points {
-            let tbase = target.base + outer_offset(&target.strides, &point);
-            fast.run(target.data, tbase, &tpat, n, &point)?;
-            advance(&mut point, &outer, extents);
-        }
-        return Ok(());
-    }
-    for _ in 0..outer_points {
-        let v = value.eval(&point, &col, &col_ext)?;
-        let tbase = target.base + outer_offset(&target.strides, &point);
-        let offsets: Vec<isize> = if tpat.len() == 1 && n > 1 {
-            vec![tbase; n]
-        } else {
-            tpat.iter().map(|&p| tbase + p).collect()
-        };
-        let v = if v.len() == 1 && n > 1 {
-            broadcast(&v, n)
-        } else {
-            v
-        };
-        fold_into(kind, target.data, &offsets, &v)?;
-        advance(&mut point, &outer, extents);
-    }
-    Ok(())
-}
-
-/// Steps the outer loops of a box to the next point.
-fn advance(point: &mut [usize], outer: &[usize], extents: &[usize]) {
-    for &l in outer.iter().rev() {
-        point[l] += 1;
-        if point[l] < extents[l] {
-            break;
-        }
-        point[l] = 0;
-    }
-}
-
-/// Statement shapes evaluated directly on storage, without intermediate columns: they cover
-/// almost all the work of real models (multiply-accumulate, copies).
+/// Statement shapes evaluated directly on storage.
 enum Fast<'n, 'a> {
     /// `target sum= a * b` on f32 or f64.
-    Mac(&'n Place<'a>, &'n [isize], &'n Place<'a>, &'n [isize]),
+    Mac(&'n Load<'a>, &'n Load<'a>),
     /// `target = a`.
-    Copy(&'n Place<'a>, &'n [isize]),
+    Copy(&'n Load<'a>),
 }
 
 impl<'n, 'a> Fast<'n, 'a> {
     fn recognise(value: &'n Node<'a>, kind: Option<ReduceKind>) -> Option<Fast<'n, 'a>> {
         let plain = |n: &'n Node<'a>| match n {
-            Node::Load(p, pat) if p.gathers.is_empty() => Some((p, pat.as_slice())),
+            Node::Load(l) if l.gathers.is_empty() => Some(l),
             _ => None,
         };
         match (value, kind) {
-            (Node::Binary(swflow_frontend::ir::BinaryOp::Mul, x, y), Some(ReduceKind::Sum)) => {
-                let ((a, pa), (b, pb)) = (plain(x)?, plain(y)?);
+            (Node::Binary(BinaryOp::Mul, x, y), Some(ReduceKind::Sum)) => {
+                let (a, b) = (plain(x)?, plain(y)?);
                 matches!(
                     (a.data, b.data),
                     (Data::F32(_), Data::F32(_)) | (Data::F64(_), Data::F64(_))
                 )
-                .then_some(Fast::Mac(a, pa, b, pb))
+                .then_some(Fast::Mac(a, b))
             }
-            (n, None) => plain(n).map(|(a, pa)| Fast::Copy(a, pa)),
+            (n, None) => plain(n).map(Fast::Copy),
             _ => None,
         }
     }
@@ -353,75 +425,44 @@ impl<'n, 'a> Fast<'n, 'a> {
     fn run(
         &self,
         t: &mut Data,
+        store: &Load,
         tbase: isize,
-        tpat: &[isize],
-        n: usize,
         point: &[usize],
+        n: usize,
     ) -> Result<(), String> {
-        // Offsets of point j of the column; an empty pattern means the place does not move.
-        fn at(base: isize, pat: &[isize], j: usize) -> isize {
-            if pat.is_empty() {
-                base
-            } else {
-                base + pat[j]
-            }
-        }
-        fn check(len: usize, base: isize, pat: &[isize], n: usize) -> Result<(), String> {
-            let (lo, hi) = if pat.is_empty() {
-                (base, base)
-            } else {
-                (
-                    base + pat.iter().min().copied().unwrap_or(0),
-                    base + pat.iter().max().copied().unwrap_or(0),
-                )
-            };
-            if lo < 0 || hi >= len as isize || (n > 1 && pat.len() > 1 && pat.len() != n) {
-                return Err(format!(
-                    "access at elements {lo}..={hi} outside its storage of {len} elements"
-                ));
-            }
-            Ok(())
-        }
-        let tpat: &[isize] = if tpat.len() == 1 && n > 1 { &[] } else { tpat };
-        check(t.len(), tbase, tpat, n)?;
         macro_rules! mac {
-            ($t:expr, $a:expr, $b:expr, $ba:expr, $pa:expr, $bb:expr, $pb:expr) => {{
-                let (t, a, b) = ($t, $a, $b);
-                check(a.len(), $ba, $pa, n)?;
-                check(b.len(), $bb, $pb, n)?;
-                if tpat.is_empty() {
-                    let mut acc = t[tbase as usize];
+            ($t:expr, $x:expr, $y:expr, $a:expr, $b:expr) => {{
+                let (t, x, y, a, b) = ($t, $x, $y, $a, $b);
+                let (ba, bb) = (a.base_at(point), b.base_at(point));
+                a.check(ba)?;
+                b.check(bb)?;
+                if store.pattern.is_none() {
+                    let slot = tbase as usize;
+                    let mut acc = t[slot];
                     for j in 0..n {
-                        acc += a[at($ba, $pa, j) as usize] * b[at($bb, $pb, j) as usize];
+                        acc += x[a.at(ba, j)] * y[b.at(bb, j)];
                     }
-                    t[tbase as usize] = acc;
+                    t[slot] = acc;
                 } else {
                     for j in 0..n {
-                        t[at(tbase, tpat, j) as usize] +=
-                            a[at($ba, $pa, j) as usize] * b[at($bb, $pb, j) as usize];
+                        t[store.at(tbase, j)] += x[a.at(ba, j)] * y[b.at(bb, j)];
                     }
                 }
             }};
         }
         match self {
-            Fast::Mac(a, pa, b, pb) => {
-                let (ba, bb) = (
-                    a.base + outer_offset(&a.strides, point),
-                    b.base + outer_offset(&b.strides, point),
-                );
-                match (t, a.data, b.data) {
-                    (Data::F32(t), Data::F32(x), Data::F32(y)) => mac!(t, x, y, ba, pa, bb, pb),
-                    (Data::F64(t), Data::F64(x), Data::F64(y)) => mac!(t, x, y, ba, pa, bb, pb),
-                    _ => return Err("value and target types differ".into()),
-                }
-            }
-            Fast::Copy(a, pa) => {
-                let ba = a.base + outer_offset(&a.strides, point);
-                check(a.data.len(), ba, pa, n)?;
+            Fast::Mac(a, b) => match (t, a.data, b.data) {
+                (Data::F32(t), Data::F32(x), Data::F32(y)) => mac!(t, x, y, a, b),
+                (Data::F64(t), Data::F64(x), Data::F64(y)) => mac!(t, x, y, a, b),
+                _ => return Err("value and target types differ".into()),
+            },
+            Fast::Copy(a) => {
+                let ba = a.base_at(point);
+                a.check(ba)?;
                 macro_rules! copy {
                     ($t:expr, $x:expr) => {{
                         for j in 0..n {
-                            $t[at(tbase, tpat, j) as usize] = $x[at(ba, pa, j) as usize];
+                            $t[store.at(tbase, j)] = $x[a.at(ba, j)];
                         }
                     }};
                 }
@@ -438,18 +479,8 @@ impl<'n, 'a> Fast<'n, 'a> {
     }
 }
 
-fn broadcast(v: &Data, n: usize) -> Data {
-    match v {
-        Data::F32(x) => Data::F32(vec![x[0]; n]),
-        Data::F64(x) => Data::F64(vec![x[0]; n]),
-        Data::I64(x) => Data::I64(vec![x[0]; n]),
-        Data::Bool(x) => Data::Bool(vec![x[0]; n]),
-    }
-}
-
 /// Places of a statement's accesses in row-major tensors, for a box at `origin` (values of
-/// the kernel's loops at the box's first point): used by the reference executor and for
-/// main-memory addresses.
+/// the kernel's loops at the box's first point).
 pub(crate) fn affine_place<'a>(
     a: &Access,
     data: &'a Data,

@@ -6,11 +6,12 @@
 
 pub mod cpe;
 mod eval;
+pub mod walk;
 
 use swflow_frontend::ir::{Data, Tensor};
 
 use crate::loops::{Access, Expr, Kernel, LoopKind, Program, TensorKind};
-use eval::{affine_place, eval_box, Locate, Place, Target};
+use eval::{affine_place, eval_box, Locate, PatternCache, Place, Target};
 
 /// A failure while executing loop IR, naming the kernel and, for scheduled execution, the CPE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -159,6 +160,7 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
             &|_| Err("gathered target".into()),
         )?;
         let (base, strides) = (tplace.base, tplace.strides);
+        let mut cache = PatternCache::default();
         let loc = MainMemory {
             p,
             k,
@@ -175,6 +177,7 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
                     base,
                     strides: strides.clone(),
                 },
+                &mut cache,
             )?;
         }
         eval_box(
@@ -186,6 +189,7 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
                 base,
                 strides,
             },
+            &mut cache,
         )
     })();
     mem.put(p, target_id, target);

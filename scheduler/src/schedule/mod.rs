@@ -93,7 +93,10 @@ pub struct Schedule {
     pub partition_points: usize,
     /// Partition points per CPE (the last CPEs may get fewer, or none).
     pub chunk: usize,
-    /// Tile size of every loop (1 for partition loops).
+    /// How many values of each loop one CPE walks in one go: the extent, or for partition
+    /// loops the chunk (innermost) or 1 (outer ones).
+    pub ranges: Vec<usize>,
+    /// Tile size of every loop.
     pub tiles: Vec<usize>,
     /// Loops with more than one tile, outermost first.
     pub order: Vec<usize>,
@@ -104,9 +107,9 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Number of tiles of loop `l`.
-    pub fn tile_count(&self, k: &Kernel, l: usize) -> usize {
-        k.loops[l].extent.div_ceil(self.tiles[l])
+    /// Number of tiles of loop `l` in a full range.
+    pub fn tile_count(&self, l: usize) -> usize {
+        self.ranges[l].div_ceil(self.tiles[l])
     }
 
     /// LDM bytes of all buffers plus one reply counter per buffered access.
@@ -200,8 +203,10 @@ pub fn schedule_kernel(
     };
     let part = partition::partition(k, target);
     let sized = sizing::size_buffers(k, p, &part, target).map_err(fail)?;
-    let order = reorder::best_order(k, p, &sized.tiles, &part.loops);
+    let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
+    let order = reorder::best_order(k, p, &sized.tiles, &ranges);
     let mut s = Schedule {
+        ranges,
         partition: part.loops,
         partition_points: part.points,
         chunk: part.chunk,

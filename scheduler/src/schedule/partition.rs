@@ -37,6 +37,58 @@ pub fn partition(k: &Kernel, target: &Target) -> Partition {
     }
 }
 
+impl Partition {
+    /// The innermost partition loop, the one a CPE's chunk ranges over.
+    pub fn inner(&self) -> Option<usize> {
+        self.loops.last().copied()
+    }
+
+    /// How many consecutive values of loop `l` one CPE may walk: the chunk (bounded by the
+    /// loop's extent) for the innermost partition loop, 1 for the others, the extent for
+    /// loops that are not partitioned.
+    pub fn range(&self, k: &Kernel, l: usize) -> usize {
+        match self.loops.iter().position(|&p| p == l) {
+            Some(i) if i + 1 == self.loops.len() => self.chunk.min(k.loops[l].extent),
+            Some(_) => 1,
+            None => k.loops[l].extent,
+        }
+    }
+}
+
+/// A run of a CPE's chunk that stays within one row of the innermost partition loop: the
+/// partition loops' values at its start, and how many consecutive values of the innermost
+/// one it covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub start: Vec<usize>,
+    pub len: usize,
+}
+
+/// The segments of CPE `cpe`'s chunk, in order. `extents` are the kernel's loop extents;
+/// `start` has one entry per loop (non-partition loops are 0).
+pub fn segments(
+    cpe: usize,
+    chunk: usize,
+    points: usize,
+    loops: &[usize],
+    extents: &[usize],
+) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let range = chunk_of(cpe, chunk, points);
+    let mut f = range.start;
+    while f < range.end {
+        let mut start = vec![0; extents.len()];
+        decompose(f, loops, extents, &mut start);
+        let len = match loops.last() {
+            Some(&l) => (range.end - f).min(extents[l] - start[l]),
+            None => 1,
+        };
+        out.push(Segment { start, len });
+        f += len;
+    }
+    out
+}
+
 /// The partition loops' values at fused index `f` (mixed radix, last loop fastest).
 pub fn decompose(f: usize, loops: &[usize], extents: &[usize], out: &mut [usize]) {
     let mut rest = f;

@@ -43,8 +43,14 @@ fn used_loops(index: &[Index], out: &mut Vec<usize>) {
 }
 
 /// DMA transfers (gets and puts) and bytes for `order`.
-pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], order: &[usize]) -> Traffic {
-    let count = |l: usize| k.loops[l].extent.div_ceil(tiles[l]);
+pub fn traffic(
+    k: &Kernel,
+    p: &Program,
+    tiles: &[usize],
+    ranges: &[usize],
+    order: &[usize],
+) -> Traffic {
+    let count = |l: usize| ranges[l].div_ceil(tiles[l]);
     let mut t = Traffic {
         transfers: 0,
         bytes: 0,
@@ -97,9 +103,11 @@ fn permutations(items: &mut Vec<usize>, k: usize, f: &mut impl FnMut(&[usize])) 
 /// first.
 const EXHAUSTIVE: usize = 6;
 
-pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], partition: &[usize]) -> Choice {
+/// `ranges[l]` is how many values of loop `l` one CPE walks in one go (see
+/// [`super::partition::Partition::range`]).
+pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize]) -> Choice {
     let outer: Vec<usize> = (0..k.loops.len())
-        .filter(|l| !partition.contains(l) && k.loops[*l].extent > tiles[*l])
+        .filter(|&l| ranges[l] > tiles[l])
         .collect();
     let key = |o: &[usize], t: &Traffic| (t.clone(), o.to_vec());
     let mut candidates = Vec::new();
@@ -107,7 +115,7 @@ pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], partition: &[usize])
         let mut items = outer.clone();
         let n = items.len();
         permutations(&mut items, n, &mut |o| {
-            candidates.push((o.to_vec(), traffic(k, p, tiles, o)))
+            candidates.push((o.to_vec(), traffic(k, p, tiles, ranges, o)))
         });
     } else {
         // Greedy: fix positions from the outside in, completing each candidate with the
@@ -121,7 +129,7 @@ pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], partition: &[usize])
                     let mut o = fixed.clone();
                     o.push(l);
                     o.extend(rest.iter().filter(|&&r| r != l));
-                    let t = traffic(k, p, tiles, &o);
+                    let t = traffic(k, p, tiles, ranges, &o);
                     candidates.push((o.clone(), t.clone()));
                     (l, key(&o, &t))
                 })

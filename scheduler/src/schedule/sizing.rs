@@ -1,9 +1,10 @@
 //! LDM buffer sizing (after swTVM's Algorithm 1).
 //!
-//! Iterators are classified as *num* iterators (the partition loops: one point at a time,
-//! tile 1), *size* iterators (other loops that index the target) and *comp* iterators
-//! (reduction loops). Size and comp iterators are buffer iterators. Each starts with a tile of
-//! `min(extent, START_TILE)`; while the buffers of all accesses exceed the LDM budget the
+//! Iterators are classified as *num* iterators (the outer partition loops: one value at a
+//! time, tile 1), *size* iterators (loops that index the target, including the innermost
+//! partition loop, whose range is a CPE's chunk) and *comp* iterators (reduction loops). Size
+//! and comp iterators are buffer iterators. Each starts with a tile of
+//! `min(range, START_TILE)`; while the buffers of all accesses exceed the LDM budget the
 //! largest tile is halved; then tiles grow greedily: at each step every buffer iterator's
 //! doubled tile is tried, the one needing the least LDM is taken (ties: size iterators, then
 //! inner loops), and growth stops at the first step whose best candidate does not fit.
@@ -102,13 +103,12 @@ pub fn size_buffers(
     let budget = target
         .ldm_bytes
         .saturating_sub(target.stack_reserve_bytes + n_access * target.dma.reply_bytes);
-    let buffer_iters: Vec<usize> = (0..k.loops.len())
-        .filter(|l| !part.loops.contains(l) && k.loops[*l].extent > 1)
-        .collect();
+    let range = |l: usize| part.range(k, l);
+    let buffer_iters: Vec<usize> = (0..k.loops.len()).filter(|&l| range(l) > 1).collect();
     let size_iter = |l: usize| k.loops[l].kind == LoopKind::Parallel;
     let mut tiles = vec![1; k.loops.len()];
     for &l in &buffer_iters {
-        tiles[l] = k.loops[l].extent.min(START_TILE);
+        tiles[l] = range(l).min(START_TILE);
     }
     let mut steps = Vec::new();
     let mut bytes = usage(k, p, &tiles);
@@ -138,10 +138,10 @@ pub fn size_buffers(
     loop {
         let best = buffer_iters
             .iter()
-            .filter(|&&l| tiles[l] < k.loops[l].extent)
+            .filter(|&&l| tiles[l] < range(l))
             .map(|&l| {
                 let mut t = tiles.clone();
-                t[l] = grow(t[l], k.loops[l].extent);
+                t[l] = grow(t[l], range(l));
                 let b = usage(k, p, &t);
                 // Smallest usage, then size iterators, then inner loops.
                 ((b, !size_iter(l), std::cmp::Reverse(l)), t)

@@ -1,0 +1,248 @@
+//! The tile walk of a scheduled kernel on one CPE, as a sequence of events.
+//!
+//! The executor ([`super::cpe`]) moves data on these events; [`count`] only tallies the DMA
+//! they imply, so reports of a schedule's traffic come from the same walk that runs it.
+
+use crate::loops::{Access, Index, Kernel, LoopKind};
+use crate::schedule::{accesses, partition, Residence, Schedule};
+
+/// One step of the walk.
+pub enum Event<'w> {
+    /// Buffer `access` must hold the box `start`/`extent` (for the target: after the previous
+    /// box was written back, see [`Event::WriteBack`]). `first_visit` says that no reduction
+    /// tile loop has moved for this target tile yet.
+    Fill {
+        access: usize,
+        start: &'w [i64],
+        extent: &'w [usize],
+        first_visit: bool,
+    },
+    /// Compute the tile at `origin` with extents `extent` (every loop's current range).
+    Compute {
+        origin: &'w [usize],
+        extent: &'w [usize],
+        first_visit: bool,
+    },
+    /// Write the target's buffered box back to main memory.
+    WriteBack {
+        start: &'w [i64],
+        extent: &'w [usize],
+    },
+}
+
+/// The box an access spans over a tile: start and extent per dimension of its tensor.
+pub fn span(a: &Access, origin: &[usize], extent: &[usize]) -> (Vec<i64>, Vec<usize>) {
+    a.index
+        .iter()
+        .map(|i| match i {
+            Index::Affine(x) => {
+                let low: i64 = x
+                    .terms
+                    .iter()
+                    .filter(|t| t.1 < 0)
+                    .map(|&(l, c)| c * (extent[l] as i64 - 1))
+                    .sum();
+                let size = x
+                    .terms
+                    .iter()
+                    .map(|&(l, c)| c.unsigned_abs() as usize * (extent[l] - 1))
+                    .sum::<usize>()
+                    + 1;
+                (x.eval(origin) + low, size)
+            }
+            Index::Gathered { .. } => unreachable!("gathered accesses are direct"),
+        })
+        .unzip()
+}
+
+/// Walks CPE `cpe`'s partition points and tiles, calling `f` for every event in order.
+pub fn walk(
+    k: &Kernel,
+    s: &Schedule,
+    cpe: usize,
+    f: &mut impl FnMut(Event) -> Result<(), String>,
+) -> Result<(), String> {
+    let all = accesses(k);
+    let extents = k.extents();
+    let inner = s.partition.last().copied();
+    let mut origin = vec![0usize; k.loops.len()];
+    let mut box_ext = extents.clone();
+    for &l in &s.partition {
+        box_ext[l] = 1;
+    }
+    for seg in partition::segments(cpe, s.chunk, s.partition_points, &s.partition, &extents) {
+        // Within a segment the innermost partition loop ranges over [seg_lo, seg_hi).
+        let (seg_lo, seg_hi) = inner.map_or((0, 0), |l| (seg.start[l], seg.start[l] + seg.len));
+        let range = |l: usize| {
+            if Some(l) == inner {
+                seg.len
+            } else {
+                s.ranges[l]
+            }
+        };
+        let count = |l: usize| range(l).div_ceil(s.tiles[l]);
+        let outer_points: usize = s.order.iter().map(|&l| count(l)).product();
+        origin.copy_from_slice(&seg.start);
+        if let Some(l) = inner {
+            box_ext[l] = s.tiles[l].min(seg.len);
+        }
+        let mut tile = vec![0usize; s.order.len()];
+        let mut held_target: Option<(Vec<i64>, Vec<usize>)> = None;
+        let mut changed_from = 0;
+        for step in 0..outer_points {
+            for (pos, &l) in s.order.iter().enumerate() {
+                let lo = if Some(l) == inner { seg_lo } else { 0 };
+                let hi = if Some(l) == inner { seg_hi } else { extents[l] };
+                origin[l] = lo + tile[pos] * s.tiles[l];
+                box_ext[l] = s.tiles[l].min(hi - origin[l]);
+            }
+            let first_visit = s
+                .order
+                .iter()
+                .enumerate()
+                .all(|(pos, &l)| k.loops[l].kind != LoopKind::Reduce || tile[pos] == 0);
+            for (i, b) in s.buffers.iter().enumerate() {
+                if b.residence != Residence::Buffer || (step > 0 && b.depth <= changed_from) {
+                    continue;
+                }
+                let (start, ext) = span(all[i], &origin, &box_ext);
+                if i == 0 {
+                    if let Some((ps, pe)) = held_target.take() {
+                        f(Event::WriteBack {
+                            start: &ps,
+                            extent: &pe,
+                        })?;
+                    }
+                    held_target = Some((start.clone(), ext.clone()));
+                }
+                f(Event::Fill {
+                    access: i,
+                    start: &start,
+                    extent: &ext,
+                    first_visit,
+                })?;
+            }
+            f(Event::Compute {
+                origin: &origin,
+                extent: &box_ext,
+                first_visit,
+            })?;
+            for pos in (0..s.order.len()).rev() {
+                tile[pos] += 1;
+                changed_from = pos;
+                if tile[pos] < count(s.order[pos]) {
+                    break;
+                }
+                tile[pos] = 0;
+            }
+        }
+        if let Some((ps, pe)) = held_target.take() {
+            f(Event::WriteBack {
+                start: &ps,
+                extent: &pe,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the target's box is read before a tile is computed: partial sums of a revisited
+/// reduction tile, or a tile the kernel writes only in part.
+pub fn target_read_first(k: &Kernel, first_visit: bool) -> bool {
+    match k.stmt.reduce {
+        Some(_) => !first_visit,
+        None => !target_is_dense(k),
+    }
+}
+
+/// Whether writing the target's whole box writes every element of it (each subscript is one
+/// loop with step ±1, or constant), so the box need not be read first.
+pub fn target_is_dense(k: &Kernel) -> bool {
+    k.stmt.target.index.iter().all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
+}
+
+/// DMA operations needed to move a box of a row-major tensor. The innermost dimensions the
+/// box covers fully, plus the next one, form a run contiguous in main memory (and, the buffer
+/// being packed, in LDM); one strided DMA moves all the runs of the next dimension (of extent
+/// above 1) outside it; each dimension further out multiplies the count.
+pub fn dma_ops(shape: &[usize], extent: &[usize]) -> usize {
+    let mut d = shape.len();
+    while d > 0 && extent[d - 1] == shape[d - 1] {
+        d -= 1;
+    }
+    let levels: Vec<usize> = extent[..d.saturating_sub(1)]
+        .iter()
+        .copied()
+        .filter(|&e| e > 1)
+        .collect();
+    levels.iter().rev().skip(1).product()
+}
+
+/// DMA tallies of one kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub gets: usize,
+    pub puts: usize,
+    pub get_bytes: usize,
+    pub put_bytes: usize,
+    /// Elements accessed in main memory without DMA.
+    pub direct_elements: usize,
+}
+
+/// The DMA a scheduled kernel performs on all CPEs, without running it.
+pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Traffic {
+    let mut t = Traffic::default();
+    let direct_reads = s
+        .buffers
+        .iter()
+        .skip(1)
+        .filter(|b| b.residence == Residence::Direct)
+        .count();
+    let target_direct = s.buffers[0].residence == Residence::Direct;
+    for cpe in 0..cpes {
+        let _ = walk(k, s, cpe, &mut |e| {
+            match e {
+                Event::Fill {
+                    access,
+                    extent,
+                    first_visit,
+                    ..
+                } => {
+                    if access > 0 || target_read_first(k, first_visit) {
+                        t.gets += dma_ops(&shapes[access], extent);
+                        t.get_bytes +=
+                            extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
+                    }
+                }
+                Event::WriteBack { extent, .. } => {
+                    t.puts += dma_ops(&shapes[0], extent);
+                    t.put_bytes += extent.iter().product::<usize>() * s.buffers[0].elem_bytes;
+                }
+                Event::Compute { extent, .. } => {
+                    let points: usize = extent.iter().product();
+                    t.direct_elements += points * (direct_reads + target_direct as usize);
+                }
+            }
+            Ok(())
+        });
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dma_ops;
+
+    #[test]
+    fn dma_op_counts() {
+        // Whole tensor, or whole rows: one contiguous transfer.
+        assert_eq!(dma_ops(&[4, 8], &[4, 8]), 1);
+        assert_eq!(dma_ops(&[4, 8], &[2, 8]), 1);
+        // Part of each row, several rows: one strided transfer.
+        assert_eq!(dma_ops(&[4, 8], &[3, 5]), 1);
+        // A 3-D box with partial rows: one strided transfer per outer index.
+        assert_eq!(dma_ops(&[1, 256, 56, 56], &[1, 16, 56, 16]), 16);
+        // Unit dimensions do not count as levels.
+        assert_eq!(dma_ops(&[1, 256, 56, 56], &[1, 1, 56, 16]), 1);
+    }
+}

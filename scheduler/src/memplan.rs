@@ -1,0 +1,119 @@
+//! Main-memory planning: every tensor in one arena, allocated ahead of time, with space
+//! reused between tensors whose lifetimes do not overlap.
+//!
+//! Lifetimes are measured in kernel positions. Inputs and constants live for the whole
+//! program; a computed tensor lives from the first kernel that writes it to the last kernel
+//! that reads it, or to the end when it is an output. Views share their source's storage
+//! (and extend its lifetime). Placement is greedy: larger tensors first, each at the lowest
+//! aligned offset that does not overlap any placed tensor with an overlapping lifetime.
+
+use crate::loops::{Program, TensorKind};
+use crate::target::Target;
+
+/// Where every storage tensor lives in the arena.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Byte offset per tensor that owns storage (`None` for views).
+    pub offsets: Vec<Option<usize>>,
+    /// Lifetime per storage tensor: first and last kernel position (inclusive).
+    pub lifetimes: Vec<Option<(usize, usize)>>,
+    /// Size of the arena: the peak of simultaneously live bytes after placement.
+    pub arena_bytes: usize,
+    /// Sum of all storage tensors' sizes, what allocating each separately would take.
+    pub naive_bytes: usize,
+}
+
+fn align(n: usize, a: usize) -> usize {
+    n.div_ceil(a) * a
+}
+
+pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
+    let n = p.tensors.len();
+    let end = p.kernels.len().max(1) - 1;
+    let mut life: Vec<Option<(usize, usize)>> = vec![None; n];
+    let touch = |life: &mut Vec<Option<(usize, usize)>>, t: usize, at: usize| {
+        life[t] = Some(match life[t] {
+            None => (at, at),
+            Some((a, b)) => (a.min(at), b.max(at)),
+        });
+    };
+    for (i, t) in p.tensors.iter().enumerate() {
+        if matches!(t.kind, TensorKind::Input | TensorKind::Const(_)) {
+            life[i] = Some((0, end));
+        }
+    }
+    for (at, k) in p.kernels.iter().enumerate() {
+        for &t in &k.operands {
+            touch(&mut life, p.storage(t).index(), at);
+        }
+    }
+    for (_, t) in &p.outputs {
+        touch(&mut life, p.storage(*t).index(), end);
+    }
+    let size = |i: usize| {
+        align(
+            p.tensors[i].ty.size_bytes().max(1),
+            target.memory_alignment_bytes,
+        )
+    };
+    let storage: Vec<usize> = (0..n)
+        .filter(|&i| !matches!(p.tensors[i].kind, TensorKind::View(_)))
+        .collect();
+    let naive_bytes = storage.iter().map(|&i| size(i)).sum();
+    let mut by_size: Vec<usize> = storage
+        .iter()
+        .copied()
+        .filter(|&i| life[i].is_some())
+        .collect();
+    by_size.sort_by_key(|&i| (std::cmp::Reverse(size(i)), i));
+    let mut offsets: Vec<Option<usize>> = vec![None; n];
+    let mut placed: Vec<(usize, usize, (usize, usize))> = Vec::new();
+    for i in by_size {
+        let (a, b) = life[i].expect("filtered to live tensors");
+        let mut busy: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|(_, _, (c, d))| *c <= b && a <= *d)
+            .map(|&(o, s, _)| (o, o + s))
+            .collect();
+        busy.sort_unstable();
+        let mut offset = 0;
+        for (lo, hi) in busy {
+            if offset + size(i) <= lo {
+                break;
+            }
+            offset = offset.max(align(hi, target.memory_alignment_bytes));
+        }
+        offsets[i] = Some(offset);
+        placed.push((offset, size(i), (a, b)));
+    }
+    let arena_bytes = placed.iter().map(|&(o, s, _)| o + s).max().unwrap_or(0);
+    MemoryPlan {
+        offsets,
+        lifetimes: life,
+        arena_bytes,
+        naive_bytes,
+    }
+}
+
+/// Checks that no two tensors with overlapping lifetimes overlap in the arena.
+pub fn check(p: &Program, m: &MemoryPlan) -> Result<(), String> {
+    let live: Vec<usize> = (0..p.tensors.len())
+        .filter(|&i| m.offsets[i].is_some())
+        .collect();
+    for (x, &i) in live.iter().enumerate() {
+        for &j in &live[x + 1..] {
+            let (Some((a, b)), Some((c, d))) = (m.lifetimes[i], m.lifetimes[j]) else {
+                continue;
+            };
+            let (oi, oj) = (m.offsets[i].unwrap_or(0), m.offsets[j].unwrap_or(0));
+            let (si, sj) = (p.tensors[i].ty.size_bytes(), p.tensors[j].ty.size_bytes());
+            if a <= d && c <= b && oi < oj + sj && oj < oi + si {
+                return Err(format!(
+                    "'{}' and '{}' are live together but overlap in the arena",
+                    p.tensors[i].name, p.tensors[j].name
+                ));
+            }
+        }
+    }
+    Ok(())
+}

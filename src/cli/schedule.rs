@@ -1,0 +1,117 @@
+//! `swflow schedule`: lower a model to loop nests and schedule them for a target.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use serde::Serialize;
+use swflow_scheduler::exec::cpe::kernel_stats;
+use swflow_scheduler::loops::{print_kernel, verify_program};
+use swflow_scheduler::target::Target;
+use swflow_scheduler::{lower::lower, memplan, schedule::schedule_program};
+
+use super::model::ModelArgs;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Target: sw26010, sw26010pro, or a target description file (.toml).
+    #[arg(long, default_value = "sw26010")]
+    pub target: String,
+    /// Also print an intermediate form: `loops` prints every kernel's loop nest and schedule.
+    #[arg(long, value_name = "FORM", value_parser = ["loops"])]
+    pub emit: Option<String>,
+    /// Print a machine-readable JSON report instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Row {
+    kernel: String,
+    op: String,
+    ldm_bytes: usize,
+    dma_transfers: usize,
+    dma_bytes: usize,
+    direct_elements: usize,
+    balance: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    target: String,
+    kernels: Vec<Row>,
+    schedule_seconds: f64,
+    arena_bytes: usize,
+    naive_bytes: usize,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let target = Target::resolve(&args.target)?;
+    let (_, g) = args.model.load()?;
+    let mut p = lower(&g)?;
+    verify_program(&p)?;
+    let start = Instant::now();
+    schedule_program(&mut p, &target)?;
+    let schedule_seconds = start.elapsed().as_secs_f64();
+    tracing::info!(
+        "scheduled {} kernels for {} in {:.2?}",
+        p.kernels.len(),
+        target.name,
+        start.elapsed()
+    );
+    let plan = memplan::plan(&p, &target);
+    let kernels: Vec<Row> = p
+        .kernels
+        .iter()
+        .map(|k| {
+            let s = kernel_stats(&p, k, k.schedule.as_ref().expect("scheduled"), &target);
+            Row {
+                kernel: k.name.clone(),
+                op: k.op.clone(),
+                ldm_bytes: s.ldm_bytes,
+                dma_transfers: s.traffic.gets + s.traffic.puts,
+                dma_bytes: s.traffic.get_bytes + s.traffic.put_bytes,
+                direct_elements: s.traffic.direct_elements,
+                balance: s.balance,
+            }
+        })
+        .collect();
+    let report = Report {
+        target: target.name.clone(),
+        kernels,
+        schedule_seconds,
+        arena_bytes: plan.arena_bytes,
+        naive_bytes: plan.naive_bytes,
+    };
+    if args.emit.as_deref() == Some("loops") {
+        for k in &p.kernels {
+            print!("{}", print_kernel(k, &p));
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "{:<40} {:<14} {:>9} {:>12} {:>14} {:>8}",
+        "kernel", "op", "LDM", "DMA ops", "DMA bytes", "balance"
+    );
+    for r in &report.kernels {
+        println!(
+            "{:<40} {:<14} {:>9} {:>12} {:>14} {:>8.3}",
+            r.kernel, r.op, r.ldm_bytes, r.dma_transfers, r.dma_bytes, r.balance
+        );
+    }
+    let total = |f: fn(&Row) -> usize| report.kernels.iter().map(f).sum::<usize>();
+    println!(
+        "total: {} kernels, {} DMA ops, {:.1} MB DMA, memory plan {:.1} MB (naive {:.1} MB), scheduled in {:.2} ms",
+        report.kernels.len(),
+        total(|r| r.dma_transfers),
+        total(|r| r.dma_bytes) as f64 / 1e6,
+        report.arena_bytes as f64 / 1e6,
+        report.naive_bytes as f64 / 1e6,
+        report.schedule_seconds * 1e3
+    );
+    Ok(())
+}
