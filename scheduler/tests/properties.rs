@@ -1,0 +1,121 @@
+//! Property tests: for random shapes (drawn from 1, 3, 50, 783, 4096 and small values) and
+//! attributes, every kernel's schedule fits the LDM of both targets, and running the scheduled
+//! kernels on the modelled CPEs gives the graph interpreter's result within the project
+//! tolerance.
+
+use proptest::prelude::*;
+use swflow_frontend::interp;
+use swflow_frontend::ir::{BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind, TensorType, UnaryOp};
+use swflow_frontend::random::random_tensor;
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::exec::cpe::run_program;
+use swflow_scheduler::loops::verify_program;
+use swflow_scheduler::lower::lower;
+use swflow_scheduler::schedule::schedule_program;
+use swflow_scheduler::target::Target;
+
+const SIZES: [usize; 5] = [1, 3, 50, 783, 4096];
+
+fn input(g: &mut Graph, name: &str, shape: Vec<usize>) -> NodeId {
+    g.add_input(name, TensorType::new(DType::F32, shape).unwrap())
+}
+
+/// Schedules `g` for both targets and compares the CPE execution with the interpreter.
+fn check(g: Graph) -> Result<(), TestCaseError> {
+    let inputs: Vec<_> = g.inputs().enumerate().map(|(i, id)| random_tensor(&g.node(id).ty, 11, i)).collect();
+    let want = interp::run(&g, &inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let mut p = lower(&g).unwrap();
+        verify_program(&p).unwrap();
+        schedule_program(&mut p, &target).unwrap();
+        for k in &p.kernels {
+            let s = k.schedule.as_ref().unwrap();
+            prop_assert!(s.ldm_bytes(&target) <= target.ldm_bytes - target.stack_reserve_bytes, "{} does not fit", k.name);
+        }
+        let (got, _) = run_program(&p, &inputs, &target).unwrap();
+        for (a, b) in got.iter().zip(&want) {
+            if let Err(m) = compare(a, b, Comparison::Tolerance) {
+                return Err(TestCaseError::fail(format!("{}: {}", target.name, m.message)));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn output(mut g: Graph, id: NodeId) -> Graph {
+    g.outputs.push(Output { name: "y".into(), node: id });
+    g
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn matmul(m in prop::sample::select(SIZES.to_vec()), k in prop::sample::select(SIZES.to_vec()), n in prop::sample::select(SIZES.to_vec()), batch in 1usize..3) {
+        prop_assume!(batch * m * k * n <= 20_000_000 && m * k <= 4_000_000 && k * n <= 4_000_000);
+        let mut g = Graph::new("matmul");
+        let a = input(&mut g, "a", vec![batch, m, k]);
+        let b = input(&mut g, "b", vec![batch, k, n]);
+        let y = g.add_node("y", Op::MatMul, vec![a, b], None).unwrap();
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn conv(n in 1usize..3, groups in 1usize..4, cg in prop::sample::select(vec![1usize, 3, 8]), mg in prop::sample::select(vec![1usize, 3, 16]),
+            h in prop::sample::select(vec![1usize, 3, 17, 50]), w in prop::sample::select(vec![1usize, 3, 50, 783]),
+            kh in 1usize..4, kw in 1usize..4, s in 1usize..3, d in 1usize..3, pads in prop::collection::vec(0usize..3, 4), depthwise in any::<bool>()) {
+        let (cg, mg) = if depthwise { (1, 1) } else { (cg, mg) };
+        let mut g = Graph::new("conv");
+        let x = input(&mut g, "x", vec![n, groups * cg, h, w]);
+        let wt = input(&mut g, "w", vec![groups * mg, cg, kh, kw]);
+        let attrs = ConvAttrs { strides: vec![s, s], dilations: vec![d, d], pads, groups };
+        let Ok(y) = g.add_node("y", Op::Conv(attrs), vec![x, wt], None) else { return Ok(()) };
+        prop_assume!(g.node(y).ty.numel() * cg * kh * kw <= 20_000_000);
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn conv_transpose(cg in 1usize..4, mg in 1usize..4, groups in 1usize..3, h in 1usize..9, w in 1usize..9, k in 1usize..4, s in 1usize..3, d in 1usize..3, p in 0usize..2, op in 0usize..2) {
+        let mut g = Graph::new("conv_transpose");
+        let x = input(&mut g, "x", vec![1, groups * cg, h, w]);
+        let wt = input(&mut g, "w", vec![groups * cg, mg, k, k]);
+        let attrs = ConvAttrs { strides: vec![s, s], dilations: vec![d, d], pads: vec![p; 4], groups };
+        let Ok(y) = g.add_node("y", Op::ConvTranspose { conv: attrs, output_padding: vec![op.min(s - 1); 2] }, vec![x, wt], None) else { return Ok(()) };
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn pooling(c in prop::sample::select(vec![1usize, 3, 50]), h in prop::sample::select(vec![1usize, 3, 50]), w in prop::sample::select(SIZES.to_vec()),
+               k in 1usize..4, s in 1usize..3, p in 0usize..2, ceil_mode in any::<bool>(), avg in any::<bool>(), include in any::<bool>()) {
+        let kind = if avg { PoolKind::Avg { count_include_pad: include } } else { PoolKind::Max };
+        let p = p.min(k - 1);
+        let attrs = PoolAttrs { kind, kernel: vec![k, k], strides: vec![s, s], dilations: vec![1, 1], pads: vec![p; 4], ceil_mode };
+        let mut g = Graph::new("pool");
+        let x = input(&mut g, "x", vec![1, c, h, w]);
+        let Ok(y) = g.add_node("y", Op::Pool(attrs), vec![x], None) else { return Ok(()) };
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn elementwise_broadcasting(a in prop::sample::select(SIZES.to_vec()), b in prop::sample::select(SIZES.to_vec()), c in prop::sample::select(vec![1usize, 3, 50]), op in 0usize..4, un in 0usize..4) {
+        prop_assume!(a * b * c <= 4_000_000);
+        let mut g = Graph::new("elementwise");
+        let x = input(&mut g, "x", vec![a, 1, c]);
+        let z = input(&mut g, "z", vec![b, 1]);
+        let bin = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Max][op];
+        let s = g.add_node("s", Op::Binary(bin), vec![x, z], None).unwrap();
+        let u = [UnaryOp::Relu, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Abs][un];
+        let y = g.add_node("y", Op::Unary(u), vec![s], None).unwrap();
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn reductions(a in prop::sample::select(SIZES.to_vec()), b in prop::sample::select(SIZES.to_vec()), c in prop::sample::select(vec![1usize, 3, 50]), axes in prop::sample::subsequence(vec![0usize, 1, 2], 1..=3), kind in 0usize..3) {
+        prop_assume!(a * b * c <= 4_000_000);
+        let mut g = Graph::new("reduce");
+        let x = input(&mut g, "x", vec![a, b, c]);
+        let kind = [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min][kind];
+        let y = g.add_node("y", Op::Reduce { kind, axes }, vec![x], None).unwrap();
+        check(output(g, y))?;
+    }
+}
