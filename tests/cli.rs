@@ -78,6 +78,71 @@ fn run_example_reproduces_reference_output() {
 }
 
 #[test]
+fn loops_engine_reproduces_reference_output_on_both_targets() {
+    for target in ["sw26010", "sw26010pro"] {
+        let dir = scratch(&format!("loops-{target}"));
+        let out = swflow(&[
+            "run",
+            "examples/lenet/model.onnx",
+            "--input",
+            "input=examples/lenet/input.npy",
+            "--engine",
+            "loops",
+            "--target",
+            target,
+            "-o",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = npy::read(&dir.join("prob.npy")).unwrap();
+        let want = npy::read(&root().join("examples/lenet/expected_prob.npy")).unwrap();
+        compare(&got, &want, Comparison::Tolerance).unwrap();
+    }
+    assert_fails(
+        &swflow(&[
+            "run",
+            "examples/lenet/model.onnx",
+            "--engine",
+            "loops",
+            "--target",
+            "sw9",
+        ]),
+        &["unknown target 'sw9'"],
+    );
+}
+
+#[test]
+fn schedule_reports_every_kernel() {
+    let out = swflow(&[
+        "schedule",
+        "examples/lenet/model.onnx",
+        "--target",
+        "sw26010pro",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["target"], "sw26010pro");
+    let kernels = v["kernels"].as_array().unwrap();
+    assert!(kernels.iter().any(|k| k["op"] == "conv"));
+    assert!(kernels
+        .iter()
+        .all(|k| k["ldm_bytes"].as_u64().unwrap() <= 256 * 1024));
+    let text = swflow(&["schedule", "examples/lenet/model.onnx", "--emit", "loops"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("kernel c1/0 = conv @\"conv1\""), "{text}");
+    assert!(text.contains("partition [n, m, o0] 168 points, 3 per CPE"));
+}
+
+#[test]
 fn run_without_inputs_is_deterministic() {
     let (a, b) = (scratch("seed-a"), scratch("seed-b"));
     for d in [&a, &b] {

@@ -5,7 +5,10 @@
 
 use proptest::prelude::*;
 use swflow_frontend::interp;
-use swflow_frontend::ir::{BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind, TensorType, UnaryOp};
+use swflow_frontend::ir::{
+    BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind,
+    TensorType, UnaryOp,
+};
 use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::run_program;
@@ -22,7 +25,11 @@ fn input(g: &mut Graph, name: &str, shape: Vec<usize>) -> NodeId {
 
 /// Schedules `g` for both targets and compares the CPE execution with the interpreter.
 fn check(g: Graph) -> Result<(), TestCaseError> {
-    let inputs: Vec<_> = g.inputs().enumerate().map(|(i, id)| random_tensor(&g.node(id).ty, 11, i)).collect();
+    let inputs: Vec<_> = g
+        .inputs()
+        .enumerate()
+        .map(|(i, id)| random_tensor(&g.node(id).ty, 11, i))
+        .collect();
     let want = interp::run(&g, &inputs).unwrap();
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let mut p = lower(&g).unwrap();
@@ -30,12 +37,19 @@ fn check(g: Graph) -> Result<(), TestCaseError> {
         schedule_program(&mut p, &target).unwrap();
         for k in &p.kernels {
             let s = k.schedule.as_ref().unwrap();
-            prop_assert!(s.ldm_bytes(&target) <= target.ldm_bytes - target.stack_reserve_bytes, "{} does not fit", k.name);
+            prop_assert!(
+                s.ldm_bytes(&target) <= target.ldm_bytes - target.stack_reserve_bytes,
+                "{} does not fit",
+                k.name
+            );
         }
         let (got, _) = run_program(&p, &inputs, &target).unwrap();
         for (a, b) in got.iter().zip(&want) {
             if let Err(m) = compare(a, b, Comparison::Tolerance) {
-                return Err(TestCaseError::fail(format!("{}: {}", target.name, m.message)));
+                return Err(TestCaseError::fail(format!(
+                    "{}: {}",
+                    target.name, m.message
+                )));
             }
         }
     }
@@ -43,7 +57,10 @@ fn check(g: Graph) -> Result<(), TestCaseError> {
 }
 
 fn output(mut g: Graph, id: NodeId) -> Graph {
-    g.outputs.push(Output { name: "y".into(), node: id });
+    g.outputs.push(Output {
+        name: "y".into(),
+        node: id,
+    });
     g
 }
 

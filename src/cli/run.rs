@@ -24,6 +24,14 @@ pub struct Args {
     /// Seed for inputs that are not given.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// How to run: `graph` evaluates the graph IR with the reference interpreter; `loops`
+    /// lowers and schedules for `--target` and runs the kernels on the modelled CPEs with
+    /// their LDM buffers and DMA.
+    #[arg(long, default_value = "graph", value_parser = ["graph", "loops"])]
+    pub engine: String,
+    /// Target for `--engine loops`: sw26010, sw26010pro, or a target description (.toml).
+    #[arg(long, default_value = "sw26010")]
+    pub target: String,
 }
 
 /// A file name for an output: characters outside `[A-Za-z0-9_.-]` become `_`, and a suffix
@@ -94,9 +102,15 @@ pub fn run(args: Args) -> Result<()> {
             known.join(", ")
         );
     }
-    let start = Instant::now();
-    let outputs = interp::run(&g, &inputs)?;
-    tracing::info!("graph interpreter ran in {:.2?}", start.elapsed());
+    let outputs = match args.engine.as_str() {
+        "loops" => run_loops(&g, &inputs, &args.target)?,
+        _ => {
+            let start = Instant::now();
+            let outputs = interp::run(&g, &inputs)?;
+            tracing::info!("graph interpreter ran in {:.2?}", start.elapsed());
+            outputs
+        }
+    };
     if let Some(dir) = &args.output {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -113,6 +127,32 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Lowers, schedules and runs `g` on the modelled CPEs of `target`.
+fn run_loops(
+    g: &swflow_frontend::ir::Graph,
+    inputs: &[Tensor],
+    target: &str,
+) -> Result<Vec<Tensor>> {
+    let target = swflow_scheduler::target::Target::resolve(target)?;
+    let mut p = swflow_scheduler::lower::lower(g)?;
+    swflow_scheduler::loops::verify_program(&p)?;
+    swflow_scheduler::schedule::schedule_program(&mut p, &target)?;
+    let start = Instant::now();
+    let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, inputs, &target)?;
+    let dma: usize = stats
+        .iter()
+        .map(|s| s.traffic.get_bytes + s.traffic.put_bytes)
+        .sum();
+    tracing::info!(
+        "{} kernels ran on the modelled {} CPEs in {:.2?}, {:.1} MB of DMA",
+        stats.len(),
+        target.name,
+        start.elapsed(),
+        dma as f64 / 1e6
+    );
+    Ok(outputs)
 }
 
 /// `min`, `max` and `mean` of a tensor's elements.

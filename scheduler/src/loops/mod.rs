@@ -290,6 +290,32 @@ pub struct Stmt {
     pub reduce: Option<Reduction>,
 }
 
+impl Stmt {
+    /// The loads of the value (not gathered positions), mutably, for passes and tests that
+    /// rewrite subscripts.
+    pub fn value_accesses_mut(&mut self) -> Vec<&mut Access> {
+        fn walk<'e>(e: &'e mut Expr, out: &mut Vec<&'e mut Access>) {
+            match e {
+                Expr::Load(a) => out.push(a),
+                Expr::Const(_) => {}
+                Expr::Unary(_, a) | Expr::Cast(_, a) => walk(a, out),
+                Expr::Binary(_, a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+                Expr::Select(c, a, b) => {
+                    walk(c, out);
+                    walk(a, out);
+                    walk(b, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&mut self.value, &mut out);
+        out
+    }
+}
+
 /// One loop nest.
 #[derive(Clone, Debug)]
 pub struct Kernel {
