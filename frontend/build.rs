@@ -2,8 +2,7 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=proto/onnx.proto");
-    let descriptors =
-        protox::compile(["onnx.proto"], ["proto"]).expect("proto/onnx.proto compiles");
+    let descriptors = protox::compile(["onnx.proto"], ["proto"]).expect("proto/onnx.proto compiles");
     prost_build::Config::new()
         .compile_fds(descriptors)
         .expect("prost generates the ONNX types");

@@ -61,11 +61,7 @@ fn run_example_reproduces_reference_output() {
         "--output",
         dir.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let got = npy::read(&dir.join("prob.npy")).unwrap();
     let want = npy::read(&root().join("examples/lenet/expected_prob.npy")).unwrap();
     compare(&got, &want, Comparison::Tolerance).unwrap();
@@ -93,11 +89,7 @@ fn loops_engine_reproduces_reference_output_on_both_targets() {
             "-o",
             dir.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let got = npy::read(&dir.join("prob.npy")).unwrap();
         let want = npy::read(&root().join("examples/lenet/expected_prob.npy")).unwrap();
         compare(&got, &want, Comparison::Tolerance).unwrap();
@@ -124,18 +116,12 @@ fn schedule_reports_every_kernel() {
         "sw26010pro",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["target"], "sw26010pro");
     let kernels = v["kernels"].as_array().unwrap();
     assert!(kernels.iter().any(|k| k["op"] == "conv"));
-    assert!(kernels
-        .iter()
-        .all(|k| k["ldm_bytes"].as_u64().unwrap() <= 256 * 1024));
+    assert!(kernels.iter().all(|k| k["ldm_bytes"].as_u64().unwrap() <= 256 * 1024));
     let text = swflow(&["schedule", "examples/lenet/model.onnx", "--emit", "loops"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("kernel c1/0 = conv @\"conv1\""), "{text}");
@@ -184,7 +170,9 @@ fn inspect_emits_the_graph_ir() {
     let out = swflow(&["inspect", "examples/lenet/model.onnx", "--emit", "graph"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("graph \"lenet\" {"));
-    assert!(text.contains("conv(%input, %conv1.w) {strides=[1,1], dilations=[1,1], pads=[2,2,2,2], groups=1} @\"conv1\""));
+    assert!(
+        text.contains("conv(%input, %conv1.w) {strides=[1,1], dilations=[1,1], pads=[2,2,2,2], groups=1} @\"conv1\"")
+    );
 }
 
 #[test]
@@ -201,12 +189,7 @@ fn bad_invocations_fail_cleanly() {
         &["missing.onnx", "cannot read the model"],
     );
     assert_fails(
-        &swflow(&[
-            "run",
-            "examples/lenet/model.onnx",
-            "--input",
-            "input=nope.npy",
-        ]),
+        &swflow(&["run", "examples/lenet/model.onnx", "--input", "input=nope.npy"]),
         &["nope.npy"],
     );
     assert_fails(

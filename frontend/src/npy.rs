@@ -11,10 +11,7 @@ use crate::ir::{checked_numel, DType, Data, Tensor};
 #[derive(Debug, thiserror::Error)]
 pub enum NpyError {
     #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
     #[error("{path}: not a valid .npy file: {reason}")]
     Format { path: String, reason: String },
 }
@@ -52,13 +49,7 @@ fn descr(d: DType) -> &'static str {
 pub fn encode(t: &Tensor) -> Vec<u8> {
     let shape = match t.shape() {
         [d] => format!("({d},)"),
-        s => format!(
-            "({})",
-            s.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        s => format!("({})", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     };
     let mut header = format!(
         "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
@@ -73,15 +64,9 @@ pub fn encode(t: &Tensor) -> Vec<u8> {
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     match t.data() {
-        Data::F32(v) => v
-            .iter()
-            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::F64(v) => v
-            .iter()
-            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        Data::I64(v) => v
-            .iter()
-            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        Data::I64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         Data::Bool(v) => out.extend(v.iter().map(|&b| b as u8)),
     }
     out
@@ -127,10 +112,7 @@ pub fn decode(bytes: &[u8]) -> Result<Tensor, String> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|_| format!("bad dimension '{s}' in shape"))
-        })
+        .map(|s| s.parse::<usize>().map_err(|_| format!("bad dimension '{s}' in shape")))
         .collect::<Result<Vec<_>, _>>()?;
     let n = checked_numel(&shape).map_err(|e| e.0)?;
     let body = &bytes[start + header_len..];

@@ -55,14 +55,7 @@ mod tests {
     fn splitmix64_matches_reference_sequence() {
         let mut r = SplitMix64(1234567);
         let got: Vec<u64> = (0..3).map(|_| r.next()).collect();
-        assert_eq!(
-            got,
-            [
-                6457827717110365317,
-                3203168211198807973,
-                9817491932198370423
-            ]
-        );
+        assert_eq!(got, [6457827717110365317, 3203168211198807973, 9817491932198370423]);
     }
 
     #[test]

@@ -37,11 +37,7 @@ pub struct Mismatch {
 pub fn compare(actual: &Tensor, expected: &Tensor, how: Comparison) -> Result<(), Mismatch> {
     if actual.dtype() != expected.dtype() || actual.shape() != expected.shape() {
         return Err(Mismatch {
-            message: format!(
-                "type {} differs from expected {}",
-                actual.ty(),
-                expected.ty()
-            ),
+            message: format!("type {} differs from expected {}", actual.ty(), expected.ty()),
         });
     }
     if how == Comparison::Exact || !actual.dtype().is_float() {
@@ -67,10 +63,7 @@ pub fn compare(actual: &Tensor, expected: &Tensor, how: Comparison) -> Result<()
     match worst {
         None => Ok(()),
         Some((i, _)) => Err(Mismatch {
-            message: format!(
-                "element {i}: got {} expected {} (rtol {RTOL}, atol {ATOL})",
-                a[i], e[i]
-            ),
+            message: format!("element {i}: got {} expected {} (rtol {RTOL}, atol {ATOL})", a[i], e[i]),
         }),
     }
 }

@@ -43,16 +43,12 @@ fn naive_conv(x: &Tensor, w: &Tensor, c: &ConvAttrs, out_shape: &[usize]) -> Vec
                     for ic in 0..cg {
                         for kh in 0..ws[2] {
                             for kw in 0..ws[3] {
-                                let ih = (oh * c.strides[0] + kh * c.dilations[0]) as isize
-                                    - c.pads[0] as isize;
-                                let iw = (ow * c.strides[1] + kw * c.dilations[1]) as isize
-                                    - c.pads[1] as isize;
-                                if ih < 0 || iw < 0 || ih >= xs[2] as isize || iw >= xs[3] as isize
-                                {
+                                let ih = (oh * c.strides[0] + kh * c.dilations[0]) as isize - c.pads[0] as isize;
+                                let iw = (ow * c.strides[1] + kw * c.dilations[1]) as isize - c.pads[1] as isize;
+                                if ih < 0 || iw < 0 || ih >= xs[2] as isize || iw >= xs[3] as isize {
                                     continue;
                                 }
-                                let xi = ((n * cin + g * cg + ic) * xs[2] + ih as usize) * xs[3]
-                                    + iw as usize;
+                                let xi = ((n * cin + g * cg + ic) * xs[2] + ih as usize) * xs[3] + iw as usize;
                                 let wi = ((oc * cg + ic) * ws[2] + kh) * ws[3] + kw;
                                 acc += xv[xi] * wv[wi];
                             }

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use swflow_frontend::ir::{
-    parse, print, verify, BinaryOp, DType, Data, Graph, NodeId, Op, Output, ReduceKind, Tensor,
-    TensorType, UnaryOp,
+    parse, print, verify, BinaryOp, DType, Data, Graph, NodeId, Op, Output, ReduceKind, Tensor, TensorType, UnaryOp,
 };
 use swflow_frontend::npy;
 
@@ -18,10 +17,7 @@ fn random_graph(choices: &[u8], names: &[String]) -> Graph {
         name_at += 1;
         format!("{}#{name_at}", names[name_at % names.len()])
     };
-    let x = g.add_input(
-        next_name(),
-        TensorType::new(DType::F32, vec![2, 3]).unwrap(),
-    );
+    let x = g.add_input(next_name(), TensorType::new(DType::F32, vec![2, 3]).unwrap());
     let c = g.add_const(
         next_name(),
         Arc::new(Tensor::from_f32(vec![3], vec![0.5, -0.0, f32::NAN]).unwrap()),
@@ -58,12 +54,7 @@ fn random_graph(choices: &[u8], names: &[String]) -> Graph {
             Op::Gather { .. } => vec![a, i],
             _ => vec![a],
         };
-        if let Ok(id) = g.add_node(
-            next_name(),
-            op,
-            operands,
-            (k % 2 == 0).then(|| format!("origin {k}")),
-        ) {
+        if let Ok(id) = g.add_node(next_name(), op, operands, (k % 2 == 0).then(|| format!("origin {k}"))) {
             if g.node(id).ty.dtype == DType::F32 {
                 values.push(id);
             }
@@ -133,9 +124,7 @@ proptest! {
 /// A file written by numpy itself (`np.save` of `np.arange(6, dtype=np.float32).reshape(2, 3)`).
 #[test]
 fn npy_reads_numpy_output() {
-    let mut bytes =
-        b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
-            .to_vec();
+    let mut bytes = b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }".to_vec();
     bytes.resize(10 + 0x76 - 1, b' ');
     bytes.push(b'\n');
     for v in 0..6 {
@@ -144,9 +133,5 @@ fn npy_reads_numpy_output() {
     let t = npy::decode(&bytes).unwrap();
     assert_eq!(t.shape(), &[2, 3]);
     assert_eq!(t.to_f64_vec(), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
-    assert_eq!(
-        npy::encode(&t),
-        bytes,
-        "swflow writes the same bytes numpy does"
-    );
+    assert_eq!(npy::encode(&t), bytes, "swflow writes the same bytes numpy does");
 }

@@ -50,21 +50,12 @@ pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
     for (_, t) in &p.outputs {
         touch(&mut life, p.storage(*t).index(), end);
     }
-    let size = |i: usize| {
-        align(
-            p.tensors[i].ty.size_bytes().max(1),
-            target.memory_alignment_bytes,
-        )
-    };
+    let size = |i: usize| align(p.tensors[i].ty.size_bytes().max(1), target.memory_alignment_bytes);
     let storage: Vec<usize> = (0..n)
         .filter(|&i| !matches!(p.tensors[i].kind, TensorKind::View(_)))
         .collect();
     let naive_bytes = storage.iter().map(|&i| size(i)).sum();
-    let mut by_size: Vec<usize> = storage
-        .iter()
-        .copied()
-        .filter(|&i| life[i].is_some())
-        .collect();
+    let mut by_size: Vec<usize> = storage.iter().copied().filter(|&i| life[i].is_some()).collect();
     by_size.sort_by_key(|&i| (std::cmp::Reverse(size(i)), i));
     let mut offsets: Vec<Option<usize>> = vec![None; n];
     let mut placed: Vec<(usize, usize, (usize, usize))> = Vec::new();
@@ -97,9 +88,7 @@ pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
 
 /// Checks that no two tensors with overlapping lifetimes overlap in the arena.
 pub fn check(p: &Program, m: &MemoryPlan) -> Result<(), String> {
-    let live: Vec<usize> = (0..p.tensors.len())
-        .filter(|&i| m.offsets[i].is_some())
-        .collect();
+    let live: Vec<usize> = (0..p.tensors.len()).filter(|&i| m.offsets[i].is_some()).collect();
     for (x, &i) in live.iter().enumerate() {
         for &j in &live[x + 1..] {
             let (Some((a, b)), Some((c, d))) = (m.lifetimes[i], m.lifetimes[j]) else {

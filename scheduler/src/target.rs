@@ -60,10 +60,7 @@ pub enum TargetError {
     #[error("unknown target '{0}' (built in: sw26010, sw26010pro; or a path to a .toml file)")]
     Unknown(String),
     #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -80,11 +77,10 @@ impl Target {
             return Target::parse(text, spec);
         }
         if spec.ends_with(".toml") {
-            let text =
-                std::fs::read_to_string(Path::new(spec)).map_err(|source| TargetError::Io {
-                    path: spec.into(),
-                    source,
-                })?;
+            let text = std::fs::read_to_string(Path::new(spec)).map_err(|source| TargetError::Io {
+                path: spec.into(),
+                source,
+            })?;
             return Target::parse(&text, spec);
         }
         Err(TargetError::Unknown(spec.into()))
@@ -106,20 +102,13 @@ impl Target {
         };
         let t: Target = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if t.cpes == 0 || t.mesh[0] * t.mesh[1] != t.cpes {
-            return Err(invalid(format!(
-                "mesh {:?} must hold exactly {} CPEs",
-                t.mesh, t.cpes
-            )));
+            return Err(invalid(format!("mesh {:?} must hold exactly {} CPEs", t.mesh, t.cpes)));
         }
         if !t.memory_alignment_bytes.is_power_of_two() {
-            return Err(invalid(
-                "memory_alignment_bytes must be a power of two".into(),
-            ));
+            return Err(invalid("memory_alignment_bytes must be a power of two".into()));
         }
         if t.stack_reserve_bytes >= t.ldm_bytes {
-            return Err(invalid(
-                "stack_reserve_bytes must be smaller than ldm_bytes".into(),
-            ));
+            return Err(invalid("stack_reserve_bytes must be smaller than ldm_bytes".into()));
         }
         let positive = [
             t.clock_hz,
@@ -127,9 +116,7 @@ impl Target {
             t.memory_bandwidth_bytes_per_s,
             t.dma.bandwidth_bytes_per_s,
         ];
-        if positive.iter().any(|&v| v.is_nan() || v <= 0.0)
-            || t.dma.half_bandwidth_block_bytes < 0.0
-        {
+        if positive.iter().any(|&v| v.is_nan() || v <= 0.0) || t.dma.half_bandwidth_block_bytes < 0.0 {
             return Err(invalid("clock, flops, bandwidths must be positive".into()));
         }
         Ok(t)
@@ -152,25 +139,15 @@ mod tests {
         // 64 CPEs x 8 flops x 1.45 GHz = 742.4 GFLOPS (the CG's 765.6 includes the MPE).
         assert!((a.peak_flops() - 742.4e9).abs() < 1e3);
         let p = Target::sw26010pro();
-        assert_eq!(
-            (p.ldm_bytes, p.flops_per_cycle, p.api),
-            (256 * 1024, 16.0, Api::Crts)
-        );
+        assert_eq!((p.ldm_bytes, p.flops_per_cycle, p.api), (256 * 1024, 16.0, Api::Crts));
     }
 
     #[test]
     fn bad_target_files_are_rejected() {
         let good = include_str!("../targets/sw26010.toml");
         assert!(Target::parse(&good.replace("cpes = 64", "cpes = 63"), "t.toml").is_err());
-        assert!(Target::parse(
-            &good.replace("ldm_bytes = 65536", "ldm_bytes = 100"),
-            "t.toml"
-        )
-        .is_err());
+        assert!(Target::parse(&good.replace("ldm_bytes = 65536", "ldm_bytes = 100"), "t.toml").is_err());
         assert!(Target::parse(&format!("{good}\nbogus = 1\n"), "t.toml").is_err());
-        assert!(matches!(
-            Target::resolve("sw9"),
-            Err(TargetError::Unknown(_))
-        ));
+        assert!(matches!(Target::resolve("sw9"), Err(TargetError::Unknown(_))));
     }
 }

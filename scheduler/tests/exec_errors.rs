@@ -28,16 +28,9 @@ fn scheduled_matmul() -> (Program, Vec<swflow_frontend::ir::Tensor>) {
     (p, inputs)
 }
 
-fn error_of(
-    p: &Program,
-    inputs: &[swflow_frontend::ir::Tensor],
-) -> (String, Option<usize>, String) {
+fn error_of(p: &Program, inputs: &[swflow_frontend::ir::Tensor]) -> (String, Option<usize>, String) {
     match run_program(p, inputs, &Target::sw26010()) {
-        Err(ExecError::Kernel {
-            kernel,
-            cpe,
-            reason,
-        }) => (kernel, cpe, reason),
+        Err(ExecError::Kernel { kernel, cpe, reason }) => (kernel, cpe, reason),
         other => panic!("expected a kernel error, got {other:?}"),
     }
 }
@@ -65,12 +58,7 @@ fn dma_outside_its_tensor_is_caught() {
     let (mut p, inputs) = scheduled_matmul();
     // Shift a's column subscript by one: the last tile of the last CPE reads past the row.
     let k = &mut p.kernels[0];
-    let Some(a) = k
-        .stmt
-        .value_accesses_mut()
-        .into_iter()
-        .find(|a| a.operand == 1)
-    else {
+    let Some(a) = k.stmt.value_accesses_mut().into_iter().find(|a| a.operand == 1) else {
         panic!("a is read")
     };
     let Index::Affine(x) = &mut a.index[1] else {

@@ -28,10 +28,7 @@ fn buffer_sizes_follow_algorithm_1() {
     let target = Target::sw26010();
     let part = partition::partition(k, &target);
     // x (= m) is split over the 64 CPEs: one row each, so its tile is 1.
-    assert_eq!(
-        (part.loops.clone(), part.points, part.chunk),
-        (vec![0], 64, 1)
-    );
+    assert_eq!((part.loops.clone(), part.points, part.chunk), (vec![0], 64, 1));
     let sized = sizing::size_buffers(k, &p, &part, &target).unwrap();
     let steps: Vec<(Vec<usize>, usize, bool)> = sized
         .steps
@@ -55,15 +52,7 @@ fn loop_order_counts_every_transfer() {
     let k = &p.kernels[0];
     let tiles = [1, 128, 64];
     let choice = reorder::best_order(k, &p, &tiles, &[1, 2048, 512]);
-    let find = |o: &[usize]| {
-        choice
-            .candidates
-            .iter()
-            .find(|c| c.0 == o)
-            .unwrap()
-            .1
-            .transfers
-    };
+    let find = |o: &[usize]| choice.candidates.iter().find(|c| c.0 == o).unwrap().1.transfers;
     // yo first: A 16*8 + B 16*8 + C 16 puts.
     assert_eq!(find(&[1, 2]), 128 + 128 + 16);
     // ko first: A 8 + B 8*16 + C 128 puts and 112 reloads of partial sums.

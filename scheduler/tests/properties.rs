@@ -6,8 +6,7 @@
 use proptest::prelude::*;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{
-    BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind,
-    TensorType, UnaryOp,
+    BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind, TensorType, UnaryOp,
 };
 use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
@@ -46,10 +45,7 @@ fn check(g: Graph) -> Result<(), TestCaseError> {
         let (got, _) = run_program(&p, &inputs, &target).unwrap();
         for (a, b) in got.iter().zip(&want) {
             if let Err(m) = compare(a, b, Comparison::Tolerance) {
-                return Err(TestCaseError::fail(format!(
-                    "{}: {}",
-                    target.name, m.message
-                )));
+                return Err(TestCaseError::fail(format!("{}: {}", target.name, m.message)));
             }
         }
     }

@@ -88,11 +88,7 @@ fn print_text(s: &Summary) {
         format!(
             "{}[{}]",
             v.dtype,
-            v.shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
+            v.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")
         )
     };
     println!("model       {}", s.model);
@@ -103,11 +99,7 @@ fn print_text(s: &Summary) {
         println!("output      {:<32} {}", v.name, shape(v));
     }
     println!("parameters  {}", s.parameters);
-    println!(
-        "flops       {} ({:.3} GFLOP)",
-        s.flops,
-        s.flops as f64 / 1e9
-    );
+    println!("flops       {} ({:.3} GFLOP)", s.flops, s.flops as f64 / 1e9);
     println!("onnx ops    {}", s.onnx_ops.values().sum::<usize>());
     for (op, n) in &s.onnx_ops {
         println!("  {op:<24} {n:>6}");

@@ -33,9 +33,9 @@ impl ModelArgs {
         let mut opts = ImportOptions::default();
         for d in &self.dims {
             let (name, value) = split_assignment(d, "--dim")?;
-            let v = value.parse().with_context(|| {
-                format!("--dim {name}: '{value}' is not a non-negative integer")
-            })?;
+            let v = value
+                .parse()
+                .with_context(|| format!("--dim {name}: '{value}' is not a non-negative integer"))?;
             opts.dims.insert(name.to_string(), v);
         }
         for c in &self.constants {

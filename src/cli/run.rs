@@ -66,10 +66,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut given: HashMap<String, Tensor> = HashMap::new();
     for spec in &args.inputs {
         let (name, path) = split_assignment(spec, "--input")?;
-        if given
-            .insert(name.to_string(), npy::read(path.as_ref())?)
-            .is_some()
-        {
+        if given.insert(name.to_string(), npy::read(path.as_ref())?).is_some() {
             bail!("--input {name} is given twice");
         }
     }
@@ -97,10 +94,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(name) = given.keys().next() {
         let known: Vec<&str> = g.inputs().map(|id| g.node(id).name.as_str()).collect();
-        bail!(
-            "the model has no input '{name}' (inputs: {})",
-            known.join(", ")
-        );
+        bail!("the model has no input '{name}' (inputs: {})", known.join(", "));
     }
     let outputs = match args.engine.as_str() {
         "loops" => run_loops(&g, &inputs, &args.target)?,
@@ -130,21 +124,14 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Lowers, schedules and runs `g` on the modelled CPEs of `target`.
-fn run_loops(
-    g: &swflow_frontend::ir::Graph,
-    inputs: &[Tensor],
-    target: &str,
-) -> Result<Vec<Tensor>> {
+fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
     let mut p = swflow_scheduler::lower::lower(g)?;
     swflow_scheduler::loops::verify_program(&p)?;
     swflow_scheduler::schedule::schedule_program(&mut p, &target)?;
     let start = Instant::now();
     let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, inputs, &target)?;
-    let dma: usize = stats
-        .iter()
-        .map(|s| s.traffic.get_bytes + s.traffic.put_bytes)
-        .sum();
+    let dma: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
     tracing::info!(
         "{} kernels ran on the modelled {} CPEs in {:.2?}, {:.1} MB of DMA",
         stats.len(),

@@ -21,11 +21,7 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect::<Vec<_>>();
     let models = if models.is_empty() {
-        vec![
-            "resnet50".to_string(),
-            "vgg19".to_string(),
-            "squeezenet".to_string(),
-        ]
+        vec!["resnet50".to_string(), "vgg19".to_string(), "squeezenet".to_string()]
     } else {
         models
     };

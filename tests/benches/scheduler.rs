@@ -13,10 +13,7 @@ use swflow_scheduler::{lower::lower, memplan, schedule::schedule_program};
 use swflow_tests::{conformance_dir, OnnxCase};
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let target_name = args
         .iter()
         .position(|a| a == "--target")
@@ -60,10 +57,7 @@ fn main() {
             stats.iter().map(|s| s.traffic.gets).sum::<usize>(),
             stats.iter().map(|s| s.traffic.puts).sum::<usize>(),
         );
-        let bytes: usize = stats
-            .iter()
-            .map(|s| s.traffic.get_bytes + s.traffic.put_bytes)
-            .sum();
+        let bytes: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
         let direct: usize = stats.iter().map(|s| s.traffic.direct_elements).sum();
         // Compulsory: every kernel reads each operand once and writes its target once.
         let compulsory: usize = p
@@ -73,9 +67,7 @@ fn main() {
                 let mut ts: Vec<_> = k.operands.iter().map(|&t| p.storage(t)).collect();
                 ts.sort();
                 ts.dedup();
-                ts.iter()
-                    .map(|&t| p.tensor(t).ty.size_bytes())
-                    .sum::<usize>()
+                ts.iter().map(|&t| p.tensor(t).ty.size_bytes()).sum::<usize>()
             })
             .sum();
         let plan = memplan::plan(&p, &target);
@@ -86,15 +78,8 @@ fn main() {
             .filter(|t| matches!(t.kind, TensorKind::Const(_)))
             .map(|t| t.ty.size_bytes())
             .sum();
-        println!(
-            "light_{name} on {}: {} kernels",
-            target.name,
-            p.kernels.len()
-        );
-        println!(
-            "  scheduling time       {:.2} ms (median of 5)",
-            sorted[2] * 1e3
-        );
+        println!("light_{name} on {}: {} kernels", target.name, p.kernels.len());
+        println!("  scheduling time       {:.2} ms (median of 5)", sorted[2] * 1e3);
         println!(
             "  DMA bytes             {:.1} MB ({:.2}x the compulsory {:.1} MB)",
             bytes as f64 / 1e6,

@@ -49,8 +49,7 @@ pub fn conformance_dir() -> Result<PathBuf> {
 /// Non-empty lines of a checked-in list, without `#` comments; each line split at its first
 /// whitespace into a name and the rest.
 pub fn read_list(path: &Path) -> Result<Vec<(String, String)>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(text
         .lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
@@ -133,8 +132,7 @@ impl OnnxCase {
             bail!("{} outputs, expected {}", outputs.len(), expected.len());
         }
         for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
-            compare(got, want, Comparison::Tolerance)
-                .map_err(|m| anyhow::anyhow!("output {k}: {}", m.message))?;
+            compare(got, want, Comparison::Tolerance).map_err(|m| anyhow::anyhow!("output {k}: {}", m.message))?;
         }
         Ok(())
     }
@@ -159,8 +157,7 @@ impl OnnxCase {
         let mut p = swflow_scheduler::lower::lower(&g)?;
         swflow_scheduler::loops::verify_program(&p)?;
         swflow_scheduler::schedule::schedule_program(&mut p, target)?;
-        let (outputs, stats) =
-            swflow_scheduler::exec::cpe::run_program(&p, &self.inputs()?, target)?;
+        let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, &self.inputs()?, target)?;
         self.check(&outputs)?;
         Ok(stats)
     }

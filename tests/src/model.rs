@@ -1,10 +1,9 @@
 //! A small builder of ONNX `ModelProto`s for tests that need hand-made (often broken) models.
 
 use swflow_frontend::onnx::proto::{
-    attribute_proto::AttributeType, tensor_proto::DataLocation,
-    tensor_shape_proto::dimension::Value as Dim, tensor_shape_proto::Dimension, type_proto,
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
-    TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    attribute_proto::AttributeType, tensor_proto::DataLocation, tensor_shape_proto::dimension::Value as Dim,
+    tensor_shape_proto::Dimension, type_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 
 pub const FLOAT: i32 = 1;
@@ -101,10 +100,7 @@ impl ModelBuilder {
     }
 
     fn graph(&mut self) -> &mut GraphProto {
-        self.model
-            .graph
-            .as_mut()
-            .expect("the builder always has a graph")
+        self.model.graph.as_mut().expect("the builder always has a graph")
     }
 
     pub fn input(mut self, name: &str, elem: i32, dims: &[i64]) -> Self {
@@ -122,14 +118,7 @@ impl ModelBuilder {
         self
     }
 
-    pub fn node(
-        mut self,
-        name: &str,
-        op: &str,
-        inputs: &[&str],
-        outputs: &[&str],
-        attrs: Vec<(&str, Attr)>,
-    ) -> Self {
+    pub fn node(mut self, name: &str, op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<(&str, Attr)>) -> Self {
         let attribute = attrs
             .into_iter()
             .map(|(k, v)| {
@@ -140,18 +129,9 @@ impl ModelBuilder {
                 match v {
                     Attr::Int(i) => (a.i, a.r#type) = (Some(i), Some(AttributeType::Int as i32)),
                     Attr::Ints(v) => (a.ints, a.r#type) = (v, Some(AttributeType::Ints as i32)),
-                    Attr::Float(f) => {
-                        (a.f, a.r#type) = (Some(f), Some(AttributeType::Float as i32))
-                    }
-                    Attr::Str(s) => {
-                        (a.s, a.r#type) = (
-                            Some(s.as_bytes().to_vec()),
-                            Some(AttributeType::String as i32),
-                        )
-                    }
-                    Attr::Tensor(t) => {
-                        (a.t, a.r#type) = (Some(t), Some(AttributeType::Tensor as i32))
-                    }
+                    Attr::Float(f) => (a.f, a.r#type) = (Some(f), Some(AttributeType::Float as i32)),
+                    Attr::Str(s) => (a.s, a.r#type) = (Some(s.as_bytes().to_vec()), Some(AttributeType::String as i32)),
+                    Attr::Tensor(t) => (a.t, a.r#type) = (Some(t), Some(AttributeType::Tensor as i32)),
                 }
                 a
             })

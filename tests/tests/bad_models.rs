@@ -2,9 +2,7 @@
 //! reason — never a panic, never a huge allocation.
 
 use swflow_frontend::onnx::{import_bytes, import_file, ImportOptions};
-use swflow_tests::model::{
-    external_tensor, f32_tensor, i64_tensor, Attr, ModelBuilder, FLOAT, INT64,
-};
+use swflow_tests::model::{external_tensor, f32_tensor, i64_tensor, Attr, ModelBuilder, FLOAT, INT64};
 use swflow_tests::workspace_root;
 
 fn error_of(bytes: &[u8]) -> String {
@@ -45,12 +43,7 @@ fn unsupported_op() {
         .output("y");
     assert_mentions(
         &error_of(&m.bytes()),
-        &[
-            "m.onnx",
-            "node 'weird'",
-            "(Hardmax2000)",
-            "operator not supported",
-        ],
+        &["m.onnx", "node 'weird'", "(Hardmax2000)", "operator not supported"],
     );
 }
 
@@ -61,10 +54,7 @@ fn unsupported_opsets() {
             .input("x", FLOAT, &[2])
             .node("r", "Relu", &["x"], &["y"], vec![])
             .output("y");
-        assert_mentions(
-            &error_of(&m.bytes()),
-            &["m.onnx", &format!("opset {opset}"), "7 to 21"],
-        );
+        assert_mentions(&error_of(&m.bytes()), &["m.onnx", &format!("opset {opset}"), "7 to 21"]);
     }
 }
 
@@ -91,13 +81,7 @@ fn unsupported_attribute_value() {
 fn attribute_of_the_wrong_type() {
     let m = ModelBuilder::new(13)
         .input("x", FLOAT, &[2, 3])
-        .node(
-            "s",
-            "Softmax",
-            &["x"],
-            &["y"],
-            vec![("axis", Attr::Float(1.0))],
-        )
+        .node("s", "Softmax", &["x"], &["y"], vec![("axis", Attr::Float(1.0))])
         .output("y");
     assert_mentions(
         &error_of(&m.bytes()),
@@ -114,11 +98,7 @@ fn shape_mismatch() {
         .output("y");
     assert_mentions(
         &error_of(&m.bytes()),
-        &[
-            "node 'add'",
-            "(Add)",
-            "shapes [2,3] and [4] do not broadcast",
-        ],
+        &["node 'add'", "(Add)", "shapes [2,3] and [4] do not broadcast"],
     );
 }
 
@@ -148,11 +128,7 @@ fn external_data_cannot_escape_the_model_folder() {
     let dir = std::env::temp_dir().join(format!("swflow-ext-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("model")).unwrap();
     std::fs::write(dir.join("secret.bin"), [0u8; 16]).unwrap();
-    std::fs::write(
-        dir.join("model/weights.bin"),
-        1.5f32.to_le_bytes().repeat(4),
-    )
-    .unwrap();
+    std::fs::write(dir.join("model/weights.bin"), 1.5f32.to_le_bytes().repeat(4)).unwrap();
     for location in ["../secret.bin", "/etc/passwd", "sub/../../secret.bin"] {
         let m = ModelBuilder::new(13)
             .input("x", FLOAT, &[4])
@@ -163,10 +139,7 @@ fn external_data_cannot_escape_the_model_folder() {
         let msg = import_file(&dir.join("model/m.onnx"), &ImportOptions::default())
             .unwrap_err()
             .to_string();
-        assert_mentions(
-            &msg,
-            &["m.onnx", "initializer 'w'", "escapes the model's folder"],
-        );
+        assert_mentions(&msg, &["m.onnx", "initializer 'w'", "escapes the model's folder"]);
     }
     // The same model with its data inside the folder imports.
     let m = ModelBuilder::new(13)
@@ -185,10 +158,7 @@ fn absurd_input_shape_is_rejected_before_allocation() {
         .input("x", FLOAT, &[1_000_000, 1_000_000])
         .node("r", "Relu", &["x"], &["y"], vec![])
         .output("y");
-    assert_mentions(
-        &error_of(&m.bytes()),
-        &["input 'x'", "more than 4294967296 elements"],
-    );
+    assert_mentions(&error_of(&m.bytes()), &["input 'x'", "more than 4294967296 elements"]);
 }
 
 #[test]
@@ -199,11 +169,7 @@ fn absurd_constant_of_shape_is_rejected() {
         .output("y");
     assert_mentions(
         &error_of(&m.bytes()),
-        &[
-            "node 'fill'",
-            "(ConstantOfShape)",
-            "more than 4294967296 elements",
-        ],
+        &["node 'fill'", "(ConstantOfShape)", "more than 4294967296 elements"],
     );
 }
 

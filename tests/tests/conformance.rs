@@ -24,8 +24,7 @@ const COVERED_TYPES: [&str; 3] = ["FLOAT", "INT64", "BOOL"];
 
 /// `(test name, options)` per manifest line.
 fn manifest() -> Vec<(String, String)> {
-    read_list(&workspace_root().join("tests/conformance/manifest.txt"))
-        .expect("manifest is readable")
+    read_list(&workspace_root().join("tests/conformance/manifest.txt")).expect("manifest is readable")
 }
 
 #[test]
@@ -34,9 +33,7 @@ fn node_tests_in_manifest_pass() {
     let names = manifest();
     let mut failures = Vec::new();
     for (name, options) in &names {
-        if let Err(e) =
-            OnnxCase::new(dir.join(name), options).and_then(|case| case.run_interpreter())
-        {
+        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|case| case.run_interpreter()) {
             failures.push(format!("{name}: {e:#}"));
         }
     }
@@ -45,11 +42,7 @@ fn node_tests_in_manifest_pass() {
         names.len() - failures.len(),
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "failing node tests:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "failing node tests:\n{}", failures.join("\n"));
 }
 
 /// Every node test of a listed op whose tensors are f32/i64/bool is either in the manifest or
@@ -62,10 +55,7 @@ fn manifest_covers_listed_ops() {
         .into_iter()
         .map(|(n, _)| n)
         .collect();
-    let excluded: BTreeMap<String, String> = read_list(&root.join("excluded.txt"))
-        .unwrap()
-        .into_iter()
-        .collect();
+    let excluded: BTreeMap<String, String> = read_list(&root.join("excluded.txt")).unwrap().into_iter().collect();
     let index = std::fs::read_to_string(conformance_dir().unwrap().join("node/index.tsv")).unwrap();
     let mut of_listed = 0;
     let mut eligible = BTreeSet::new();
@@ -84,10 +74,7 @@ fn manifest_covers_listed_ops() {
     let manifest: BTreeSet<String> = manifest().into_iter().map(|(n, _)| n).collect();
     for (name, reason) in &excluded {
         assert!(!reason.is_empty(), "excluded test {name} needs a reason");
-        assert!(
-            !manifest.contains(name),
-            "{name} is both in the manifest and excluded"
-        );
+        assert!(!manifest.contains(name), "{name} is both in the manifest and excluded");
     }
     let unknown: Vec<_> = manifest.iter().filter(|n| !all.contains(*n)).collect();
     assert!(
@@ -127,9 +114,5 @@ fn light_models_reproduce_expected_outputs() {
             Err(e) => failures.push(format!("light_{name}: {e:#}")),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "failing light models:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "failing light models:\n{}", failures.join("\n"));
 }

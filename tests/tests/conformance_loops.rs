@@ -9,8 +9,7 @@ fn node_tests_through_unscheduled_loops() {
     let names = read_list(&workspace_root().join("tests/conformance/manifest.txt")).unwrap();
     let mut failures = Vec::new();
     for (name, options) in &names {
-        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| c.run_loops_reference())
-        {
+        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| c.run_loops_reference()) {
             failures.push(format!("{name}: {e:#}"));
         }
     }
@@ -19,11 +18,7 @@ fn node_tests_through_unscheduled_loops() {
         names.len() - failures.len(),
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "failing node tests:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "failing node tests:\n{}", failures.join("\n"));
 }
 
 /// Slow (minutes): the scheduled suite covers the light models in CI; run with `--ignored`.
@@ -39,16 +34,9 @@ fn light_models_through_unscheduled_loops() {
         };
         let start = std::time::Instant::now();
         match case.run_loops_reference() {
-            Ok(()) => println!(
-                "light_{name} (unscheduled loop IR): ok in {:.2?}",
-                start.elapsed()
-            ),
+            Ok(()) => println!("light_{name} (unscheduled loop IR): ok in {:.2?}", start.elapsed()),
             Err(e) => failures.push(format!("light_{name}: {e:#}")),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "failing light models:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "failing light models:\n{}", failures.join("\n"));
 }

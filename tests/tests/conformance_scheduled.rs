@@ -10,9 +10,7 @@ fn node_tests(target: Target) {
     let names = read_list(&workspace_root().join("tests/conformance/manifest.txt")).unwrap();
     let mut failures = Vec::new();
     for (name, options) in &names {
-        if let Err(e) =
-            OnnxCase::new(dir.join(name), options).and_then(|c| c.run_scheduled(&target))
-        {
+        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| c.run_scheduled(&target)) {
             failures.push(format!("{name}: {e:#}"));
         }
     }
@@ -41,10 +39,7 @@ fn light_models(target: Target) {
         let start = std::time::Instant::now();
         match case.run_scheduled(&target) {
             Ok(stats) => {
-                let bytes: usize = stats
-                    .iter()
-                    .map(|s| s.traffic.get_bytes + s.traffic.put_bytes)
-                    .sum();
+                let bytes: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
                 println!(
                     "light_{name} ({}): ok in {:.2?}, {} kernels, {:.1} MB of DMA",
                     target.name,

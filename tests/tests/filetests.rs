@@ -41,10 +41,7 @@ impl FileTest {
     }
 
     fn directive(&self, key: &str) -> Option<&str> {
-        self.directives
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.directives.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
     fn write(&self, directives: &[(String, String)], body: &str) {
@@ -78,8 +75,7 @@ impl FileTest {
                 };
                 let g = case.import().map_err(|e| format!("{e:#}"))?;
                 let text = print(&g);
-                let again =
-                    parse(&text).map_err(|e| format!("printed graph does not parse: {e}"))?;
+                let again = parse(&text).map_err(|e| format!("printed graph does not parse: {e}"))?;
                 if print(&again) != text {
                     return Err("printed graph does not round-trip".into());
                 }
@@ -98,12 +94,7 @@ impl FileTest {
             return Ok(());
         }
         if bless {
-            let mut directives: Vec<_> = self
-                .directives
-                .iter()
-                .filter(|(k, _)| k != "error")
-                .cloned()
-                .collect();
+            let mut directives: Vec<_> = self.directives.iter().filter(|(k, _)| k != "error").cloned().collect();
             if let Some(e) = actual_error {
                 directives.push(("error".into(), e));
             }
@@ -111,9 +102,7 @@ impl FileTest {
             return Ok(());
         }
         if actual_error != expected_error {
-            return Err(format!(
-                "expected error {expected_error:?}, got {actual_error:?}"
-            ));
+            return Err(format!("expected error {expected_error:?}, got {actual_error:?}"));
         }
         Err(format!(
             "body differs; expected:\n{}\nactual:\n{actual_body}",

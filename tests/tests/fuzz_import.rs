@@ -39,20 +39,7 @@ impl Rng {
     }
 }
 
-const HOSTILE_INTS: [i64; 12] = [
-    0,
-    1,
-    -1,
-    2,
-    3,
-    7,
-    -7,
-    64,
-    1 << 20,
-    1 << 40,
-    i64::MAX,
-    i64::MIN,
-];
+const HOSTILE_INTS: [i64; 12] = [0, 1, -1, 2, 3, 7, -7, 64, 1 << 20, 1 << 40, i64::MAX, i64::MIN];
 const OP_TYPES: [&str; 16] = [
     "Conv",
     "Gemm",
@@ -73,8 +60,7 @@ const OP_TYPES: [&str; 16] = [
 ];
 
 fn corpus() -> Vec<Vec<u8>> {
-    let mut models =
-        vec![std::fs::read(workspace_root().join("examples/lenet/model.onnx")).unwrap()];
+    let mut models = vec![std::fs::read(workspace_root().join("examples/lenet/model.onnx")).unwrap()];
     let dir = conformance_dir().unwrap();
     let manifest = read_list(&workspace_root().join("tests/conformance/manifest.txt")).unwrap();
     for (name, _) in manifest.iter().step_by(4) {
@@ -162,9 +148,7 @@ fn mutate_proto(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
                 break;
             }
             5 if !g.input.is_empty() => {
-                use swflow_frontend::onnx::proto::{
-                    tensor_shape_proto::dimension::Value, type_proto,
-                };
+                use swflow_frontend::onnx::proto::{tensor_shape_proto::dimension::Value, type_proto};
                 let i = rng.below(g.input.len());
                 if let Some(type_proto::Value::TensorType(t)) =
                     g.input[i].r#type.as_mut().and_then(|t| t.value.as_mut())
@@ -187,8 +171,7 @@ fn mutate_proto(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
 }
 
 fn small_enough(g: &Graph) -> bool {
-    cost::graph_flops(g) <= RUN_FLOPS
-        && g.nodes().iter().map(|n| n.ty.numel()).sum::<usize>() <= RUN_ELEMENTS
+    cost::graph_flops(g) <= RUN_FLOPS && g.nodes().iter().map(|n| n.ty.numel()).sum::<usize>() <= RUN_ELEMENTS
 }
 
 #[test]
@@ -235,8 +218,7 @@ fn mutated_models_never_panic() {
                     .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_default();
                 if panics.len() < 10 {
-                    let path =
-                        std::env::temp_dir().join(format!("swflow-panic-{}.onnx", panics.len()));
+                    let path = std::env::temp_dir().join(format!("swflow-panic-{}.onnx", panics.len()));
                     let _ = std::fs::write(&path, &bytes);
                     panics.push(format!("{msg} (mutant saved to {})", path.display()));
                 } else {
@@ -256,11 +238,6 @@ fn mutated_models_never_panic() {
         panics.is_empty(),
         "{} panics, first ones:\n{}",
         panics.len(),
-        panics
-            .iter()
-            .take(10)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        panics.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
     );
 }

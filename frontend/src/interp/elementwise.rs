@@ -61,20 +61,12 @@ fn zip_broadcast<A: Copy, B: Copy, O>(
         .collect()
 }
 
-fn arith<T: Num>(
-    op: BinaryOp,
-    a: &[T],
-    ash: &[usize],
-    b: &[T],
-    bsh: &[usize],
-    out: &[usize],
-) -> Data
+fn arith<T: Num>(op: BinaryOp, a: &[T], ash: &[usize], b: &[T], bsh: &[usize], out: &[usize]) -> Data
 where
     Vec<T>: Into<Data>,
 {
     let z = |f: fn(T, T) -> T| zip_broadcast(a, ash, b, bsh, out, f).into();
-    let c =
-        |f: fn(&T, &T) -> bool| Data::Bool(zip_broadcast(a, ash, b, bsh, out, |x, y| f(&x, &y)));
+    let c = |f: fn(&T, &T) -> bool| Data::Bool(zip_broadcast(a, ash, b, bsh, out, |x, y| f(&x, &y)));
     match op {
         BinaryOp::Add => z(T::add),
         BinaryOp::Sub => z(T::sub),
@@ -93,14 +85,7 @@ pub(super) fn binary(op: BinaryOp, a: &Tensor, b: &Tensor, out: &[usize]) -> Res
     binary_data(op, a.data(), a.shape(), b.data(), b.shape(), out)
 }
 
-fn binary_data(
-    op: BinaryOp,
-    a: &Data,
-    ash: &[usize],
-    b: &Data,
-    bsh: &[usize],
-    out: &[usize],
-) -> Result<Data, String> {
+fn binary_data(op: BinaryOp, a: &Data, ash: &[usize], b: &Data, bsh: &[usize], out: &[usize]) -> Result<Data, String> {
     Ok(match (a, b) {
         (Data::F32(x), Data::F32(y)) => arith(op, x, ash, y, bsh, out),
         (Data::F64(x), Data::F64(y)) => arith(op, x, ash, y, bsh, out),
@@ -122,14 +107,7 @@ pub(super) fn select(cond: &Tensor, a: &Tensor, b: &Tensor, out: &[usize]) -> Da
         unreachable!("select conditions are bool")
     };
     let c = broadcast_to(c, cond.shape(), out);
-    fn pick<T: Copy>(
-        c: &[bool],
-        a: &[T],
-        ash: &[usize],
-        b: &[T],
-        bsh: &[usize],
-        out: &[usize],
-    ) -> Vec<T> {
+    fn pick<T: Copy>(c: &[bool], a: &[T], ash: &[usize], b: &[T], bsh: &[usize], out: &[usize]) -> Vec<T> {
         let (a, b) = (broadcast_to(a, ash, out), broadcast_to(b, bsh, out));
         c.iter()
             .zip(a.iter().zip(&b))
@@ -154,10 +132,7 @@ pub(super) fn cast(d: &Data, to: DType) -> Data {
             Data::F32(v) => v.iter().map(|&x| T::from_f64(x as f64)).collect(),
             Data::F64(v) => v.iter().map(|&x| T::from_f64(x)).collect(),
             Data::I64(v) => v.iter().map(|&x| T::from_i64(x)).collect(),
-            Data::Bool(v) => v
-                .iter()
-                .map(|&x| if x { T::ONE } else { T::ZERO })
-                .collect(),
+            Data::Bool(v) => v.iter().map(|&x| if x { T::ONE } else { T::ZERO }).collect(),
         }
     }
     match to {
@@ -203,10 +178,7 @@ pub mod columns {
         };
         let c = broadcast_to(c, &[c.len()], &[n]);
         fn pick<T: Copy>(c: &[bool], a: &[T], b: &[T], n: usize) -> Vec<T> {
-            let (a, b) = (
-                broadcast_to(a, &[a.len()], &[n]),
-                broadcast_to(b, &[b.len()], &[n]),
-            );
+            let (a, b) = (broadcast_to(a, &[a.len()], &[n]), broadcast_to(b, &[b.len()], &[n]));
             c.iter()
                 .zip(a.iter().zip(&b))
                 .map(|(&c, (&x, &y))| if c { x } else { y })

@@ -13,9 +13,7 @@ pub(crate) fn gemm<T: Num>(m: usize, k: usize, n: usize, a: &[T], b: &[T], c: &m
         return;
     }
     let threads = if m * n * k >= 1 << 18 {
-        std::thread::available_parallelism()
-            .map_or(1, |t| t.get())
-            .min(m)
+        std::thread::available_parallelism().map_or(1, |t| t.get()).min(m)
     } else {
         1
     };
@@ -104,8 +102,7 @@ pub(super) fn window_table(
         for _ in 0..p {
             let mut off = 0;
             for i in 0..nd {
-                let c =
-                    (oidx[i] * strides_[i] + kidx[i] * dilations[i]) as isize - pads[i] as isize;
+                let c = (oidx[i] * strides_[i] + kidx[i] * dilations[i]) as isize - pads[i] as isize;
                 if c < 0 || c >= input[i] as isize {
                     off = PAD;
                     break;
@@ -133,34 +130,19 @@ pub(super) fn bump(idx: &mut [usize], shape: &[usize]) {
 
 pub(super) fn conv(c: &ConvAttrs, x: &Tensor, w: &Tensor, ty: &TensorType) -> Data {
     match (x.data(), w.data()) {
-        (Data::F32(xv), Data::F32(wv)) => {
-            Data::F32(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape))
-        }
-        (Data::F64(xv), Data::F64(wv)) => {
-            Data::F64(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape))
-        }
+        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
+        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
         _ => numeric_only(ty.dtype),
     }
 }
 
 /// Convolution as one matrix product per (batch, group): `W[Mg, Cg*Kp] x col[Cg*Kp, P]`,
 /// where `col` is the im2col expansion of the input (skipped for pointwise kernels).
-fn conv_typed<T: Num>(
-    c: &ConvAttrs,
-    xs: &[usize],
-    x: &[T],
-    ws: &[usize],
-    w: &[T],
-    os: &[usize],
-) -> Vec<T> {
+fn conv_typed<T: Num>(c: &ConvAttrs, xs: &[usize], x: &[T], ws: &[usize], w: &[T], os: &[usize]) -> Vec<T> {
     let (n, cin, m) = (xs[0], xs[1], ws[0]);
     let (cg, mg) = (cin / c.groups, m / c.groups);
     let (sp_in, k_sp, sp_out) = (&xs[2..], &ws[2..], &os[2..]);
-    let (s_in, kp, p): (usize, usize, usize) = (
-        sp_in.iter().product(),
-        k_sp.iter().product(),
-        sp_out.iter().product(),
-    );
+    let (s_in, kp, p): (usize, usize, usize) = (sp_in.iter().product(), k_sp.iter().product(), sp_out.iter().product());
     let pointwise = kp == 1 && c.strides.iter().all(|&s| s == 1) && c.pads.iter().all(|&p| p == 0);
     let table = if pointwise {
         Vec::new()
@@ -191,44 +173,19 @@ fn conv_typed<T: Num>(
 
 pub(super) fn conv_transpose(c: &ConvAttrs, x: &Tensor, w: &Tensor, ty: &TensorType) -> Data {
     match (x.data(), w.data()) {
-        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_transpose_typed(
-            c,
-            x.shape(),
-            xv,
-            w.shape(),
-            wv,
-            &ty.shape,
-        )),
-        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_transpose_typed(
-            c,
-            x.shape(),
-            xv,
-            w.shape(),
-            wv,
-            &ty.shape,
-        )),
+        (Data::F32(xv), Data::F32(wv)) => Data::F32(conv_transpose_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
+        (Data::F64(xv), Data::F64(wv)) => Data::F64(conv_transpose_typed(c, x.shape(), xv, w.shape(), wv, &ty.shape)),
         _ => numeric_only(ty.dtype),
     }
 }
 
 /// Transposed convolution: per (batch, group), `col[Mg*Kp, S] = Wgᵀ x X[Cg, S]`, then each
 /// column entry is added into the output position it maps to (col2im).
-fn conv_transpose_typed<T: Num>(
-    c: &ConvAttrs,
-    xs: &[usize],
-    x: &[T],
-    ws: &[usize],
-    w: &[T],
-    os: &[usize],
-) -> Vec<T> {
+fn conv_transpose_typed<T: Num>(c: &ConvAttrs, xs: &[usize], x: &[T], ws: &[usize], w: &[T], os: &[usize]) -> Vec<T> {
     let (n, cin) = (xs[0], xs[1]);
     let (cg, mg, m) = (cin / c.groups, ws[1], os[1]);
     let (sp_in, k_sp, sp_out) = (&xs[2..], &ws[2..], &os[2..]);
-    let (s_in, kp, p): (usize, usize, usize) = (
-        sp_in.iter().product(),
-        k_sp.iter().product(),
-        sp_out.iter().product(),
-    );
+    let (s_in, kp, p): (usize, usize, usize) = (sp_in.iter().product(), k_sp.iter().product(), sp_out.iter().product());
     // Output offset for each (kernel position, input position); the roles of input and
     // output swap compared with a convolution.
     let nd = sp_in.len();
@@ -240,8 +197,7 @@ fn conv_transpose_typed<T: Num>(
         for _ in 0..s_in {
             let mut off = 0;
             for i in 0..nd {
-                let o = (iidx[i] * c.strides[i] + kidx[i] * c.dilations[i]) as isize
-                    - c.pads[i] as isize;
+                let o = (iidx[i] * c.strides[i] + kidx[i] * c.dilations[i]) as isize - c.pads[i] as isize;
                 if o < 0 || o >= sp_out[i] as isize {
                     off = PAD;
                     break;

@@ -28,11 +28,7 @@ pub enum EvalError {
         given: TensorType,
     },
     #[error("node '{node}' ({op}): {reason}")]
-    Node {
-        node: String,
-        op: String,
-        reason: String,
-    },
+    Node { node: String, op: String, reason: String },
 }
 
 pub use elementwise::columns;
@@ -119,20 +115,11 @@ pub fn eval_op(op: &Op, args: &[&Tensor], ty: &TensorType) -> Result<Tensor, Str
         Op::Reshape { .. } => args[0].data().clone(),
         Op::Broadcast { shape } => movement::broadcast(args[0], shape),
         Op::Transpose { perm } => movement::transpose(args[0], perm),
-        Op::Slice {
-            starts,
-            steps,
-            sizes,
-        } => movement::slice(args[0], starts, steps, sizes),
+        Op::Slice { starts, steps, sizes } => movement::slice(args[0], starts, steps, sizes),
         Op::Concat { axis } => movement::concat(args, *axis),
         Op::Gather { axis } => movement::gather(args[0], args[1], *axis)?,
     };
-    debug_assert_eq!(
-        data.dtype(),
-        ty.dtype,
-        "{} produced the wrong element type",
-        op.name()
-    );
+    debug_assert_eq!(data.dtype(), ty.dtype, "{} produced the wrong element type", op.name());
     Tensor::new(ty.shape.clone(), data).map_err(|e| e.0)
 }
 

@@ -18,11 +18,7 @@ pub(super) fn transpose(x: &Tensor, perm: &[usize]) -> Data {
 pub(super) fn slice(x: &Tensor, starts: &[usize], steps: &[i64], sizes: &[usize]) -> Data {
     let s = strides(x.shape());
     let base: isize = starts.iter().zip(&s).map(|(&a, &b)| (a * b) as isize).sum();
-    let view: Vec<isize> = steps
-        .iter()
-        .zip(&s)
-        .map(|(&st, &b)| st as isize * b as isize)
-        .collect();
+    let view: Vec<isize> = steps.iter().zip(&s).map(|(&st, &b)| st as isize * b as isize).collect();
     map_data!(x.data(), v => Strided::new(sizes, view.clone(), base).map(|i| v[i]).collect())
 }
 
@@ -73,9 +69,7 @@ pub(super) fn gather(data: &Tensor, indices: &Tensor, axis: usize) -> Result<Dat
             if (0..dim as i64).contains(&j) {
                 Ok(j as usize)
             } else {
-                Err(format!(
-                    "index {i} out of range for axis {axis} of extent {dim}"
-                ))
+                Err(format!("index {i} out of range for axis {axis} of extent {dim}"))
             }
         })
         .collect::<Result<Vec<usize>, String>>()?;

@@ -27,11 +27,7 @@ fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec
         PoolKind::Avg {
             count_include_pad: false,
         } => (0..p)
-            .map(|pos| {
-                (0..kp)
-                    .filter(|&k| table[k * p + pos] != usize::MAX)
-                    .count() as f64
-            })
+            .map(|pos| (0..kp).filter(|&k| table[k * p + pos] != usize::MAX).count() as f64)
             .collect(),
         PoolKind::Avg {
             count_include_pad: true,
@@ -47,9 +43,7 @@ fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec
                 .map(|o| plane[o]);
             out.push(match a.kind {
                 PoolKind::Max => window.fold(T::LOWEST, T::max),
-                PoolKind::Avg { .. } => {
-                    T::from_f64(window.map(T::to_f64).sum::<f64>() / divisors[pos])
-                }
+                PoolKind::Avg { .. } => T::from_f64(window.map(T::to_f64).sum::<f64>() / divisors[pos]),
             });
         }
     }

@@ -41,20 +41,11 @@ pub(super) fn reduce(kind: ReduceKind, axes: &[usize], x: &Tensor) -> Data {
         }
     }
     match (kind, x.data()) {
-        (ReduceKind::Sum, Data::F32(v)) => Data::F32(fold(
-            v,
-            n_out,
-            targets(),
-            0f64,
-            |a, x| a + x as f64,
-            |a| a as f32,
-        )),
-        (ReduceKind::Sum, Data::F64(v)) => {
-            Data::F64(fold(v, n_out, targets(), 0f64, |a, x| a + x, |a| a))
+        (ReduceKind::Sum, Data::F32(v)) => {
+            Data::F32(fold(v, n_out, targets(), 0f64, |a, x| a + x as f64, |a| a as f32))
         }
-        (ReduceKind::Sum, Data::I64(v)) => {
-            Data::I64(fold(v, n_out, targets(), 0i64, i64::wrapping_add, |a| a))
-        }
+        (ReduceKind::Sum, Data::F64(v)) => Data::F64(fold(v, n_out, targets(), 0f64, |a, x| a + x, |a| a)),
+        (ReduceKind::Sum, Data::I64(v)) => Data::I64(fold(v, n_out, targets(), 0i64, i64::wrapping_add, |a| a)),
         (_, Data::F32(v)) => Data::F32(extreme(kind, v, n_out, targets())),
         (_, Data::F64(v)) => Data::F64(extreme(kind, v, n_out, targets())),
         (_, Data::I64(v)) => Data::I64(extreme(kind, v, n_out, targets())),

@@ -24,20 +24,10 @@ pub fn node_flops(g: &Graph, id: NodeId) -> u64 {
             2 * out * a.shape[a.rank() - 1] as u64
         }
         // Each output element reads C/groups * kernel weights.
-        Op::Conv(_) => {
-            2 * out
-                * input(1).shape[1..]
-                    .iter()
-                    .map(|&d| d as u64)
-                    .product::<u64>()
-        }
+        Op::Conv(_) => 2 * out * input(1).shape[1..].iter().map(|&d| d as u64).product::<u64>(),
         // Each input element scatters into M/groups * kernel outputs.
         Op::ConvTranspose { .. } => {
-            2 * input(0).numel() as u64
-                * input(1).shape[1..]
-                    .iter()
-                    .map(|&d| d as u64)
-                    .product::<u64>()
+            2 * input(0).numel() as u64 * input(1).shape[1..].iter().map(|&d| d as u64).product::<u64>()
         }
         Op::Pool(p) => out * p.kernel.iter().map(|&k| k as u64).product::<u64>(),
         Op::Reduce { .. } => input(0).numel() as u64,
@@ -59,8 +49,7 @@ pub fn dynamic_nodes(g: &Graph) -> Vec<bool> {
     let mut dynamic = vec![false; g.nodes().len()];
     for id in g.ids() {
         let n = g.node(id);
-        dynamic[id.index()] =
-            matches!(n.op, Op::Input) || n.inputs.iter().any(|i| dynamic[i.index()]);
+        dynamic[id.index()] = matches!(n.op, Op::Input) || n.inputs.iter().any(|i| dynamic[i.index()]);
     }
     dynamic
 }

@@ -66,8 +66,7 @@ impl Graph {
 
     /// The runtime inputs, in order.
     pub fn inputs(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.ids()
-            .filter(|&id| matches!(self.node(id).op, Op::Input))
+        self.ids().filter(|&id| matches!(self.node(id).op, Op::Input))
     }
 
     /// Appends a runtime input of type `ty`.
@@ -168,8 +167,6 @@ impl Graph {
                 self.nodes.push(n);
             }
         }
-        self.outputs
-            .iter_mut()
-            .for_each(|o| o.node = remap[o.node.index()]);
+        self.outputs.iter_mut().for_each(|o| o.node = remap[o.node.index()]);
     }
 }

@@ -4,19 +4,14 @@
 //! when it creates a node and the verifier calls it again on every node.
 
 use super::{
-    types::checked_numel, BinaryOp, ConvAttrs, DType, Op, PoolAttrs, ShapeDisplay, ShapeError,
-    TensorType, UnaryOp,
+    types::checked_numel, BinaryOp, ConvAttrs, DType, Op, PoolAttrs, ShapeDisplay, ShapeError, TensorType, UnaryOp,
 };
 
 /// Result type of `op` applied to operands of types `inputs`.
 pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> {
     if let Some(n) = op.arity() {
         if inputs.len() != n {
-            return err(format!(
-                "{} takes {n} operands, got {}",
-                op.name(),
-                inputs.len()
-            ));
+            return err(format!("{} takes {n} operands, got {}", op.name(), inputs.len()));
         }
     } else if inputs.is_empty() {
         return err(format!("{} takes at least one operand", op.name()));
@@ -58,19 +53,12 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
                 seen[a] = true;
                 shape[a] = 1;
             }
-            Ok(TensorType {
-                dtype: x.dtype,
-                shape,
-            })
+            Ok(TensorType { dtype: x.dtype, shape })
         }
         Op::Reshape { shape } => {
             let n = checked_numel(shape)?;
             if n != inputs[0].numel() {
-                return err(format!(
-                    "cannot reshape {} to {}",
-                    inputs[0],
-                    ShapeDisplay(shape)
-                ));
+                return err(format!("cannot reshape {} to {}", inputs[0], ShapeDisplay(shape)));
             }
             Ok(TensorType {
                 dtype: inputs[0].dtype,
@@ -80,11 +68,7 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
         Op::Broadcast { shape } => {
             let b = broadcast_shapes(&inputs[0].shape, shape)?;
             if &b != shape {
-                return err(format!(
-                    "cannot broadcast {} to {}",
-                    inputs[0],
-                    ShapeDisplay(shape)
-                ));
+                return err(format!("cannot broadcast {} to {}", inputs[0], ShapeDisplay(shape)));
             }
             TensorType::new(inputs[0].dtype, b)
         }
@@ -103,16 +87,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
                 shape: perm.iter().map(|&p| x.shape[p]).collect(),
             })
         }
-        Op::Slice {
-            starts,
-            steps,
-            sizes,
-        } => {
+        Op::Slice { starts, steps, sizes } => {
             let x = inputs[0];
             if starts.len() != x.rank() || steps.len() != x.rank() || sizes.len() != x.rank() {
-                return err(format!(
-                    "slice needs one start, step and size per axis of {x}"
-                ));
+                return err(format!("slice needs one start, step and size per axis of {x}"));
             }
             for i in 0..x.rank() {
                 let (start, step, size, dim) = (
@@ -143,12 +121,10 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
             shape[*axis] = 0;
             for t in inputs {
                 same_dtype(first, t)?;
-                let compatible = t.rank() == first.rank()
-                    && (0..t.rank()).all(|i| i == *axis || t.shape[i] == first.shape[i]);
+                let compatible =
+                    t.rank() == first.rank() && (0..t.rank()).all(|i| i == *axis || t.shape[i] == first.shape[i]);
                 if !compatible {
-                    return err(format!(
-                        "cannot concatenate {t} with {first} along axis {axis}"
-                    ));
+                    return err(format!("cannot concatenate {t} with {first} along axis {axis}"));
                 }
                 shape[*axis] += t.shape[*axis];
             }
@@ -175,16 +151,8 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, ShapeErr
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank {
-            a[i + a.len() - rank]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= rank {
-            b[i + b.len() - rank]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -246,11 +214,7 @@ fn binary(b: BinaryOp, x: &TensorType, y: &TensorType) -> Result<TensorType, Sha
         require_numeric(x)?;
     }
     let shape = broadcast_shapes(&x.shape, &y.shape)?;
-    let dtype = if b.is_comparison() {
-        DType::Bool
-    } else {
-        x.dtype
-    };
+    let dtype = if b.is_comparison() { DType::Bool } else { x.dtype };
     Ok(TensorType { dtype, shape })
 }
 
@@ -258,10 +222,7 @@ fn matmul(a: &TensorType, b: &TensorType) -> Result<TensorType, ShapeError> {
     same_dtype(a, b)?;
     require_numeric(a)?;
     let r = a.rank();
-    let ok = r >= 2
-        && b.rank() == r
-        && a.shape[..r - 2] == b.shape[..r - 2]
-        && a.shape[r - 1] == b.shape[r - 2];
+    let ok = r >= 2 && b.rank() == r && a.shape[..r - 2] == b.shape[..r - 2] && a.shape[r - 1] == b.shape[r - 2];
     if !ok {
         return err(format!("matmul operands {a} and {b} do not match"));
     }
@@ -286,9 +247,7 @@ fn check_window(
     pads: &[usize],
 ) -> Result<(), ShapeError> {
     if strides.len() != spatial || dilations.len() != spatial || pads.len() != 2 * spatial {
-        return err(format!(
-            "{what} attributes do not match {spatial} spatial dimensions"
-        ));
+        return err(format!("{what} attributes do not match {spatial} spatial dimensions"));
     }
     if strides.contains(&0) || dilations.contains(&0) {
         return err(format!("{what} strides and dilations must be positive"));
@@ -358,9 +317,7 @@ fn conv_transpose(
             + 1;
         let out = full - c.pads[i] as i128 - c.pads[spatial + i] as i128;
         if x.shape[2 + i] == 0 || w.shape[2 + i] == 0 || out <= 0 {
-            return err(format!(
-                "conv_transpose of {x} with {w} has an empty output"
-            ));
+            return err(format!("conv_transpose of {x} with {w} has an empty output"));
         }
         shape.push(out as usize);
     }
@@ -416,12 +373,7 @@ fn pool(p: &PoolAttrs, x: &TensorType) -> Result<TensorType, ShapeError> {
             p.pads[spatial + i],
             p.ceil_mode,
         )
-        .ok_or_else(|| {
-            ShapeError::new(format!(
-                "pool window {:?} larger than padded input {x}",
-                p.kernel
-            ))
-        })?;
+        .ok_or_else(|| ShapeError::new(format!("pool window {:?} larger than padded input {x}", p.kernel)))?;
         shape.push(o);
     }
     TensorType::new(x.dtype, shape)

@@ -224,8 +224,7 @@ impl Op {
             Op::Conv(_) => "conv",
             Op::ConvTranspose { .. } => "conv_transpose",
             Op::Pool(PoolAttrs {
-                kind: PoolKind::Max,
-                ..
+                kind: PoolKind::Max, ..
             }) => "max_pool",
             Op::Pool(PoolAttrs {
                 kind: PoolKind::Avg { .. },
@@ -253,11 +252,7 @@ impl Op {
             | Op::Broadcast { .. }
             | Op::Transpose { .. }
             | Op::Slice { .. } => Some(1),
-            Op::Binary(_)
-            | Op::MatMul
-            | Op::Conv(_)
-            | Op::ConvTranspose { .. }
-            | Op::Gather { .. } => Some(2),
+            Op::Binary(_) | Op::MatMul | Op::Conv(_) | Op::ConvTranspose { .. } | Op::Gather { .. } => Some(2),
             Op::Select => Some(3),
             Op::Concat { .. } => None,
         }

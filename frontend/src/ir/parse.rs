@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::print::is_bare_char;
 use super::{
-    BinaryOp, ConvAttrs, DType, Data, Graph, Node, NodeId, Op, Output, PoolAttrs, PoolKind,
-    ReduceKind, Tensor, TensorType, UnaryOp,
+    BinaryOp, ConvAttrs, DType, Data, Graph, Node, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind, Tensor,
+    TensorType, UnaryOp,
 };
 
 /// A syntax or reference error at a 1-based line and column.
@@ -131,9 +131,7 @@ impl Parser {
                 }
                 Ok(Tok::Word(s))
             }
-            '{' | '}' | '(' | ')' | '[' | ']' | ',' | '=' | ':' | '@' | '<' | '>' => {
-                Ok(Tok::Punct(c))
-            }
+            '{' | '}' | '(' | ')' | '[' | ']' | ',' | '=' | ':' | '@' | '<' | '>' => Ok(Tok::Punct(c)),
             c => self.err(format!("unexpected character {c:?}")),
         }
     }
@@ -345,24 +343,15 @@ impl Parser {
                 self.next()?;
                 vec![self.word()?; n]
             }
-            Tok::Punct('<') => {
-                return self
-                    .err("elided constant: print the graph with constants in full to parse it")
-            }
+            Tok::Punct('<') => return self.err("elided constant: print the graph with constants in full to parse it"),
             _ => self.list()?,
         };
         if words.len() != n {
-            return self.err(format!(
-                "constant of type {ty} needs {n} values, found {}",
-                words.len()
-            ));
+            return self.err(format!("constant of type {ty} needs {n} values, found {}", words.len()));
         }
         fn all<T: std::str::FromStr>(p: &Parser, w: &[String]) -> Result<Vec<T>, ParseError> {
             w.iter()
-                .map(|x| {
-                    x.parse()
-                        .or_else(|_| p.err(format!("bad constant element '{x}'")))
-                })
+                .map(|x| x.parse().or_else(|_| p.err(format!("bad constant element '{x}'"))))
                 .collect()
         }
         let data = match ty.dtype {
@@ -385,18 +374,13 @@ impl Parser {
     fn take_word(&self, attrs: &mut Attrs, key: &str) -> Result<String, ParseError> {
         match attrs.remove(key) {
             Some(AttrValue::Word(w)) => Ok(w),
-            Some(AttrValue::List(_)) => {
-                self.err(format!("attribute '{key}' must be a single value"))
-            }
+            Some(AttrValue::List(_)) => self.err(format!("attribute '{key}' must be a single value")),
             None => self.err(format!("missing attribute '{key}'")),
         }
     }
 
     fn usizes(&self, attrs: &mut Attrs, key: &str) -> Result<Vec<usize>, ParseError> {
-        self.take_list(attrs, key)?
-            .iter()
-            .map(|w| self.usize_of(w))
-            .collect()
+        self.take_list(attrs, key)?.iter().map(|w| self.usize_of(w)).collect()
     }
 
     fn usize_attr(&self, attrs: &mut Attrs, key: &str) -> Result<usize, ParseError> {

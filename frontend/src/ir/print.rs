@@ -41,11 +41,7 @@ pub fn print_with(g: &Graph, opts: PrintOptions) -> String {
             write_const(&mut s, t, opts);
         }
         if !n.inputs.is_empty() {
-            let operands: Vec<String> = n
-                .inputs
-                .iter()
-                .map(|&i| value_name(&g.node(i).name))
-                .collect();
+            let operands: Vec<String> = n.inputs.iter().map(|&i| value_name(&g.node(i).name)).collect();
             let _ = write!(s, "({})", operands.join(", "));
         }
         let attrs = attributes(&n.op);
@@ -59,12 +55,7 @@ pub fn print_with(g: &Graph, opts: PrintOptions) -> String {
         s.push('\n');
     }
     for o in &g.outputs {
-        let _ = writeln!(
-            s,
-            "  output {} = {}",
-            quote(&o.name),
-            value_name(&g.node(o.node).name)
-        );
+        let _ = writeln!(s, "  output {} = {}", quote(&o.name), value_name(&g.node(o.node).name));
     }
     s.push_str("}\n");
     s
@@ -107,19 +98,13 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
         Op::Reduce { axes, .. } => vec![("axes", list(axes))],
         Op::Reshape { shape } | Op::Broadcast { shape } => vec![("shape", list(shape))],
         Op::Transpose { perm } => vec![("perm", list(perm))],
-        Op::Slice {
-            starts,
-            steps,
-            sizes,
-        } => vec![
+        Op::Slice { starts, steps, sizes } => vec![
             ("starts", list(starts)),
             ("steps", format!("{steps:?}").replace(' ', "")),
             ("sizes", list(sizes)),
         ],
         Op::Concat { axis } | Op::Gather { axis } => vec![("axis", axis.to_string())],
-        Op::Input | Op::Const(_) | Op::Unary(_) | Op::Binary(_) | Op::Select | Op::MatMul => {
-            Vec::new()
-        }
+        Op::Input | Op::Const(_) | Op::Unary(_) | Op::Binary(_) | Op::Select | Op::MatMul => Vec::new(),
     }
 }
 
@@ -129,10 +114,7 @@ fn write_const(s: &mut String, t: &Tensor, opts: PrintOptions) {
         write_elements(s, t.data(), 1);
         return;
     }
-    if opts
-        .elide_constants_above
-        .is_some_and(|limit| t.numel() > limit)
-    {
+    if opts.elide_constants_above.is_some_and(|limit| t.numel() > limit) {
         let _ = write!(s, "<{} values>", t.numel());
         return;
     }

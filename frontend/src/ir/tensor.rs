@@ -172,12 +172,8 @@ impl Tensor {
             return false;
         }
         match (&self.data, &other.data) {
-            (Data::F32(a), Data::F32(b)) => {
-                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-            }
-            (Data::F64(a), Data::F64(b)) => {
-                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-            }
+            (Data::F32(a), Data::F32(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            (Data::F64(a), Data::F64(b)) => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
             (Data::I64(a), Data::I64(b)) => a == b,
             (Data::Bool(a), Data::Bool(b)) => a == b,
             _ => false,

@@ -50,15 +50,12 @@ impl TensorType {
 pub fn checked_numel(shape: &[usize]) -> Result<usize, ShapeError> {
     let mut n: usize = 1;
     for &d in shape {
-        n = n
-            .checked_mul(d)
-            .filter(|&n| n <= MAX_TENSOR_ELEMENTS)
-            .ok_or_else(|| {
-                ShapeError::new(format!(
-                    "shape {} has more than {MAX_TENSOR_ELEMENTS} elements",
-                    ShapeDisplay(shape)
-                ))
-            })?;
+        n = n.checked_mul(d).filter(|&n| n <= MAX_TENSOR_ELEMENTS).ok_or_else(|| {
+            ShapeError::new(format!(
+                "shape {} has more than {MAX_TENSOR_ELEMENTS} elements",
+                ShapeDisplay(shape)
+            ))
+        })?;
     }
     Ok(n)
 }

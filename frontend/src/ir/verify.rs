@@ -37,8 +37,7 @@ pub fn verify(g: &Graph) -> Result<(), VerifyError> {
         }
         let expected = match &n.op {
             Op::Input => {
-                TensorType::new(n.ty.dtype, n.ty.shape.clone())
-                    .map_err(|e| fail(&n.name, "input", e.0))?;
+                TensorType::new(n.ty.dtype, n.ty.shape.clone()).map_err(|e| fail(&n.name, "input", e.0))?;
                 continue;
             }
             op => {

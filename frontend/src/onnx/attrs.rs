@@ -49,9 +49,7 @@ impl<'a> Attrs<'a> {
     }
 
     pub fn float(&self, name: &str, default: f32) -> Result<f32, String> {
-        Ok(self
-            .get(name, AttributeType::Float)?
-            .map_or(default, |a| a.f()))
+        Ok(self.get(name, AttributeType::Float)?.map_or(default, |a| a.f()))
     }
 
     pub fn float_opt(&self, name: &str) -> Result<Option<f32>, String> {
@@ -63,23 +61,18 @@ impl<'a> Attrs<'a> {
     }
 
     pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
-        Ok(self
-            .get(name, AttributeType::Floats)?
-            .map(|a| a.floats.clone()))
+        Ok(self.get(name, AttributeType::Floats)?.map(|a| a.floats.clone()))
     }
 
     pub fn string(&self, name: &str, default: &str) -> Result<String, String> {
         match self.get(name, AttributeType::String)? {
             None => Ok(default.to_string()),
-            Some(a) => String::from_utf8(a.s().to_vec())
-                .map_err(|_| format!("attribute '{name}' is not UTF-8")),
+            Some(a) => String::from_utf8(a.s().to_vec()).map_err(|_| format!("attribute '{name}' is not UTF-8")),
         }
     }
 
     pub fn tensor(&self, name: &str) -> Result<Option<&'a TensorProto>, String> {
-        Ok(self
-            .get(name, AttributeType::Tensor)?
-            .and_then(|a| a.t.as_ref()))
+        Ok(self.get(name, AttributeType::Tensor)?.and_then(|a| a.t.as_ref()))
     }
 
     /// Non-negative ints, one per spatial dimension, or `default` repeated when absent.
@@ -88,15 +81,9 @@ impl<'a> Attrs<'a> {
             None => Ok(vec![default; rank]),
             Some(v) if v.len() == rank => v
                 .iter()
-                .map(|&x| {
-                    usize::try_from(x)
-                        .map_err(|_| format!("attribute '{name}' has negative entry {x}"))
-                })
+                .map(|&x| usize::try_from(x).map_err(|_| format!("attribute '{name}' has negative entry {x}")))
                 .collect(),
-            Some(v) => Err(format!(
-                "attribute '{name}' has {} entries, expected {rank}",
-                v.len()
-            )),
+            Some(v) => Err(format!("attribute '{name}' has {} entries, expected {rank}", v.len())),
         }
     }
 }

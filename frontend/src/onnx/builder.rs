@@ -135,10 +135,7 @@ impl Builder {
     pub fn op(&mut self, op: Op, inputs: &[NodeId]) -> Result<NodeId, String> {
         let types: Vec<&TensorType> = inputs.iter().map(|&i| self.ty(i)).collect();
         let ty = infer(&op, &types).map_err(|e| e.0)?;
-        let consts: Option<Vec<&Tensor>> = inputs
-            .iter()
-            .map(|&i| self.const_value(i).map(|t| &**t))
-            .collect();
+        let consts: Option<Vec<&Tensor>> = inputs.iter().map(|&i| self.const_value(i).map(|t| &**t)).collect();
         if let Some(args) = consts.filter(|_| ty.numel() <= FOLD_LIMIT) {
             let value = eval_op(&op, &args, &ty)?;
             return Ok(self.constant(value));

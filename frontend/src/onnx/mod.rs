@@ -25,8 +25,7 @@ pub use tensor::{dtype_from_onnx, tensor_from_proto};
 /// Decodes a serialized `TensorProto` (the `.pb` files of ONNX test data) into its name and
 /// value.
 pub fn decode_tensor(bytes: &[u8]) -> Result<(String, Tensor), String> {
-    let proto =
-        proto::TensorProto::decode(bytes).map_err(|e| format!("not a valid TensorProto: {e}"))?;
+    let proto = proto::TensorProto::decode(bytes).map_err(|e| format!("not a valid TensorProto: {e}"))?;
     Ok((proto.name().to_string(), tensor_from_proto(&proto, None)?))
 }
 
@@ -54,11 +53,7 @@ pub enum ImportErrorKind {
     #[error("opset {version} of ai.onnx is not supported (supported: {} to {})", OPSET_RANGE.start(), OPSET_RANGE.end())]
     Opset { version: i64 },
     #[error("node '{node}' ({op}): {reason}")]
-    Node {
-        node: String,
-        op: String,
-        reason: String,
-    },
+    Node { node: String, op: String, reason: String },
     #[error("initializer '{name}': {reason}")]
     Initializer { name: String, reason: String },
     #[error("input '{name}': {reason}")]
@@ -97,8 +92,7 @@ impl ModelFile {
             kind,
         };
         let bytes = std::fs::read(path).map_err(|e| wrap(ImportErrorKind::Io(e)))?;
-        let proto = proto::ModelProto::decode(bytes.as_slice())
-            .map_err(|e| wrap(ImportErrorKind::Decode(e)))?;
+        let proto = proto::ModelProto::decode(bytes.as_slice()).map_err(|e| wrap(ImportErrorKind::Decode(e)))?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(ModelFile { file, dir, proto })
     }
@@ -128,12 +122,7 @@ pub fn import_file(path: &Path, opts: &ImportOptions) -> Result<Graph, ImportErr
 
 /// Imports a serialized model. `file` names it in errors; `dir` is the folder external data
 /// may be read from (none: external data is an error).
-pub fn import_bytes(
-    bytes: &[u8],
-    file: &str,
-    dir: Option<&Path>,
-    opts: &ImportOptions,
-) -> Result<Graph, ImportError> {
+pub fn import_bytes(bytes: &[u8], file: &str, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportError> {
     let wrap = |kind| ImportError {
         file: file.to_string(),
         kind,
@@ -156,11 +145,7 @@ pub fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportErrorKind> {
     Ok(version)
 }
 
-fn import_model(
-    model: &proto::ModelProto,
-    dir: Option<&Path>,
-    opts: &ImportOptions,
-) -> Result<Graph, ImportErrorKind> {
+fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportErrorKind> {
     let opset = model_opset(model)?;
     let graph = model.graph.as_ref().ok_or(ImportErrorKind::NoGraph)?;
     let dir: Option<PathBuf> = dir.map(Path::to_path_buf);
@@ -176,11 +161,9 @@ fn import_model(
 
     for init in &graph.initializer {
         let name = init.name().to_string();
-        let t = tensor_from_proto(init, dir.as_deref()).map_err(|reason| {
-            ImportErrorKind::Initializer {
-                name: name.clone(),
-                reason,
-            }
+        let t = tensor_from_proto(init, dir.as_deref()).map_err(|reason| ImportErrorKind::Initializer {
+            name: name.clone(),
+            reason,
         })?;
         let id = b.constant_named(&name, t);
         b.bind(&name, id);
@@ -197,10 +180,7 @@ fn import_model(
         })?;
         let id = match opts.constants.get(name) {
             Some(value) if value.ty() != ty => {
-                let reason = format!(
-                    "declared {ty} but the value given to freeze it is {}",
-                    value.ty()
-                );
+                let reason = format!("declared {ty} but the value given to freeze it is {}", value.ty());
                 return Err(ImportErrorKind::Input {
                     name: name.to_string(),
                     reason,
@@ -246,14 +226,11 @@ fn input_type(v: &proto::ValueInfoProto, opts: &ImportOptions) -> Result<TensorT
         dims.push(match &d.value {
             Some(D::DimValue(v)) if *v >= 0 => *v as usize,
             Some(D::DimValue(v)) => return Err(format!("negative dimension {v}")),
-            Some(D::DimParam(p)) => *opts.dims.get(p).ok_or_else(|| {
-                format!("dimension '{p}' is symbolic; give it a value with --dim {p}=N")
-            })?,
-            None => {
-                return Err(
-                    "a dimension has neither a value nor a name; swflow needs static shapes".into(),
-                )
-            }
+            Some(D::DimParam(p)) => *opts
+                .dims
+                .get(p)
+                .ok_or_else(|| format!("dimension '{p}' is symbolic; give it a value with --dim {p}=N"))?,
+            None => return Err("a dimension has neither a value nor a name; swflow needs static shapes".into()),
         });
     }
     TensorType::new(dtype, dims).map_err(|e| e.0)

@@ -149,8 +149,7 @@ fn from_fields(t: &TensorProto, elem: i32, n: usize) -> Result<Data, String> {
 /// Reads `expected` bytes of external data. The location must be a relative path inside the
 /// model's folder (no `..`, no absolute paths, no symlink leading out of it).
 fn read_external(t: &TensorProto, dir: Option<&Path>, expected: usize) -> Result<Vec<u8>, String> {
-    let dir = dir
-        .ok_or("external data needs the model's folder, but the model was not read from a file")?;
+    let dir = dir.ok_or("external data needs the model's folder, but the model was not read from a file")?;
     let mut location = None;
     let mut offset = 0u64;
     let mut length = None;
@@ -184,9 +183,7 @@ fn read_external(t: &TensorProto, dir: Option<&Path>, expected: usize) -> Result
         ));
     }
     let full = dir.join(rel);
-    let canon_dir = dir
-        .canonicalize()
-        .map_err(|e| format!("model folder: {e}"))?;
+    let canon_dir = dir.canonicalize().map_err(|e| format!("model folder: {e}"))?;
     let canon = full
         .canonicalize()
         .map_err(|e| format!("external data '{location}': {e}"))?;
@@ -202,17 +199,15 @@ fn read_external(t: &TensorProto, dir: Option<&Path>, expected: usize) -> Result
             ));
         }
     }
-    let mut f =
-        std::fs::File::open(&canon).map_err(|e| format!("external data '{location}': {e}"))?;
+    let mut f = std::fs::File::open(&canon).map_err(|e| format!("external data '{location}': {e}"))?;
     let size = f
         .metadata()
         .map_err(|e| format!("external data '{location}': {e}"))?
         .len();
-    if offset
-        .checked_add(expected as u64)
-        .is_none_or(|end| end > size)
-    {
-        return Err(format!("external data '{location}' is {size} bytes, too short for {expected} bytes at offset {offset}"));
+    if offset.checked_add(expected as u64).is_none_or(|end| end > size) {
+        return Err(format!(
+            "external data '{location}' is {size} bytes, too short for {expected} bytes at offset {offset}"
+        ));
     }
     f.seek(SeekFrom::Start(offset))
         .map_err(|e| format!("external data '{location}': {e}"))?;

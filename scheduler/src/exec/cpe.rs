@@ -64,22 +64,10 @@ fn box_offsets(shape: &[usize], start: &[i64], extent: &[usize]) -> Vec<usize> {
 fn get_box(main: &Data, shape: &[usize], start: &[i64], extent: &[usize], buf: &mut Data) {
     let offsets = box_offsets(shape, start, extent);
     match (main, buf) {
-        (Data::F32(m), Data::F32(b)) => offsets
-            .iter()
-            .zip(b.iter_mut())
-            .for_each(|(&o, x)| *x = m[o]),
-        (Data::F64(m), Data::F64(b)) => offsets
-            .iter()
-            .zip(b.iter_mut())
-            .for_each(|(&o, x)| *x = m[o]),
-        (Data::I64(m), Data::I64(b)) => offsets
-            .iter()
-            .zip(b.iter_mut())
-            .for_each(|(&o, x)| *x = m[o]),
-        (Data::Bool(m), Data::Bool(b)) => offsets
-            .iter()
-            .zip(b.iter_mut())
-            .for_each(|(&o, x)| *x = m[o]),
+        (Data::F32(m), Data::F32(b)) => offsets.iter().zip(b.iter_mut()).for_each(|(&o, x)| *x = m[o]),
+        (Data::F64(m), Data::F64(b)) => offsets.iter().zip(b.iter_mut()).for_each(|(&o, x)| *x = m[o]),
+        (Data::I64(m), Data::I64(b)) => offsets.iter().zip(b.iter_mut()).for_each(|(&o, x)| *x = m[o]),
+        (Data::Bool(m), Data::Bool(b)) => offsets.iter().zip(b.iter_mut()).for_each(|(&o, x)| *x = m[o]),
         _ => unreachable!("buffers have their tensor's type"),
     }
 }
@@ -155,12 +143,7 @@ impl<'a> Locate<'a> for TileView<'a> {
 }
 
 /// Runs one scheduled kernel on all CPEs.
-pub fn run_kernel(
-    p: &Program,
-    k: &Kernel,
-    mem: &mut Memory,
-    machine: &Machine,
-) -> Result<KernelStats, ExecError> {
+pub fn run_kernel(p: &Program, k: &Kernel, mem: &mut Memory, machine: &Machine) -> Result<KernelStats, ExecError> {
     let s = k.schedule.as_ref().ok_or_else(|| ExecError::Kernel {
         kernel: k.name.clone(),
         cpe: None,
@@ -171,12 +154,11 @@ pub fn run_kernel(
     let stats = kernel_stats(p, k, s, machine);
     let mut result = Ok(());
     for cpe in 0..machine.cpes {
-        result =
-            run_cpe(p, k, s, mem, &mut target, machine, cpe).map_err(|reason| ExecError::Kernel {
-                kernel: k.name.clone(),
-                cpe: Some(cpe),
-                reason,
-            });
+        result = run_cpe(p, k, s, mem, &mut target, machine, cpe).map_err(|reason| ExecError::Kernel {
+            kernel: k.name.clone(),
+            cpe: Some(cpe),
+            reason,
+        });
         if result.is_err() {
             break;
         }
@@ -191,13 +173,7 @@ fn ldm_budget(machine: &Machine) -> usize {
 }
 
 /// Place of a buffered access in its packed box, for a tile at `origin`.
-fn box_place(
-    a: &Access,
-    origin: &[usize],
-    start: &[i64],
-    extent: &[usize],
-    n_loops: usize,
-) -> (isize, Vec<isize>) {
+fn box_place(a: &Access, origin: &[usize], start: &[i64], extent: &[usize], n_loops: usize) -> (isize, Vec<isize>) {
     let bstride = strides(extent);
     let mut base = 0isize;
     let mut st = vec![0isize; n_loops];
@@ -268,10 +244,7 @@ fn run_cpe(
                     .zip(shapes[i])
                     .any(|((&s0, &e), &dim)| s0 < 0 || s0 as usize + e > dim)
                 {
-                    return Err(format!(
-                        "DMA box {start:?}+{extent:?} outside tensor {:?}",
-                        shapes[i]
-                    ));
+                    return Err(format!("DMA box {start:?}+{extent:?} outside tensor {:?}", shapes[i]));
                 }
                 let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
                 if i > 0 {
@@ -321,8 +294,7 @@ fn run_cpe(
                 };
                 let result = match (&mut tbuf, &held[0]) {
                     (Some(buf), Some((st, ex))) => {
-                        let (base, strides) =
-                            box_place(&k.stmt.target, origin, st, ex, k.loops.len());
+                        let (base, strides) = box_place(&k.stmt.target, origin, st, ex, k.loops.len());
                         eval_box(
                             k,
                             extent,
@@ -336,27 +308,16 @@ fn run_cpe(
                         )
                     }
                     _ => {
-                        let place = affine_place(
-                            &k.stmt.target,
-                            target,
-                            shapes[0],
-                            origin,
-                            k.loops.len(),
-                            &|_| Err("gathered target".into()),
-                        )?;
+                        let place = affine_place(&k.stmt.target, target, shapes[0], origin, k.loops.len(), &|_| {
+                            Err("gathered target".into())
+                        })?;
                         let (base, strides) = (place.base, place.strides);
                         let initialised = match init.as_ref().filter(|_| first_visit) {
                             Some((ik, _)) => {
                                 let iext: Vec<usize> = extent
                                     .iter()
                                     .enumerate()
-                                    .map(|(l, &e)| {
-                                        if k.loops[l].kind == LoopKind::Reduce {
-                                            1
-                                        } else {
-                                            e
-                                        }
-                                    })
+                                    .map(|(l, &e)| if k.loops[l].kind == LoopKind::Reduce { 1 } else { e })
                                     .collect();
                                 eval_box(
                                     ik,

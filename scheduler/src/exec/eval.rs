@@ -153,18 +153,14 @@ impl<'a> Load<'a> {
                 let p = pos[j.min(pos.len() - 1)];
                 let q = if p < 0 { p + *extent as i64 } else { p };
                 if q < 0 || q >= *extent as i64 {
-                    return Err(format!(
-                        "gathered index {p} out of range for extent {extent}"
-                    ));
+                    return Err(format!("gathered index {p} out of range for extent {extent}"));
                 }
                 *o += q as isize * dim_stride;
             }
         }
         let len = self.data.len() as isize;
         if let Some(&bad) = offsets.iter().find(|&&o| o < 0 || o >= len) {
-            return Err(format!(
-                "access at element {bad} outside its storage of {len} elements"
-            ));
+            return Err(format!("access at element {bad} outside its storage of {len} elements"));
         }
         Ok(pick(self.data, offsets.into_iter().map(|o| o as usize)))
     }
@@ -189,11 +185,7 @@ pub(crate) fn scalar_data(s: Scalar) -> Data {
 }
 
 fn outer_offset(strides: &[isize], point: &[usize]) -> isize {
-    strides
-        .iter()
-        .zip(point)
-        .map(|(&s, &p)| s * p as isize)
-        .sum()
+    strides.iter().zip(point).map(|(&s, &p)| s * p as isize).sum()
 }
 
 enum Node<'a> {
@@ -211,25 +203,14 @@ impl Node<'_> {
             Node::Load(l) => l.values(point, col)?,
             Node::Const(d) => d.clone(),
             Node::Unary(u, a) => columns::unary(*u, &a.eval(point, col)?),
-            Node::Binary(b, x, y) => {
-                columns::binary(*b, &x.eval(point, col)?, &y.eval(point, col)?)?
-            }
-            Node::Select(c, a, b) => columns::select(
-                &c.eval(point, col)?,
-                &a.eval(point, col)?,
-                &b.eval(point, col)?,
-            ),
+            Node::Binary(b, x, y) => columns::binary(*b, &x.eval(point, col)?, &y.eval(point, col)?)?,
+            Node::Select(c, a, b) => columns::select(&c.eval(point, col)?, &a.eval(point, col)?, &b.eval(point, col)?),
             Node::Cast(d, a) => columns::cast(&a.eval(point, col)?, *d),
         })
     }
 }
 
-fn build<'a>(
-    e: &Expr,
-    loc: &impl Locate<'a>,
-    col: &Column,
-    cache: &mut PatternCache,
-) -> Result<Node<'a>, String> {
+fn build<'a>(e: &Expr, loc: &impl Locate<'a>, col: &Column, cache: &mut PatternCache) -> Result<Node<'a>, String> {
     let sub = |e: &Expr, cache: &mut PatternCache| build(e, loc, col, cache).map(Box::new);
     Ok(match e {
         Expr::Load(a) => Node::Load(Load::new(loc.place(a)?, col, cache)),
@@ -277,9 +258,7 @@ pub(crate) fn eval_box<'a>(
         loops,
         len,
     };
-    let outer: Vec<usize> = (0..extents.len())
-        .filter(|l| !col.loops.contains(l))
-        .collect();
+    let outer: Vec<usize> = (0..extents.len()).filter(|l| !col.loops.contains(l)).collect();
     let value = build(&k.stmt.value, loc, &col, cache)?;
     let store = Load {
         data: &Data::F32(Vec::new()),
@@ -367,27 +346,17 @@ fn fold_into(
         }};
     }
     match (t, v) {
-        (Data::F32(t), Data::F32(v)) => go!(
-            t,
-            v,
-            |a: f32, b| a + b,
-            |a, b| fmax(a, b, f32::is_nan),
-            |a, b| fmin(a, b, f32::is_nan)
-        ),
-        (Data::F64(t), Data::F64(v)) => go!(
-            t,
-            v,
-            |a: f64, b| a + b,
-            |a, b| fmax(a, b, f64::is_nan),
-            |a, b| fmin(a, b, f64::is_nan)
-        ),
-        (Data::I64(t), Data::I64(v)) => go!(
-            t,
-            v,
-            i64::wrapping_add,
-            |a: i64, b| a.max(b),
-            |a: i64, b| a.min(b)
-        ),
+        (Data::F32(t), Data::F32(v)) => go!(t, v, |a: f32, b| a + b, |a, b| fmax(a, b, f32::is_nan), |a, b| fmin(
+            a,
+            b,
+            f32::is_nan
+        )),
+        (Data::F64(t), Data::F64(v)) => go!(t, v, |a: f64, b| a + b, |a, b| fmax(a, b, f64::is_nan), |a, b| fmin(
+            a,
+            b,
+            f64::is_nan
+        )),
+        (Data::I64(t), Data::I64(v)) => go!(t, v, i64::wrapping_add, |a: i64, b| a.max(b), |a: i64, b| a.min(b)),
         (Data::Bool(t), Data::Bool(v)) if kind.is_none() => go!(t, v, |a, _| a, |a, _| a, |a, _| a),
         _ => return Err("value and target types differ".into()),
     }
@@ -422,14 +391,7 @@ impl<'n, 'a> Fast<'n, 'a> {
         }
     }
 
-    fn run(
-        &self,
-        t: &mut Data,
-        store: &Load,
-        tbase: isize,
-        point: &[usize],
-        n: usize,
-    ) -> Result<(), String> {
+    fn run(&self, t: &mut Data, store: &Load, tbase: isize, point: &[usize], n: usize) -> Result<(), String> {
         macro_rules! mac {
             ($t:expr, $x:expr, $y:expr, $a:expr, $b:expr) => {{
                 let (t, x, y, a, b) = ($t, $x, $y, $a, $b);
@@ -501,9 +463,7 @@ pub(crate) fn affine_place<'a>(
                     strides[l] += c as isize * row[d] as isize;
                 }
             }
-            Index::Gathered { access, extent } => {
-                gathers.push((inner(access)?, row[d] as isize, *extent))
-            }
+            Index::Gathered { access, extent } => gathers.push((inner(access)?, row[d] as isize, *extent)),
         }
     }
     Ok(Place {

@@ -76,8 +76,7 @@ impl Memory {
 
     /// The value of tensor `t` (under its own shape).
     pub fn tensor(&self, p: &Program, t: crate::loops::TensorId) -> Tensor {
-        Tensor::new(p.tensor(t).ty.shape.clone(), self.data(p, t).clone())
-            .expect("storage matches the tensor's size")
+        Tensor::new(p.tensor(t).ty.shape.clone(), self.data(p, t).clone()).expect("storage matches the tensor's size")
     }
 
     /// Takes the storage of `t` out to write it while other tensors are read.
@@ -128,13 +127,7 @@ pub(crate) fn init_kernel(k: &Kernel) -> Option<(Kernel, Vec<usize>)> {
     let extents = k
         .loops
         .iter()
-        .map(|l| {
-            if l.kind == LoopKind::Reduce {
-                1
-            } else {
-                l.extent
-            }
-        })
+        .map(|l| if l.kind == LoopKind::Reduce { 1 } else { l.extent })
         .collect();
     Some((init, extents))
 }
@@ -151,14 +144,9 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
     let origin = vec![0; k.loops.len()];
     let shape = p.tensor(target_id).ty.shape.clone();
     let result = (|| {
-        let tplace = affine_place(
-            &k.stmt.target,
-            &target,
-            &shape,
-            &origin,
-            k.loops.len(),
-            &|_| Err("gathered target".into()),
-        )?;
+        let tplace = affine_place(&k.stmt.target, &target, &shape, &origin, k.loops.len(), &|_| {
+            Err("gathered target".into())
+        })?;
         let (base, strides) = (tplace.base, tplace.strides);
         let mut cache = PatternCache::default();
         let loc = MainMemory {

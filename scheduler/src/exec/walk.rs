@@ -24,10 +24,7 @@ pub enum Event<'w> {
         first_visit: bool,
     },
     /// Write the target's buffered box back to main memory.
-    WriteBack {
-        start: &'w [i64],
-        extent: &'w [usize],
-    },
+    WriteBack { start: &'w [i64], extent: &'w [usize] },
 }
 
 /// The box an access spans over a tile: start and extent per dimension of its tensor.
@@ -158,7 +155,11 @@ pub fn target_read_first(k: &Kernel, first_visit: bool) -> bool {
 /// Whether writing the target's whole box writes every element of it (each subscript is one
 /// loop with step ±1, or constant), so the box need not be read first.
 pub fn target_is_dense(k: &Kernel) -> bool {
-    k.stmt.target.index.iter().all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
+    k.stmt
+        .target
+        .index
+        .iter()
+        .all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
 }
 
 /// DMA operations needed to move a box of a row-major tensor. The innermost dimensions the
@@ -210,8 +211,7 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Tr
                 } => {
                     if access > 0 || target_read_first(k, first_visit) {
                         t.gets += dma_ops(&shapes[access], extent);
-                        t.get_bytes +=
-                            extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
+                        t.get_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                     }
                 }
                 Event::WriteBack { extent, .. } => {

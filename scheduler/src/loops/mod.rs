@@ -11,6 +11,7 @@
 //! After scheduling, a kernel also carries a [`crate::schedule::Schedule`]: how its loops are
 //! split over the compute cores, tiled into LDM buffers, ordered, and where DMA happens.
 
+mod parse;
 mod print;
 mod verify;
 
@@ -18,6 +19,7 @@ use std::sync::Arc;
 
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, Tensor, TensorType, UnaryOp};
 
+pub use parse::{parse_kernel, LoopParseError};
 pub use print::{print_kernel, print_program};
 pub use verify::{verify_kernel, verify_program, LoopVerifyError};
 
@@ -139,12 +141,7 @@ impl Affine {
 
     /// Value at a point.
     pub fn eval(&self, point: &[usize]) -> i64 {
-        self.offset
-            + self
-                .terms
-                .iter()
-                .map(|&(l, c)| c * point[l] as i64)
-                .sum::<i64>()
+        self.offset + self.terms.iter().map(|&(l, c)| c * point[l] as i64).sum::<i64>()
     }
 
     /// Smallest and largest value over the box `0 <= loop < extents[loop]`.

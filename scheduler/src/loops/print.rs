@@ -8,18 +8,24 @@
 //! }
 //! ```
 //! Loops after `|` are reduction loops. Tensor names print bare when they are made of
-//! `[A-Za-z0-9_./-]`, quoted otherwise.
+//! `[A-Za-z0-9_./]` (not starting with a digit), quoted otherwise. [`super::parse_kernel`]
+//! reads kernels and schedules back.
 
 use std::fmt::Write;
 
 use super::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorKind};
 use swflow_frontend::ir::ReduceKind;
 
-fn name(n: &str) -> String {
-    if !n.is_empty()
+/// Names made of these characters (and not starting with a digit) print without quotes.
+pub(super) fn is_bare(n: &str) -> bool {
+    !n.is_empty()
+        && !n.starts_with(|c: char| c.is_ascii_digit())
         && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-'))
-    {
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/'))
+}
+
+fn name(n: &str) -> String {
+    if is_bare(n) {
         n.to_string()
     } else {
         format!("{n:?}")
@@ -57,17 +63,10 @@ fn access(a: &Access, k: &Kernel, p: &Program) -> String {
         .iter()
         .map(|i| match i {
             Index::Affine(x) => affine(x, k),
-            Index::Gathered {
-                access: inner,
-                extent,
-            } => format!("gather({}, {extent})", access(inner, k, p)),
+            Index::Gathered { access: inner, extent } => format!("gather({}, {extent})", access(inner, k, p)),
         })
         .collect();
-    format!(
-        "{}[{}]",
-        name(&p.tensor(k.operands[a.operand]).name),
-        idx.join(", ")
-    )
+    format!("{}[{}]", name(&p.tensor(k.operands[a.operand]).name), idx.join(", "))
 }
 
 fn scalar(s: Scalar) -> String {
@@ -97,12 +96,7 @@ fn expr(e: &Expr, k: &Kernel, p: &Program) -> String {
                 None => format!("{}({}, {})", b.name(), expr(x, k, p), expr(y, k, p)),
             }
         }
-        Expr::Select(c, a, b) => format!(
-            "select({}, {}, {})",
-            expr(c, k, p),
-            expr(a, k, p),
-            expr(b, k, p)
-        ),
+        Expr::Select(c, a, b) => format!("select({}, {}, {})", expr(c, k, p), expr(a, k, p), expr(b, k, p)),
         Expr::Cast(d, a) => format!("cast<{d}>({})", expr(a, k, p)),
     }
 }
@@ -110,11 +104,7 @@ fn expr(e: &Expr, k: &Kernel, p: &Program) -> String {
 /// One kernel, with its schedule when it has one.
 pub fn print_kernel(k: &Kernel, p: &Program) -> String {
     let mut s = String::new();
-    let origin = k
-        .origin
-        .as_ref()
-        .map(|o| format!(" @{o:?}"))
-        .unwrap_or_default();
+    let origin = k.origin.as_ref().map(|o| format!(" @{o:?}")).unwrap_or_default();
     let _ = writeln!(s, "kernel {} = {}{origin} {{", name(&k.name), k.op);
     let tensors: Vec<String> = k
         .operands

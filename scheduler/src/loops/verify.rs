@@ -20,10 +20,7 @@ pub fn verify_program(p: &Program) -> Result<(), LoopVerifyError> {
         if !matches!(p.tensor(target).kind, TensorKind::Temp) {
             return Err(LoopVerifyError {
                 kernel: k.name.clone(),
-                reason: format!(
-                    "writes '{}', which is not a computed tensor",
-                    p.tensor(target).name
-                ),
+                reason: format!("writes '{}', which is not a computed tensor", p.tensor(target).name),
             });
         }
     }
@@ -122,12 +119,7 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
                     lp.name
                 )))
             }
-            (LoopKind::Reduce, _) => {
-                return Err(fail(format!(
-                    "reduction loop '{}' indexes the target",
-                    lp.name
-                )))
-            }
+            (LoopKind::Reduce, _) => return Err(fail(format!("reduction loop '{}' indexes the target", lp.name))),
         }
     }
     if k.loops.iter().any(|l| l.kind == LoopKind::Reduce) && k.stmt.reduce.is_none() {
@@ -153,11 +145,7 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
 /// coefficients that, in increasing order, each exceed the span of all smaller terms
 /// (`g*64 + m` with `m < 64`).
 fn mixed_radix(x: &super::Affine, extents: &[usize]) -> bool {
-    let mut terms: Vec<(i64, i64)> = x
-        .terms
-        .iter()
-        .map(|&(l, c)| (c, extents[l] as i64))
-        .collect();
+    let mut terms: Vec<(i64, i64)> = x.terms.iter().map(|&(l, c)| (c, extents[l] as i64)).collect();
     terms.sort_unstable();
     let mut span = 0;
     for (c, e) in terms {

@@ -13,10 +13,7 @@ pub(super) fn lower(cx: &mut Lowering, n: &NodeCx) -> Result<(), String> {
     let mut loads = Vec::new();
     for i in 0..node.inputs.len() {
         operands.push(cx.input(n, i));
-        loads.push(Expr::load(
-            i + 1,
-            broadcast_index(&n.input_ty(i).shape, &out_shape),
-        ));
+        loads.push(Expr::load(i + 1, broadcast_index(&n.input_ty(i).shape, &out_shape)));
     }
     let mut loads = loads.into_iter();
     let mut next = || loads.next().expect("one load per operand");
@@ -79,12 +76,7 @@ pub(super) fn transpose(cx: &mut Lowering, n: &NodeCx, perm: &[usize]) -> Result
     Ok(())
 }
 
-pub(super) fn slice(
-    cx: &mut Lowering,
-    n: &NodeCx,
-    starts: &[usize],
-    steps: &[i64],
-) -> Result<(), String> {
+pub(super) fn slice(cx: &mut Lowering, n: &NodeCx, starts: &[usize], steps: &[i64]) -> Result<(), String> {
     let shape = n.node().ty.shape.clone();
     let index = (0..shape.len())
         .map(|i| Affine::constant(starts[i] as i64).plus(i, steps[i]))
@@ -132,9 +124,7 @@ pub(super) fn gather(cx: &mut Lowering, n: &NodeCx, axis: usize) -> Result<(), S
     let (data_ty, idx_rank) = (n.input_ty(0).clone(), n.input_ty(1).rank());
     let positions = Access {
         operand: 2,
-        index: (axis..axis + idx_rank)
-            .map(|l| Index::Affine(Affine::var(l)))
-            .collect(),
+        index: (axis..axis + idx_rank).map(|l| Index::Affine(Affine::var(l))).collect(),
     };
     let mut index: Vec<Index> = (0..axis).map(|l| Index::Affine(Affine::var(l))).collect();
     index.push(Index::Gathered {
@@ -165,12 +155,7 @@ pub(super) fn reduce_init(kind: ReduceKind, dtype: DType) -> Scalar {
 }
 
 /// Parallel loops over the kept dimensions, reduction loops over `axes`.
-pub(super) fn reduce(
-    cx: &mut Lowering,
-    n: &NodeCx,
-    kind: ReduceKind,
-    axes: &[usize],
-) -> Result<(), String> {
+pub(super) fn reduce(cx: &mut Lowering, n: &NodeCx, kind: ReduceKind, axes: &[usize]) -> Result<(), String> {
     let shape = n.input_ty(0).shape.clone();
     let dtype = n.node().ty.dtype;
     let init = reduce_init(kind, dtype);

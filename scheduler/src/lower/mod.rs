@@ -15,8 +15,7 @@ use std::sync::Arc;
 use swflow_frontend::ir::{Graph, NodeId, Op, Tensor, TensorType};
 
 use crate::loops::{
-    Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Reduction, Stmt, TensorId,
-    TensorInfo, TensorKind,
+    Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Reduction, Stmt, TensorId, TensorInfo, TensorKind,
 };
 
 /// A graph node that cannot be lowered.
@@ -62,11 +61,7 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
             })?;
         }
     }
-    cx.p.outputs = g
-        .outputs
-        .iter()
-        .map(|o| (o.name.clone(), cx.of[&o.node]))
-        .collect();
+    cx.p.outputs = g.outputs.iter().map(|o| (o.name.clone(), cx.of[&o.node])).collect();
     Ok(cx.p)
 }
 
@@ -190,11 +185,7 @@ impl Lowering {
             origin: node.origin.clone(),
             loops,
             operands,
-            stmt: Stmt {
-                target,
-                value,
-                reduce,
-            },
+            stmt: Stmt { target, value, reduce },
             schedule: None,
         });
     }
@@ -211,10 +202,7 @@ impl Lowering {
             Op::Reduce { kind, axes } => elementwise::reduce(self, n, *kind, axes),
             Op::MatMul => nn::matmul(self, n),
             Op::Conv(c) => nn::conv(self, n, c),
-            Op::ConvTranspose {
-                conv,
-                output_padding,
-            } => nn::conv_transpose(self, n, conv, output_padding),
+            Op::ConvTranspose { conv, output_padding } => nn::conv_transpose(self, n, conv, output_padding),
             Op::Pool(p) => nn::pool(self, n, p),
             Op::Input | Op::Const(_) | Op::Reshape { .. } => {
                 unreachable!("handled without kernels")

@@ -18,11 +18,7 @@ pub(super) fn matmul(cx: &mut Lowering, n: &NodeCx) -> Result<(), String> {
     let batch: Vec<Affine> = vars(r - 2);
     let a_index = [batch.clone(), vec![Affine::var(bm), Affine::var(bk)]].concat();
     let w_index = [batch, vec![Affine::var(bk), Affine::var(bn)]].concat();
-    let value = Expr::binary(
-        BinaryOp::Mul,
-        Expr::load(1, a_index),
-        Expr::load(2, w_index),
-    );
+    let value = Expr::binary(BinaryOp::Mul, Expr::load(1, a_index), Expr::load(2, w_index));
     let (a, w) = (cx.input(n, 0), cx.input(n, 1));
     let init = reduce_init(ReduceKind::Sum, n.node().ty.dtype);
     cx.kernel(
@@ -64,11 +60,7 @@ fn pad(
         let len = (sp[i] as i64 - 1) * stride[i] as i64 + 1 + front[i] + back[i];
         shape.push(usize::try_from(len).map_err(|_| "padding crops away the whole input")?);
     }
-    let padded = cx.temp(
-        n,
-        suffix,
-        TensorType::new(ty.dtype, shape.clone()).map_err(|e| e.0)?,
-    );
+    let padded = cx.temp(n, suffix, TensorType::new(ty.dtype, shape.clone()).map_err(|e| e.0)?);
     fill(cx, n, &format!("{suffix}.fill"), padded, value);
     // Input positions i whose place front + i*stride falls inside the padded extent.
     let mut loops = vec![par("n", ty.shape[0]), par("c", ty.shape[1])];
@@ -85,15 +77,7 @@ fn pad(
         src.push(Affine::var(2 + i).add_offset(lo));
         dst.push(Affine::constant(f + lo * s).plus(2 + i, s));
     }
-    cx.kernel(
-        n,
-        suffix,
-        loops,
-        vec![padded, x],
-        target(dst),
-        Expr::load(1, src),
-        None,
-    );
+    cx.kernel(n, suffix, loops, vec![padded, x], target(dst), Expr::load(1, src), None);
     Ok(padded)
 }
 
@@ -140,11 +124,7 @@ fn conv_kernel(
     }));
     let mut w_index = vec![out_channel, Affine::var(c)];
     w_index.extend((0..nd).map(|i| Affine::var(k0 + i)));
-    let value = Expr::binary(
-        BinaryOp::Mul,
-        Expr::load(1, x_index),
-        Expr::load(2, w_index),
-    );
+    let value = Expr::binary(BinaryOp::Mul, Expr::load(1, x_index), Expr::load(2, w_index));
     let init = reduce_init(ReduceKind::Sum, n.node().ty.dtype);
     cx.kernel(
         n,
@@ -196,11 +176,7 @@ pub(super) fn conv_transpose(
     // w2[g*Mg + m, ci, k] = w[g*Cg + ci, m, K-1-k]
     let mut shape = vec![out[1], cg];
     shape.extend_from_slice(&wt.shape[2..]);
-    let w2 = cx.temp(
-        n,
-        "weight",
-        TensorType::new(wt.dtype, shape).map_err(|e| e.0)?,
-    );
+    let w2 = cx.temp(n, "weight", TensorType::new(wt.dtype, shape).map_err(|e| e.0)?);
     let mut loops = Vec::new();
     let g = (groups > 1).then(|| {
         loops.push(par("g", groups));
@@ -218,22 +194,12 @@ pub(super) fn conv_transpose(
     dst.extend((0..nd).map(|i| Affine::var(ci + 1 + i)));
     let mut src = vec![grouped(ci, cg), Affine::var(m)];
     src.extend((0..nd).map(|i| Affine::constant(wt.shape[2 + i] as i64 - 1).plus(ci + 1 + i, -1)));
-    cx.kernel(
-        n,
-        "weight",
-        loops,
-        vec![w2, w],
-        target(dst),
-        Expr::load(1, src),
-        None,
-    );
+    cx.kernel(n, "weight", loops, vec![w2, w], target(dst), Expr::load(1, src), None);
 
     let (pb, pe) = split_pads(&c.pads);
     let span = |i: usize| (c.dilations[i] * (wt.shape[2 + i] - 1)) as i64;
     let front: Vec<i64> = (0..nd).map(|i| span(i) - pb[i]).collect();
-    let back: Vec<i64> = (0..nd)
-        .map(|i| span(i) - pe[i] + output_padding[i] as i64)
-        .collect();
+    let back: Vec<i64> = (0..nd).map(|i| span(i) - pe[i] + output_padding[i] as i64).collect();
     let zero = Scalar::of(n.node().ty.dtype, 0.0);
     let xd = pad(cx, n, "spread", x, &front, &back, &c.strides, zero)?;
     conv_kernel(cx, n, xd, w2, &vec![1; nd], &c.dilations, groups);
@@ -262,16 +228,7 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         PoolKind::Max => (ReduceKind::Max, f64::NEG_INFINITY),
         PoolKind::Avg { .. } => (ReduceKind::Sum, 0.0),
     };
-    let xp = pad(
-        cx,
-        n,
-        "pad",
-        x,
-        &pb,
-        &back,
-        &vec![1; nd],
-        Scalar::of(dtype, pad_value),
-    )?;
+    let xp = pad(cx, n, "pad", x, &pb, &back, &vec![1; nd], Scalar::of(dtype, pad_value))?;
     let mut loops = vec![par("n", out[0]), par("c", out[1])];
     loops.extend((0..nd).map(|i| par(format!("o{i}"), out[2 + i])));
     loops.extend((0..nd).map(|i| red(format!("k{i}"), p.kernel[i])));
@@ -309,20 +266,14 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
     );
     let counts = window_counts(p, &in_shape[2..], &out[2..], count_include_pad);
     let (divisor, operands) = if counts.iter().all(|&c| c == counts[0]) {
-        (
-            Expr::Const(Scalar::of(dtype, counts[0] as f64)),
-            vec![n.out, sum],
-        )
+        (Expr::Const(Scalar::of(dtype, counts[0] as f64)), vec![n.out, sum])
     } else {
         let t = match dtype {
             swflow_frontend::ir::DType::F64 => Tensor::new(
                 out[2..].to_vec(),
                 swflow_frontend::ir::Data::F64(counts.iter().map(|&c| c as f64).collect()),
             ),
-            _ => Tensor::from_f32(
-                out[2..].to_vec(),
-                counts.iter().map(|&c| c as f32).collect(),
-            ),
+            _ => Tensor::from_f32(out[2..].to_vec(), counts.iter().map(|&c| c as f32).collect()),
         }
         .map_err(|e| e.0)?;
         let count = cx.constant(n, "count", t);
@@ -346,12 +297,7 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
 
 /// For every output position of a pooling, the number of window positions that count towards
 /// an average: inside the input, or all of the kernel with `count_include_pad`.
-fn window_counts(
-    p: &PoolAttrs,
-    input: &[usize],
-    output: &[usize],
-    count_include_pad: bool,
-) -> Vec<usize> {
+fn window_counts(p: &PoolAttrs, input: &[usize], output: &[usize], count_include_pad: bool) -> Vec<usize> {
     let nd = input.len();
     let per_dim: Vec<Vec<usize>> = (0..nd)
         .map(|i| {
@@ -362,8 +308,7 @@ fn window_counts(
                     }
                     (0..p.kernel[i])
                         .filter(|&k| {
-                            let pos =
-                                (o * p.strides[i] + k * p.dilations[i]) as i64 - p.pads[i] as i64;
+                            let pos = (o * p.strides[i] + k * p.dilations[i]) as i64 - p.pads[i] as i64;
                             pos >= 0 && pos < input[i] as i64
                         })
                         .count()

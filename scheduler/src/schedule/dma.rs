@@ -37,11 +37,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
                 Residence::Buffer
             };
             let used = used_loops(&a.index);
-            let depth = s
-                .order
-                .iter()
-                .rposition(|l| used.contains(l))
-                .map_or(0, |d| d + 1);
+            let depth = s.order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
             Buffer {
                 dims: dims.unwrap_or_default(),
                 elem_bytes: ty.dtype.size_bytes(),

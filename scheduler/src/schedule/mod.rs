@@ -77,9 +77,7 @@ impl Buffer {
     pub fn ldm_bytes(&self) -> usize {
         match self.residence {
             Residence::Direct => 0,
-            Residence::Buffer => {
-                self.elements() * self.elem_bytes * if self.double { 2 } else { 1 }
-            }
+            Residence::Buffer => self.elements() * self.elem_bytes * if self.double { 2 } else { 1 },
         }
     }
 }
@@ -114,13 +112,8 @@ impl Schedule {
 
     /// LDM bytes of all buffers plus one reply counter per buffered access.
     pub fn ldm_bytes(&self, target: &Target) -> usize {
-        let buffered = self
-            .buffers
-            .iter()
-            .filter(|b| b.residence == Residence::Buffer)
-            .count();
-        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>()
-            + buffered * target.dma.reply_bytes
+        let buffered = self.buffers.iter().filter(|b| b.residence == Residence::Buffer).count();
+        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>() + buffered * target.dma.reply_bytes
     }
 
     /// Mean over max work per CPE (1.0 is perfect balance).
@@ -154,12 +147,7 @@ impl Schedule {
         let _ = writeln!(s, "  order [{}]", names(&self.order));
         for (a, b) in accesses(k).iter().zip(&self.buffers) {
             let tensor = &p.tensor(k.operands[a.operand]).name;
-            let dims = b
-                .dims
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join("x");
+            let dims = b.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
             let how = match b.residence {
                 Residence::Direct => "direct".to_string(),
                 Residence::Buffer => format!(
@@ -192,11 +180,7 @@ pub fn schedule_program(p: &mut Program, target: &Target) -> Result<(), Schedule
 }
 
 /// Runs the passes on one kernel.
-pub fn schedule_kernel(
-    k: &Kernel,
-    p: &Program,
-    target: &Target,
-) -> Result<Schedule, ScheduleError> {
+pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Schedule, ScheduleError> {
     let fail = |reason: String| ScheduleError {
         kernel: k.name.clone(),
         reason,
@@ -216,13 +200,80 @@ pub fn schedule_kernel(
         sizing: sized.steps,
     };
     s.buffers = dma::plan_buffers(k, p, &s, target);
+    verify_schedule(k, p, &s, target).map_err(fail)?;
+    Ok(s)
+}
+
+/// Checks a schedule against its kernel and target: the partition splits parallel loops into
+/// the stated chunks, tiles fit their ranges, the order holds exactly the loops with several
+/// tiles, every buffer holds the span of its access over a tile and is refilled inside every
+/// tile loop it depends on, and everything fits the LDM. Schedules written by hand or parsed
+/// from text go through the same check.
+pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Result<(), String> {
+    let n = k.loops.len();
+    if s.partition
+        .iter()
+        .any(|&l| l >= n || k.loops[l].kind != crate::loops::LoopKind::Parallel)
+    {
+        return Err("partition loops must be parallel loops of the kernel".into());
+    }
+    let points: usize = s.partition.iter().map(|&l| k.loops[l].extent).product();
+    if points != s.partition_points || s.chunk != points.div_ceil(target.cpes) {
+        return Err(format!(
+            "partition of {points} points in chunks of {} does not match the stated {} in chunks of {}",
+            points.div_ceil(target.cpes),
+            s.partition_points,
+            s.chunk
+        ));
+    }
+    if s.tiles.len() != n || s.ranges.len() != n || (0..n).any(|l| s.tiles[l] == 0 || s.tiles[l] > s.ranges[l]) {
+        return Err("every loop needs a tile between 1 and its range".into());
+    }
+    let mut expected: Vec<usize> = (0..n).filter(|&l| s.ranges[l] > s.tiles[l]).collect();
+    let mut order = s.order.clone();
+    expected.sort_unstable();
+    order.sort_unstable();
+    if order != expected {
+        return Err("the order must hold exactly the loops with more than one tile".into());
+    }
+    let all = accesses(k);
+    if s.buffers.len() != all.len() {
+        return Err(format!("{} buffers for {} accesses", s.buffers.len(), all.len()));
+    }
+    for (a, b) in all.iter().zip(&s.buffers) {
+        let tensor = &p.tensor(k.operands[a.operand]).name;
+        let Some(span) = sizing::buffer_dims(a, &s.tiles) else {
+            if b.residence != Residence::Direct {
+                return Err(format!("gathered access to '{tensor}' must be direct"));
+            }
+            continue;
+        };
+        if b.residence == Residence::Direct {
+            continue;
+        }
+        if b.dims.len() != span.len() || b.dims.iter().zip(&span).any(|(d, s)| d < s) {
+            return Err(format!(
+                "buffer of '{tensor}' ({:?}) is smaller than its tile span {span:?}",
+                b.dims
+            ));
+        }
+        let mut used = Vec::new();
+        for i in &a.index {
+            if let crate::loops::Index::Affine(x) = i {
+                used.extend(x.terms.iter().map(|t| t.0));
+            }
+        }
+        let needed = s.order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
+        if b.depth < needed || b.depth > s.order.len() {
+            return Err(format!(
+                "buffer of '{tensor}' at depth {} must be refilled at depth {needed}",
+                b.depth
+            ));
+        }
+    }
     let budget = target.ldm_bytes - target.stack_reserve_bytes;
     if s.ldm_bytes(target) > budget {
-        return Err(fail(format!(
-            "needs {} LDM bytes, {} available",
-            s.ldm_bytes(target),
-            budget
-        )));
+        return Err(format!("needs {} LDM bytes, {budget} available", s.ldm_bytes(target)));
     }
-    Ok(s)
+    Ok(())
 }

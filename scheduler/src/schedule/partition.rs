@@ -66,13 +66,7 @@ pub struct Segment {
 
 /// The segments of CPE `cpe`'s chunk, in order. `extents` are the kernel's loop extents;
 /// `start` has one entry per loop (non-partition loops are 0).
-pub fn segments(
-    cpe: usize,
-    chunk: usize,
-    points: usize,
-    loops: &[usize],
-    extents: &[usize],
-) -> Vec<Segment> {
+pub fn segments(cpe: usize, chunk: usize, points: usize, loops: &[usize], extents: &[usize]) -> Vec<Segment> {
     let mut out = Vec::new();
     let range = chunk_of(cpe, chunk, points);
     let mut f = range.start;

@@ -43,18 +43,9 @@ fn used_loops(index: &[Index], out: &mut Vec<usize>) {
 }
 
 /// DMA transfers (gets and puts) and bytes for `order`.
-pub fn traffic(
-    k: &Kernel,
-    p: &Program,
-    tiles: &[usize],
-    ranges: &[usize],
-    order: &[usize],
-) -> Traffic {
+pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order: &[usize]) -> Traffic {
     let count = |l: usize| ranges[l].div_ceil(tiles[l]);
-    let mut t = Traffic {
-        transfers: 0,
-        bytes: 0,
-    };
+    let mut t = Traffic { transfers: 0, bytes: 0 };
     for (i, a) in super::accesses(k).into_iter().enumerate() {
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = buffer_dims(a, tiles);
@@ -64,10 +55,7 @@ pub fn traffic(
         let bytes = dims.map_or(0, |d| d.iter().product::<usize>()) * ty.dtype.size_bytes();
         let mut used = Vec::new();
         used_loops(&a.index, &mut used);
-        let depth = order
-            .iter()
-            .rposition(|l| used.contains(l))
-            .map_or(0, |d| d + 1);
+        let depth = order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
         let visits: usize = order[..depth].iter().map(|&l| count(l)).product();
         let transfers = if i == 0 && k.stmt.reduce.is_some() {
             let reductions: usize = order[..depth]
@@ -106,9 +94,7 @@ const EXHAUSTIVE: usize = 6;
 /// `ranges[l]` is how many values of loop `l` one CPE walks in one go (see
 /// [`super::partition::Partition::range`]).
 pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize]) -> Choice {
-    let outer: Vec<usize> = (0..k.loops.len())
-        .filter(|&l| ranges[l] > tiles[l])
-        .collect();
+    let outer: Vec<usize> = (0..k.loops.len()).filter(|&l| ranges[l] > tiles[l]).collect();
     let key = |o: &[usize], t: &Traffic| (t.clone(), o.to_vec());
     let mut candidates = Vec::new();
     if outer.len() <= EXHAUSTIVE {
@@ -140,13 +126,10 @@ pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize]) ->
         }
     }
     candidates.sort_by(|a, b| key(&a.0, &a.1).cmp(&key(&b.0, &b.1)));
-    let (order, traffic) = candidates.first().cloned().unwrap_or((
-        Vec::new(),
-        Traffic {
-            transfers: 0,
-            bytes: 0,
-        },
-    ));
+    let (order, traffic) = candidates
+        .first()
+        .cloned()
+        .unwrap_or((Vec::new(), Traffic { transfers: 0, bytes: 0 }));
     Choice {
         order,
         traffic,

@@ -93,12 +93,7 @@ fn grow(t: usize, extent: usize) -> usize {
     }
 }
 
-pub fn size_buffers(
-    k: &Kernel,
-    p: &Program,
-    part: &Partition,
-    target: &Target,
-) -> Result<Sized, String> {
+pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) -> Result<Sized, String> {
     let n_access = super::accesses(k).len();
     let budget = target
         .ldm_bytes

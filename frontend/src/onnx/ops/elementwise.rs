@@ -87,11 +87,7 @@ pub(super) fn gelu(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
             let s = cx.with_scalar(BinaryOp::Mul, sum, (2.0 / std::f64::consts::PI).sqrt())?;
             cx.unary(UnaryOp::Tanh, s)?
         }
-        other => {
-            return Err(format!(
-                "approximate='{other}' is not supported (none or tanh)"
-            ))
-        }
+        other => return Err(format!("approximate='{other}' is not supported (none or tanh)")),
     };
     let one_plus = cx.with_scalar(BinaryOp::Add, inner, 1.0)?;
     let half_x = cx.with_scalar(BinaryOp::Mul, x, 0.5)?;
@@ -102,14 +98,8 @@ pub(super) fn gelu(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 pub(super) fn clip(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let (lo, hi) = if cx.opset < 11 {
-        let lo = cx
-            .attrs
-            .float_opt("min")?
-            .map(|v| cx.scalar(cx.ty(x).dtype, v as f64));
-        let hi = cx
-            .attrs
-            .float_opt("max")?
-            .map(|v| cx.scalar(cx.ty(x).dtype, v as f64));
+        let lo = cx.attrs.float_opt("min")?.map(|v| cx.scalar(cx.ty(x).dtype, v as f64));
+        let hi = cx.attrs.float_opt("max")?.map(|v| cx.scalar(cx.ty(x).dtype, v as f64));
         (lo, hi)
     } else {
         (cx.opt_input(1)?, cx.opt_input(2)?)
@@ -175,10 +165,7 @@ pub(super) fn cast_like(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 
 pub(super) fn cast(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
-    let to = cx
-        .attrs
-        .int_opt("to")?
-        .ok_or("attribute 'to' is required")?;
+    let to = cx.attrs.int_opt("to")?.ok_or("attribute 'to' is required")?;
     let to = crate::onnx::dtype_from_onnx(to as i32)?;
     Ok(vec![cx.cast(x, to)?])
 }
@@ -193,16 +180,11 @@ pub(super) fn identity(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 pub(super) fn dropout(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     if cx.opset >= 12 {
-        let first = |t: Option<std::sync::Arc<crate::ir::Tensor>>| {
-            t.and_then(|t| t.to_f64_vec().first().copied())
-        };
+        let first = |t: Option<std::sync::Arc<crate::ir::Tensor>>| t.and_then(|t| t.to_f64_vec().first().copied());
         let training = first(cx.const_input(2)?).is_some_and(|t| t != 0.0);
         let ratio = first(cx.const_input(1)?).unwrap_or(0.5);
         if training && ratio != 0.0 {
-            return Err(
-                "training mode with a non-zero ratio draws a random mask, which is not supported"
-                    .into(),
-            );
+            return Err("training mode with a non-zero ratio draws a random mask, which is not supported".into());
         }
     }
     let mut outs = vec![x];

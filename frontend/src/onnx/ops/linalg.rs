@@ -7,11 +7,7 @@ use crate::ir::{infer::broadcast_shapes, BinaryOp, NodeId, Op};
 pub(super) fn gemm(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let (mut a, mut b) = (cx.input(0)?, cx.input(1)?);
     if cx.rank(a) != 2 || cx.rank(b) != 2 {
-        return Err(format!(
-            "A and B must be matrices, got {} and {}",
-            cx.ty(a),
-            cx.ty(b)
-        ));
+        return Err(format!("A and B must be matrices, got {} and {}", cx.ty(a), cx.ty(b)));
     }
     if cx.attrs.flag("transA", false)? {
         a = cx.op(Op::Transpose { perm: vec![1, 0] }, &[a])?;
@@ -57,11 +53,7 @@ pub(super) fn matmul(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let (ra, rb) = (sa.len(), sb.len());
     let (m, k, n) = (sa[ra - 2], sa[ra - 1], sb[rb - 1]);
     if sb[rb - 2] != k {
-        return Err(format!(
-            "inner dimensions differ: {} x {}",
-            cx.ty(a),
-            cx.ty(b)
-        ));
+        return Err(format!("inner dimensions differ: {} x {}", cx.ty(a), cx.ty(b)));
     }
     let batch = broadcast_shapes(&sa[..ra - 2], &sb[..rb - 2]).map_err(|e| e.0)?;
     let y = if rb == 2 {

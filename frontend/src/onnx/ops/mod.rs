@@ -33,8 +33,9 @@ fn handler(op_type: &str) -> Option<Handler> {
     Some(match op_type {
         "Add" | "Sub" | "Mul" | "Div" => elementwise::arith,
         "Pow" => elementwise::pow,
-        "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid"
-        | "Tanh" => elementwise::unary,
+        "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid" | "Tanh" => {
+            elementwise::unary
+        }
         "LeakyRelu" => elementwise::leaky_relu,
         "PRelu" => elementwise::prelu,
         "Gelu" => elementwise::gelu,
@@ -76,12 +77,7 @@ fn handler(op_type: &str) -> Option<Handler> {
 }
 
 /// Expands model node number `index` into primitives and binds its outputs.
-pub(super) fn import_node(
-    b: &mut Builder,
-    node: &NodeProto,
-    index: usize,
-    opset: i64,
-) -> Result<(), ImportErrorKind> {
+pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset: i64) -> Result<(), ImportErrorKind> {
     let op_type = node.op_type().to_string();
     let label = if node.name().is_empty() {
         format!("{op_type}#{index}")
@@ -94,10 +90,7 @@ pub(super) fn import_node(
         reason,
     };
     if !matches!(node.domain(), "" | "ai.onnx") {
-        return Err(fail(format!(
-            "operator domain '{}' is not supported",
-            node.domain()
-        )));
+        return Err(fail(format!("operator domain '{}' is not supported", node.domain())));
     }
     let handler = handler(&op_type).ok_or_else(|| fail("operator not supported".into()))?;
     let prefix = node
@@ -126,18 +119,15 @@ pub(super) fn import_node(
         }
         match results.get(k) {
             Some(&id) => {
-                let fresh = id.index() >= mark
-                    && cx.b.lookup(name).is_none()
-                    && !results[..k].contains(&id);
+                let fresh = id.index() >= mark && cx.b.lookup(name).is_none() && !results[..k].contains(&id);
                 if fresh {
                     cx.b.rename(id, name);
                 }
                 cx.b.bind(name, id);
             }
-            None => cx.b.mark_missing(
-                name,
-                format!("output {k} of {op_type} node '{label}' is not supported"),
-            ),
+            None => {
+                cx.b.mark_missing(name, format!("output {k} of {op_type} node '{label}' is not supported"))
+            }
         }
     }
     Ok(())
@@ -161,8 +151,7 @@ impl Cx<'_> {
 
     /// Operand `i`, which must be present.
     pub fn input(&self, i: usize) -> Result<NodeId, String> {
-        self.opt_input(i)?
-            .ok_or_else(|| format!("input {i} is required"))
+        self.opt_input(i)?.ok_or_else(|| format!("input {i} is required"))
     }
 
     /// Operand `i`, or `None` when absent or given as an empty name.
@@ -246,12 +235,7 @@ impl Cx<'_> {
         self.op(Op::Reshape { shape }, &[x])
     }
 
-    pub fn reduce(
-        &mut self,
-        kind: ReduceKind,
-        x: NodeId,
-        axes: Vec<usize>,
-    ) -> Result<NodeId, String> {
+    pub fn reduce(&mut self, kind: ReduceKind, x: NodeId, axes: Vec<usize>) -> Result<NodeId, String> {
         self.op(Op::Reduce { kind, axes }, &[x])
     }
 

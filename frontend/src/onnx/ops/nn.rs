@@ -78,18 +78,13 @@ pub(super) fn conv(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let input = spatial_input(cx, x)?;
     let nd = input.len();
     if cx.rank(w) != nd + 2 {
-        return Err(format!(
-            "weight {} does not match input {}",
-            cx.ty(w),
-            cx.ty(x)
-        ));
+        return Err(format!("weight {} does not match input {}", cx.ty(w), cx.ty(x)));
     }
     let kernel = kernel_shape(cx, &cx.shape(w)[2..])?;
     let strides = cx.attrs.spatial("strides", nd, 1)?;
     let dilations = cx.attrs.spatial("dilations", nd, 1)?;
     let pads = resolve_pads(cx, &input, &kernel, &strides, &dilations)?;
-    let groups =
-        usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
+    let groups = usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
     let y = cx.op(
         Op::Conv(ConvAttrs {
             strides,
@@ -108,47 +103,31 @@ pub(super) fn conv_transpose(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let input = spatial_input(cx, x)?;
     let nd = input.len();
     if cx.rank(w) != nd + 2 {
-        return Err(format!(
-            "weight {} does not match input {}",
-            cx.ty(w),
-            cx.ty(x)
-        ));
+        return Err(format!("weight {} does not match input {}", cx.ty(w), cx.ty(x)));
     }
     let kernel = kernel_shape(cx, &cx.shape(w)[2..])?;
     let strides = cx.attrs.spatial("strides", nd, 1)?;
     let dilations = cx.attrs.spatial("dilations", nd, 1)?;
     let mut output_padding = cx.attrs.spatial("output_padding", nd, 0)?;
-    let groups =
-        usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
+    let groups = usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
     let auto_pad = cx.attrs.string("auto_pad", "NOTSET")?;
     // The output extent is explicit (output_shape) or, with SAME padding, input * stride.
     let target: Option<Vec<usize>> = match cx.attrs.ints("output_shape")? {
         Some(s) => {
-            let s = if s.len() == nd + 2 {
-                s[2..].to_vec()
-            } else {
-                s
-            };
+            let s = if s.len() == nd + 2 { s[2..].to_vec() } else { s };
             if s.len() != nd || s.iter().any(|&v| v <= 0) {
-                return Err(format!(
-                    "output_shape {s:?} must give {nd} positive extents"
-                ));
+                return Err(format!("output_shape {s:?} must give {nd} positive extents"));
             }
             Some(s.iter().map(|&v| v as usize).collect())
         }
-        None if auto_pad.starts_with("SAME") => {
-            Some(input.iter().zip(&strides).map(|(i, s)| i * s).collect())
-        }
+        None if auto_pad.starts_with("SAME") => Some(input.iter().zip(&strides).map(|(i, s)| i * s).collect()),
         None => None,
     };
     let pads = match (&target, auto_pad.as_str()) {
         (Some(target), _) => {
             let mut pads = vec![0; 2 * nd];
             for i in 0..nd {
-                let full = strides[i] * (input[i] - 1)
-                    + output_padding[i]
-                    + dilations[i] * (kernel[i] - 1)
-                    + 1;
+                let full = strides[i] * (input[i] - 1) + output_padding[i] + dilations[i] * (kernel[i] - 1) + 1;
                 if target[i] > full {
                     // A larger requested extent than the stride pattern covers: extra zeros at the end.
                     output_padding[i] += target[i] - full;
@@ -199,10 +178,7 @@ pub(super) fn pool(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let ceil_mode = cx.attrs.flag("ceil_mode", false)?;
     let kind = if cx.op_type() == "MaxPool" {
         if cx.attrs.int("storage_order", 0)? != 0 && cx.node.output.len() > 1 {
-            return Err(
-                "storage_order is only meaningful for the indices output, which is not supported"
-                    .into(),
-            );
+            return Err("storage_order is only meaningful for the indices output, which is not supported".into());
         }
         PoolKind::Max
     } else {
@@ -327,14 +303,10 @@ pub(super) fn lrn(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     if shape.len() < 3 {
         return Err(format!("input {} must be [N, C, spatial..]", cx.ty(x)));
     }
-    let size = usize::try_from(
-        cx.attrs
-            .int_opt("size")?
-            .ok_or("attribute 'size' is required")?,
-    )
-    .ok()
-    .filter(|&s| s > 0)
-    .ok_or("size must be positive")?;
+    let size = usize::try_from(cx.attrs.int_opt("size")?.ok_or("attribute 'size' is required")?)
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or("size must be positive")?;
     let alpha = cx.attrs.float("alpha", 1e-4)? as f64;
     let beta = cx.attrs.float("beta", 0.75)? as f64;
     let bias = cx.attrs.float("bias", 1.0)? as f64;
@@ -366,10 +338,7 @@ pub(super) fn softmax(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let shape = cx.shape(x);
     let legacy = cx.opset < 13;
-    let a = axis(
-        cx.attrs.int("axis", if legacy { 1 } else { -1 })?,
-        shape.len().max(1),
-    )?;
+    let a = axis(cx.attrs.int("axis", if legacy { 1 } else { -1 })?, shape.len().max(1))?;
     let (v, ax) = if legacy {
         let rows = shape[..a].iter().product();
         (cx.reshape(x, vec![rows, shape[a..].iter().product()])?, 1)

@@ -18,10 +18,7 @@ pub(super) fn reduce(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let keepdims = cx.attrs.flag("keepdims", true)?;
     let axes: Vec<usize> = match axes {
         Some(a) if !a.is_empty() => {
-            let mut v = a
-                .iter()
-                .map(|&a| axis(a, rank))
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut v = a.iter().map(|&a| axis(a, rank)).collect::<Result<Vec<_>, _>>()?;
             v.sort_unstable();
             v.dedup();
             v

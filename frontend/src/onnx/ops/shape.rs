@@ -19,9 +19,9 @@ pub(super) fn reshape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
                 1
             }
             -1 => return Err("at most one dimension may be -1".into()),
-            0 if !allow_zero => *input.get(i).ok_or_else(|| {
-                format!("dimension {i} is 0 but the input has rank {}", input.len())
-            })?,
+            0 if !allow_zero => *input
+                .get(i)
+                .ok_or_else(|| format!("dimension {i} is 0 but the input has rank {}", input.len()))?,
             d if d >= 0 => d as usize,
             d => return Err(format!("invalid dimension {d} in target shape")),
         });
@@ -30,9 +30,7 @@ pub(super) fn reshape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     if let Some(i) = infer_at {
         let known = checked_numel(&shape).map_err(|e| e.0)?;
         if known == 0 || total % known != 0 {
-            return Err(format!(
-                "cannot infer dimension {i}: {total} elements into {spec:?}"
-            ));
+            return Err(format!("cannot infer dimension {i}: {total} elements into {spec:?}"));
         }
         shape[i] = total / known;
     }
@@ -56,24 +54,17 @@ pub(super) fn transpose(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let rank = cx.rank(x);
     let perm = match cx.attrs.ints("perm")? {
-        Some(p) => p
-            .iter()
-            .map(|&a| axis(a, rank))
-            .collect::<Result<Vec<_>, _>>()?,
+        Some(p) => p.iter().map(|&a| axis(a, rank)).collect::<Result<Vec<_>, _>>()?,
         None => (0..rank).rev().collect(),
     };
     Ok(vec![cx.op(Op::Transpose { perm }, &[x])?])
 }
 
 pub(super) fn concat(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
-    let inputs = (0..cx.n_inputs())
-        .map(|i| cx.input(i))
-        .collect::<Result<Vec<_>, _>>()?;
+    let inputs = (0..cx.n_inputs()).map(|i| cx.input(i)).collect::<Result<Vec<_>, _>>()?;
     let first = *inputs.first().ok_or("at least one input is required")?;
     let a = axis(
-        cx.attrs
-            .int_opt("axis")?
-            .ok_or("attribute 'axis' is required")?,
+        cx.attrs.int_opt("axis")?.ok_or("attribute 'axis' is required")?,
         cx.rank(first),
     )?;
     if inputs.len() == 1 {
@@ -109,13 +100,9 @@ pub(super) fn split(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
             };
             let each = dim.div_ceil(parts);
             if cx.attrs.has("num_outputs") {
-                (0..parts)
-                    .map(|i| each.min(dim.saturating_sub(i * each)))
-                    .collect()
+                (0..parts).map(|i| each.min(dim.saturating_sub(i * each))).collect()
             } else if dim % parts != 0 {
-                return Err(format!(
-                    "extent {dim} does not split into {parts} equal parts"
-                ));
+                return Err(format!("extent {dim} does not split into {parts} equal parts"));
             } else {
                 vec![dim / parts; parts]
             }
@@ -168,10 +155,7 @@ pub(super) fn slice(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
             cx.const_ints(4)?,
         )
     };
-    let (starts, ends) = (
-        starts.ok_or("starts are required")?,
-        ends.ok_or("ends are required")?,
-    );
+    let (starts, ends) = (starts.ok_or("starts are required")?, ends.ok_or("ends are required")?);
     let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
     let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
@@ -194,10 +178,7 @@ pub(super) fn slice(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         let (s, e) = if step > 0 {
             (norm(starts[i]).clamp(0, dim), norm(ends[i]).clamp(0, dim))
         } else {
-            (
-                norm(starts[i]).clamp(0, dim - 1),
-                norm(ends[i]).clamp(-1, dim - 1),
-            )
+            (norm(starts[i]).clamp(0, dim - 1), norm(ends[i]).clamp(-1, dim - 1))
         };
         let (span, stride) = if step > 0 {
             ((e - s).max(0) as u64, step.unsigned_abs())
@@ -231,17 +212,11 @@ pub(super) fn squeeze(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let shape = cx.shape(x);
     let drop: Vec<usize> = match axes_operand(cx)? {
-        Some(a) => a
-            .iter()
-            .map(|&a| axis(a, shape.len()))
-            .collect::<Result<_, _>>()?,
+        Some(a) => a.iter().map(|&a| axis(a, shape.len())).collect::<Result<_, _>>()?,
         None => (0..shape.len()).filter(|&i| shape[i] == 1).collect(),
     };
     if let Some(&bad) = drop.iter().find(|&&a| shape[a] != 1) {
-        return Err(format!(
-            "cannot squeeze axis {bad} of extent {}",
-            shape[bad]
-        ));
+        return Err(format!("cannot squeeze axis {bad} of extent {}", shape[bad]));
     }
     let kept = shape
         .iter()
@@ -257,10 +232,7 @@ pub(super) fn unsqueeze(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let shape = cx.shape(x);
     let axes = axes_operand(cx)?.ok_or("axes are required")?;
     let rank = shape.len() + axes.len();
-    let mut new_axes = axes
-        .iter()
-        .map(|&a| axis(a, rank))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut new_axes = axes.iter().map(|&a| axis(a, rank)).collect::<Result<Vec<_>, _>>()?;
     new_axes.sort_unstable();
     if new_axes.windows(2).any(|w| w[0] == w[1]) {
         return Err(format!("repeated axis in {axes:?}"));
@@ -333,9 +305,9 @@ pub(super) fn constant_of_shape(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 pub(super) fn size(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let n = cx.ty(x).numel() as i64;
-    Ok(vec![cx.b.constant(
-        Tensor::from_i64(Vec::new(), vec![n]).map_err(|e| e.0)?,
-    )])
+    Ok(vec![cx
+        .b
+        .constant(Tensor::from_i64(Vec::new(), vec![n]).map_err(|e| e.0)?)])
 }
 
 /// The input's shape as an i64 vector; opset 15 adds a `[start, end)` window.

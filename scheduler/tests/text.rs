@@ -1,0 +1,125 @@
+//! Kernels and their schedules print and parse back exactly, for every kernel of scheduled
+//! models; an edited schedule parsed back is what the executor runs.
+
+use swflow_frontend::ir::{DType, Graph, Op, Output, TensorType};
+use swflow_frontend::onnx::{import_file, ImportOptions};
+use swflow_frontend::random::random_tensor;
+use swflow_scheduler::exec::cpe::run_program;
+use swflow_scheduler::loops::{parse_kernel, print_kernel, verify_kernel, Program};
+use swflow_scheduler::lower::lower;
+use swflow_scheduler::schedule::{schedule_program, verify_schedule};
+use swflow_scheduler::target::Target;
+
+fn lenet() -> Program {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let g = import_file(&root.join("examples/lenet/model.onnx"), &ImportOptions::default()).unwrap();
+    lower(&g).unwrap()
+}
+
+#[test]
+fn kernels_round_trip_with_and_without_schedules() {
+    let mut p = lenet();
+    for k in &p.kernels {
+        let text = print_kernel(k, &p);
+        let back = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verify_kernel(&back, &p).unwrap();
+        assert_eq!(print_kernel(&back, &p), text);
+    }
+    schedule_program(&mut p, &Target::sw26010()).unwrap();
+    for k in &p.kernels {
+        let text = print_kernel(k, &p);
+        let back = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(print_kernel(&back, &p), text);
+        let (s, t) = (back.schedule.as_ref().unwrap(), k.schedule.as_ref().unwrap());
+        assert_eq!(
+            (&s.partition, &s.tiles, &s.order, &s.buffers, &s.ranges),
+            (&t.partition, &t.tiles, &t.order, &t.buffers, &t.ranges)
+        );
+    }
+}
+
+#[test]
+fn awkward_names_gathers_and_constants_round_trip() {
+    let mut g = Graph::new("g");
+    let d = g.add_input("data \"x\"-1", TensorType::new(DType::F32, vec![5, 3]).unwrap());
+    let i = g.add_input("2idx", TensorType::new(DType::I64, vec![4]).unwrap());
+    let y = g.add_node("y", Op::Gather { axis: 0 }, vec![d, i], None).unwrap();
+    let z = g
+        .add_node(
+            "z",
+            Op::Slice {
+                starts: vec![3, 2],
+                steps: vec![-1, -2],
+                sizes: vec![2, 2],
+            },
+            vec![y],
+            None,
+        )
+        .unwrap();
+    g.outputs.push(Output {
+        name: "z".into(),
+        node: z,
+    });
+    let p = lower(&g).unwrap();
+    for k in &p.kernels {
+        let text = print_kernel(k, &p);
+        let back = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(print_kernel(&back, &p), text);
+    }
+}
+
+#[test]
+fn a_pinned_schedule_is_replayed() {
+    let mut p = lenet();
+    let target = Target::sw26010();
+    schedule_program(&mut p, &target).unwrap();
+    let inputs: Vec<_> = p
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| random_tensor(&p.tensor(t).ty, 5, i))
+        .collect();
+    let (want, _) = run_program(&p, &inputs, &target).unwrap();
+    // Pin the first convolution to smaller output tiles by editing its text.
+    let at = p
+        .kernels
+        .iter()
+        .position(|k| k.op == "conv" && k.stmt.reduce.is_some())
+        .unwrap();
+    let text = print_kernel(&p.kernels[at], &p);
+    assert!(text.contains("o0:3, o1:28"), "{text}");
+    let retile = text
+        .replace("o0:3, o1:28", "o0:3, o1:8")
+        .replace("order []", "order [o1]");
+    // Without bigger-than-needed buffers refilled per o1 tile the schedule is rejected...
+    let stale = parse_kernel(&retile.replace("1x1x3x28 at depth 0", "1x1x3x8 at depth 0"), &p).unwrap();
+    let e = verify_schedule(&stale, &p, stale.schedule.as_ref().unwrap(), &target).unwrap_err();
+    assert!(e.contains("must be refilled at depth 1"), "{e}");
+    // ...and accepted once they move inside the o1 loop.
+    let edited = retile
+        .replace("1x1x3x28 at depth 0", "1x1x3x8 at depth 1")
+        .replace("1x1x7x32 at depth 0", "1x1x7x12 at depth 1");
+    let k = parse_kernel(&edited, &p).unwrap_or_else(|e| panic!("{e}\n{edited}"));
+    verify_schedule(&k, &p, k.schedule.as_ref().unwrap(), &target).unwrap_or_else(|e| panic!("{e}\n{edited}"));
+    assert_eq!(k.schedule.as_ref().unwrap().tiles[3], 8);
+    p.kernels[at] = k;
+    let (got, _) = run_program(&p, &inputs, &target).unwrap();
+    assert!(
+        got[0].bit_eq(&want[0])
+            || swflow_frontend::tolerance::compare(
+                &got[0],
+                &want[0],
+                swflow_frontend::tolerance::Comparison::Tolerance
+            )
+            .is_ok()
+    );
+}
+
+#[test]
+fn parse_errors_name_the_line() {
+    let p = lenet();
+    let text = print_kernel(&p.kernels[0], &p).replace("tensors", "tensorz");
+    let e = parse_kernel(&text, &p).unwrap_err();
+    assert_eq!(e.line, 2);
+    assert!(e.msg.contains("expected 'tensors'"));
+}
