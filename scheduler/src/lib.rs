@@ -5,5 +5,6 @@ pub mod exec;
 pub mod loops;
 pub mod lower;
 pub mod memplan;
+pub mod pipeline;
 pub mod schedule;
 pub mod target;

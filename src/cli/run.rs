@@ -126,9 +126,7 @@ pub fn run(args: Args) -> Result<()> {
 /// Lowers, schedules and runs `g` on the modelled CPEs of `target`.
 fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
-    let mut p = swflow_scheduler::lower::lower(g)?;
-    swflow_scheduler::loops::verify_program(&p)?;
-    swflow_scheduler::schedule::schedule_program(&mut p, &target)?;
+    let p = swflow_scheduler::pipeline::compile(g, &target)?;
     let start = Instant::now();
     let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, inputs, &target)?;
     let dma: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();

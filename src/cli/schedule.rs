@@ -5,9 +5,9 @@ use std::time::Instant;
 use anyhow::Result;
 use serde::Serialize;
 use swflow_scheduler::exec::cpe::kernel_stats;
-use swflow_scheduler::loops::{print_kernel, verify_program};
+use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::target::Target;
-use swflow_scheduler::{lower::lower, memplan, schedule::schedule_program};
+use swflow_scheduler::memplan;
 
 use super::model::ModelArgs;
 
@@ -49,10 +49,8 @@ struct Report {
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
     let (_, g) = args.model.load()?;
-    let mut p = lower(&g)?;
-    verify_program(&p)?;
     let start = Instant::now();
-    schedule_program(&mut p, &target)?;
+    let p = swflow_scheduler::pipeline::compile(&g, &target)?;
     let schedule_seconds = start.elapsed().as_secs_f64();
     tracing::info!(
         "scheduled {} kernels for {} in {:.2?}",
@@ -105,7 +103,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let total = |f: fn(&Row) -> usize| report.kernels.iter().map(f).sum::<usize>();
     println!(
-        "total: {} kernels, {} DMA ops, {:.1} MB DMA, memory plan {:.1} MB (naive {:.1} MB), scheduled in {:.2} ms",
+        "total: {} kernels, {} DMA ops, {:.1} MB DMA, memory plan {:.1} MB (naive {:.1} MB), lowered and scheduled in {:.2} ms",
         report.kernels.len(),
         total(|r| r.dma_transfers),
         total(|r| r.dma_bytes) as f64 / 1e6,

@@ -153,10 +153,7 @@ impl OnnxCase {
         &self,
         target: &swflow_scheduler::target::Target,
     ) -> Result<Vec<swflow_scheduler::exec::cpe::KernelStats>> {
-        let g = self.import()?;
-        let mut p = swflow_scheduler::lower::lower(&g)?;
-        swflow_scheduler::loops::verify_program(&p)?;
-        swflow_scheduler::schedule::schedule_program(&mut p, target)?;
+        let p = swflow_scheduler::pipeline::compile(&self.import()?, target)?;
         let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, &self.inputs()?, target)?;
         self.check(&outputs)?;
         Ok(stats)
