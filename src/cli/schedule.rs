@@ -6,8 +6,8 @@ use anyhow::Result;
 use serde::Serialize;
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::loops::print_kernel;
-use swflow_scheduler::target::Target;
 use swflow_scheduler::memplan;
+use swflow_scheduler::target::Target;
 
 use super::model::ModelArgs;
 

@@ -78,6 +78,39 @@ pub fn read_tensors(dir: &Path, prefix: &str) -> Result<Vec<(String, Tensor)>> {
     }
 }
 
+/// Runs `check` on every test of `tests/conformance/manifest.txt`; returns the number that
+/// passed and a line per failure.
+pub fn run_manifest(check: impl Fn(&OnnxCase) -> Result<()>) -> Result<(usize, Vec<String>)> {
+    let dir = conformance_dir()?.join("node");
+    let names = read_list(&workspace_root().join("tests/conformance/manifest.txt"))?;
+    let mut failures = Vec::new();
+    for (name, options) in &names {
+        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| check(&c)) {
+            failures.push(format!("{name}: {e:#}"));
+        }
+    }
+    Ok((names.len() - failures.len(), failures))
+}
+
+/// Runs `check` on each light model, printing `light_<model> (<label>): ok in <time>` and
+/// what `check` reports; returns a line per failure.
+pub fn run_light_models(label: &str, check: impl Fn(&OnnxCase) -> Result<String>) -> Result<Vec<String>> {
+    let dir = conformance_dir()?.join("light");
+    let mut failures = Vec::new();
+    for name in LIGHT_MODELS {
+        let case = OnnxCase {
+            dir: dir.join(name),
+            frozen: Vec::new(),
+        };
+        let start = std::time::Instant::now();
+        match check(&case) {
+            Ok(report) => println!("light_{name} ({label}): ok in {:.2?}{report}", start.elapsed()),
+            Err(e) => failures.push(format!("light_{name}: {e:#}")),
+        }
+    }
+    Ok(failures)
+}
+
 /// An ONNX test case folder: `model.onnx` plus `test_data_set_0/`.
 pub struct OnnxCase {
     pub dir: PathBuf,

@@ -4,20 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use swflow_tests::{conformance_dir, read_list, workspace_root, OnnxCase, LIGHT_MODELS};
-
-/// The light models shipped in the onnx wheel.
-const LIGHT_MODELS: [&str; 9] = [
-    "bvlc_alexnet",
-    "densenet121",
-    "inception_v1",
-    "inception_v2",
-    "resnet50",
-    "shufflenet",
-    "squeezenet",
-    "vgg19",
-    "zfnet512",
-];
+use swflow_tests::{conformance_dir, read_list, run_light_models, run_manifest, workspace_root};
 
 /// Element types the manifest must cover for every listed op.
 const COVERED_TYPES: [&str; 3] = ["FLOAT", "INT64", "BOOL"];
@@ -29,17 +16,9 @@ fn manifest() -> Vec<(String, String)> {
 
 #[test]
 fn node_tests_in_manifest_pass() {
-    let dir = conformance_dir().unwrap().join("node");
-    let names = manifest();
-    let mut failures = Vec::new();
-    for (name, options) in &names {
-        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|case| case.run_interpreter()) {
-            failures.push(format!("{name}: {e:#}"));
-        }
-    }
+    let (passed, failures) = run_manifest(|c| c.run_interpreter()).unwrap();
     println!(
-        "conformance (graph interpreter): {} passed, {} failed",
-        names.len() - failures.len(),
+        "conformance (graph interpreter): {passed} passed, {} failed",
         failures.len()
     );
     assert!(failures.is_empty(), "failing node tests:\n{}", failures.join("\n"));
@@ -101,18 +80,6 @@ fn manifest_covers_listed_ops() {
 
 #[test]
 fn light_models_reproduce_expected_outputs() {
-    let dir = conformance_dir().unwrap().join("light");
-    let mut failures = Vec::new();
-    for name in LIGHT_MODELS {
-        let case = OnnxCase {
-            dir: dir.join(name),
-            frozen: Vec::new(),
-        };
-        let start = std::time::Instant::now();
-        match case.run_interpreter() {
-            Ok(()) => println!("light_{name}: ok in {:.2?}", start.elapsed()),
-            Err(e) => failures.push(format!("light_{name}: {e:#}")),
-        }
-    }
+    let failures = run_light_models("graph interpreter", |c| c.run_interpreter().map(|()| String::new())).unwrap();
     assert!(failures.is_empty(), "failing light models:\n{}", failures.join("\n"));
 }

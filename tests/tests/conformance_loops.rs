@@ -1,21 +1,13 @@
 //! ONNX conformance through lowering: every manifest test and the light models, lowered to
 //! verified loop IR and run kernel by kernel on main memory, must match the expected outputs.
 
-use swflow_tests::{conformance_dir, read_list, workspace_root, OnnxCase};
+use swflow_tests::{run_light_models, run_manifest};
 
 #[test]
 fn node_tests_through_unscheduled_loops() {
-    let dir = conformance_dir().unwrap().join("node");
-    let names = read_list(&workspace_root().join("tests/conformance/manifest.txt")).unwrap();
-    let mut failures = Vec::new();
-    for (name, options) in &names {
-        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| c.run_loops_reference()) {
-            failures.push(format!("{name}: {e:#}"));
-        }
-    }
+    let (passed, failures) = run_manifest(|c| c.run_loops_reference()).unwrap();
     println!(
-        "conformance (unscheduled loop IR): {} passed, {} failed",
-        names.len() - failures.len(),
+        "conformance (unscheduled loop IR): {passed} passed, {} failed",
         failures.len()
     );
     assert!(failures.is_empty(), "failing node tests:\n{}", failures.join("\n"));
@@ -25,18 +17,9 @@ fn node_tests_through_unscheduled_loops() {
 #[test]
 #[ignore]
 fn light_models_through_unscheduled_loops() {
-    let dir = conformance_dir().unwrap().join("light");
-    let mut failures = Vec::new();
-    for name in swflow_tests::LIGHT_MODELS {
-        let case = OnnxCase {
-            dir: dir.join(name),
-            frozen: Vec::new(),
-        };
-        let start = std::time::Instant::now();
-        match case.run_loops_reference() {
-            Ok(()) => println!("light_{name} (unscheduled loop IR): ok in {:.2?}", start.elapsed()),
-            Err(e) => failures.push(format!("light_{name}: {e:#}")),
-        }
-    }
+    let failures = run_light_models("unscheduled loop IR", |c| {
+        c.run_loops_reference().map(|()| String::new())
+    })
+    .unwrap();
     assert!(failures.is_empty(), "failing light models:\n{}", failures.join("\n"));
 }

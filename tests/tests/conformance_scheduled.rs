@@ -3,21 +3,13 @@
 //! DMA), must match the expected outputs with the project tolerance.
 
 use swflow_scheduler::target::Target;
-use swflow_tests::{conformance_dir, read_list, workspace_root, OnnxCase, LIGHT_MODELS};
+use swflow_tests::{run_light_models, run_manifest};
 
 fn node_tests(target: Target) {
-    let dir = conformance_dir().unwrap().join("node");
-    let names = read_list(&workspace_root().join("tests/conformance/manifest.txt")).unwrap();
-    let mut failures = Vec::new();
-    for (name, options) in &names {
-        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| c.run_scheduled(&target)) {
-            failures.push(format!("{name}: {e:#}"));
-        }
-    }
+    let (passed, failures) = run_manifest(|c| c.run_scheduled(&target).map(drop)).unwrap();
     println!(
-        "conformance ({}): {} passed, {} failed",
+        "conformance ({}): {passed} passed, {} failed",
         target.name,
-        names.len() - failures.len(),
         failures.len()
     );
     assert!(
@@ -29,28 +21,16 @@ fn node_tests(target: Target) {
 }
 
 fn light_models(target: Target) {
-    let dir = conformance_dir().unwrap().join("light");
-    let mut failures = Vec::new();
-    for name in LIGHT_MODELS {
-        let case = OnnxCase {
-            dir: dir.join(name),
-            frozen: Vec::new(),
-        };
-        let start = std::time::Instant::now();
-        match case.run_scheduled(&target) {
-            Ok(stats) => {
-                let bytes: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
-                println!(
-                    "light_{name} ({}): ok in {:.2?}, {} kernels, {:.1} MB of DMA",
-                    target.name,
-                    start.elapsed(),
-                    stats.len(),
-                    bytes as f64 / 1e6
-                );
-            }
-            Err(e) => failures.push(format!("light_{name}: {e:#}")),
-        }
-    }
+    let failures = run_light_models(&target.name, |c| {
+        let stats = c.run_scheduled(&target)?;
+        let bytes: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
+        Ok(format!(
+            ", {} kernels, {:.1} MB of DMA",
+            stats.len(),
+            bytes as f64 / 1e6
+        ))
+    })
+    .unwrap();
     assert!(
         failures.is_empty(),
         "failing light models on {}:\n{}",

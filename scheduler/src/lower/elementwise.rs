@@ -58,29 +58,25 @@ pub(super) fn fill(cx: &mut Lowering, n: &NodeCx, suffix: &str, t: TensorId, val
 }
 
 pub(super) fn transpose(cx: &mut Lowering, n: &NodeCx, perm: &[usize]) -> Result<(), String> {
-    let shape = n.node().ty.shape.clone();
     let mut index = vec![Affine::constant(0); perm.len()];
     for (i, &p) in perm.iter().enumerate() {
         index[p] = Affine::var(i);
     }
-    let x = cx.input(n, 0);
-    cx.kernel(
-        n,
-        "",
-        dims(&shape),
-        vec![n.out, x],
-        target(vars(shape.len())),
-        Expr::load(1, index),
-        None,
-    );
+    copy_from(cx, n, index);
     Ok(())
 }
 
 pub(super) fn slice(cx: &mut Lowering, n: &NodeCx, starts: &[usize], steps: &[i64]) -> Result<(), String> {
-    let shape = n.node().ty.shape.clone();
-    let index = (0..shape.len())
+    let index = (0..starts.len())
         .map(|i| Affine::constant(starts[i] as i64).plus(i, steps[i]))
         .collect();
+    copy_from(cx, n, index);
+    Ok(())
+}
+
+/// `out[d..] = x[index]` over the output's dimensions.
+fn copy_from(cx: &mut Lowering, n: &NodeCx, index: Vec<Affine>) {
+    let shape = n.node().ty.shape.clone();
     let x = cx.input(n, 0);
     cx.kernel(
         n,
@@ -91,7 +87,6 @@ pub(super) fn slice(cx: &mut Lowering, n: &NodeCx, starts: &[usize], steps: &[i6
         Expr::load(1, index),
         None,
     );
-    Ok(())
 }
 
 /// One copy kernel per operand into its range of the output.

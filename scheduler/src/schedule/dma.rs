@@ -39,7 +39,11 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
             let used = used_loops(&a.index);
             let depth = s.order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
             Buffer {
-                dims: if residence == Residence::Buffer { dims.unwrap_or_default() } else { Vec::new() },
+                dims: if residence == Residence::Buffer {
+                    dims.unwrap_or_default()
+                } else {
+                    Vec::new()
+                },
                 elem_bytes: ty.dtype.size_bytes(),
                 residence,
                 depth,

@@ -73,18 +73,47 @@ fn spatial_input(cx: &Cx, x: NodeId) -> Result<Vec<usize>, String> {
     Ok(s[2..].to_vec())
 }
 
-pub(super) fn conv(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+/// Operands and window attributes common to Conv and ConvTranspose.
+struct Window {
+    x: NodeId,
+    w: NodeId,
+    /// Spatial extents of the input.
+    input: Vec<usize>,
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    groups: usize,
+}
+
+fn conv_window(cx: &Cx) -> Result<Window, String> {
     let (x, w) = (cx.input(0)?, cx.input(1)?);
     let input = spatial_input(cx, x)?;
     let nd = input.len();
     if cx.rank(w) != nd + 2 {
         return Err(format!("weight {} does not match input {}", cx.ty(w), cx.ty(x)));
     }
-    let kernel = kernel_shape(cx, &cx.shape(w)[2..])?;
-    let strides = cx.attrs.spatial("strides", nd, 1)?;
-    let dilations = cx.attrs.spatial("dilations", nd, 1)?;
+    Ok(Window {
+        x,
+        w,
+        kernel: kernel_shape(cx, &cx.shape(w)[2..])?,
+        strides: cx.attrs.spatial("strides", nd, 1)?,
+        dilations: cx.attrs.spatial("dilations", nd, 1)?,
+        groups: usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?,
+        input,
+    })
+}
+
+pub(super) fn conv(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let Window {
+        x,
+        w,
+        input,
+        kernel,
+        strides,
+        dilations,
+        groups,
+    } = conv_window(cx)?;
     let pads = resolve_pads(cx, &input, &kernel, &strides, &dilations)?;
-    let groups = usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
     let y = cx.op(
         Op::Conv(ConvAttrs {
             strides,
@@ -99,17 +128,17 @@ pub(super) fn conv(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 }
 
 pub(super) fn conv_transpose(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
-    let (x, w) = (cx.input(0)?, cx.input(1)?);
-    let input = spatial_input(cx, x)?;
+    let Window {
+        x,
+        w,
+        input,
+        kernel,
+        strides,
+        dilations,
+        groups,
+    } = conv_window(cx)?;
     let nd = input.len();
-    if cx.rank(w) != nd + 2 {
-        return Err(format!("weight {} does not match input {}", cx.ty(w), cx.ty(x)));
-    }
-    let kernel = kernel_shape(cx, &cx.shape(w)[2..])?;
-    let strides = cx.attrs.spatial("strides", nd, 1)?;
-    let dilations = cx.attrs.spatial("dilations", nd, 1)?;
     let mut output_padding = cx.attrs.spatial("output_padding", nd, 0)?;
-    let groups = usize::try_from(cx.attrs.int("group", 1)?).map_err(|_| "group must be positive")?;
     let auto_pad = cx.attrs.string("auto_pad", "NOTSET")?;
     // The output extent is explicit (output_shape) or, with SAME padding, input * stride.
     let target: Option<Vec<usize>> = match cx.attrs.ints("output_shape")? {
