@@ -201,7 +201,7 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Tr
         .count();
     let target_direct = s.buffers[0].residence == Residence::Direct;
     for cpe in 0..cpes {
-        let _ = walk(k, s, cpe, &mut |e| {
+        let counted = walk(k, s, cpe, &mut |e| {
             match e {
                 Event::Fill {
                     access,
@@ -225,6 +225,7 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Tr
             }
             Ok(())
         });
+        counted.expect("counting callbacks never fail");
     }
     t
 }

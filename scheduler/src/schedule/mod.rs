@@ -105,11 +105,6 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Number of tiles of loop `l` in a full range.
-    pub fn tile_count(&self, l: usize) -> usize {
-        self.ranges[l].div_ceil(self.tiles[l])
-    }
-
     /// LDM bytes of all buffers plus one reply counter per buffered access.
     pub fn ldm_bytes(&self, target: &Target) -> usize {
         let buffered = self.buffers.iter().filter(|b| b.residence == Residence::Buffer).count();

@@ -152,8 +152,7 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
         if !accepted {
             break;
         }
-        (tiles, bytes) = (t, b);
+        tiles = t;
     }
-    let _ = bytes;
     Ok(Sized { tiles, steps })
 }
