@@ -60,6 +60,23 @@ fn output(mut g: Graph, id: NodeId) -> Graph {
     g
 }
 
+/// A batch that alone fills the partition leaves the group and channel loops to tiling, so a
+/// target tile spans channels of several groups that it only partly writes.
+#[test]
+fn grouped_conv_with_a_batch_filling_the_partition() {
+    let mut g = Graph::new("grouped");
+    let x = input(&mut g, "x", vec![64, 2 * 96, 3, 3]);
+    let w = input(&mut g, "w", vec![2 * 300, 96, 1, 1]);
+    let attrs = ConvAttrs {
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![0; 4],
+        groups: 2,
+    };
+    let y = g.add_node("y", Op::Conv(attrs), vec![x, w], None).unwrap();
+    check(output(g, y)).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -74,7 +91,7 @@ proptest! {
     }
 
     #[test]
-    fn conv(n in 1usize..3, groups in 1usize..4, cg in prop::sample::select(vec![1usize, 3, 8]), mg in prop::sample::select(vec![1usize, 3, 16]),
+    fn conv(n in prop::sample::select(vec![1usize, 2, 64]), groups in 1usize..4, cg in prop::sample::select(vec![1usize, 3, 8]), mg in prop::sample::select(vec![1usize, 3, 16]),
             h in prop::sample::select(vec![1usize, 3, 17, 50]), w in prop::sample::select(vec![1usize, 3, 50, 783]),
             kh in 1usize..4, kw in 1usize..4, s in 1usize..3, d in 1usize..3, pads in prop::collection::vec(0usize..3, 4), depthwise in any::<bool>()) {
         let (cg, mg) = if depthwise { (1, 1) } else { (cg, mg) };

@@ -11,9 +11,9 @@
 use swflow_frontend::ir::{strides, Data, Tensor};
 
 use super::eval::{affine_place, eval_box, scalar_data, Locate, PatternCache, Place, Target};
-use super::walk::{count, target_read_first, walk, Event, Traffic};
-use super::{init_kernel, ExecError, Memory};
-use crate::loops::{Access, Index, Kernel, LoopKind, Program};
+use super::walk::{count, target_is_dense, target_read_first, walk, Event, Traffic};
+use super::{collapse_reductions, init_kernel, ExecError, Memory};
+use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::{accesses, Residence, Schedule};
 use crate::target::Target as Machine;
 
@@ -221,6 +221,7 @@ fn run_cpe(
         })
         .collect();
     let init = init_kernel(k);
+    let dense = target_is_dense(k);
     let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
     let mut cache = PatternCache::default();
     walk(k, s, cpe, &mut |e| {
@@ -256,6 +257,7 @@ fn run_cpe(
                 } else if target_read_first(k, first_visit) {
                     get_box(target, shapes[0], start, extent, buf);
                 } else if let Some(r) = k.stmt.reduce {
+                    // Dense and visited for the first time: every element starts from init.
                     fill(buf, elems, r.init);
                 }
                 held[i] = Some((start.to_vec(), extent.to_vec()));
@@ -292,62 +294,45 @@ fn run_cpe(
                     boxes,
                     order: all.clone(),
                 };
-                let result = match (&mut tbuf, &held[0]) {
+                let buffered = tbuf.is_some() && held[0].is_some();
+                let (data, base, strides): (&mut Data, isize, Vec<isize>) = match (&mut tbuf, &held[0]) {
                     (Some(buf), Some((st, ex))) => {
                         let (base, strides) = box_place(&k.stmt.target, origin, st, ex, k.loops.len());
+                        (buf, base, strides)
+                    }
+                    _ => {
+                        let (base, strides) = {
+                            let place =
+                                affine_place(&k.stmt.target, target, shapes[0], origin, k.loops.len(), &|_| {
+                                    Err("gathered target".into())
+                                })?;
+                            (place.base, place.strides)
+                        };
+                        (&mut *target, base, strides)
+                    }
+                };
+                // A buffered dense target was filled with the initial value; otherwise the
+                // elements this tile folds into start from it here, on their first visit.
+                let init_here = init.as_ref().filter(|_| first_visit && !(buffered && dense));
+                let initialised = match init_here {
+                    Some(ik) => {
+                        let strides = strides.clone();
                         eval_box(
-                            k,
-                            extent,
+                            ik,
+                            &collapse_reductions(k, extent),
                             &view,
                             Target {
-                                data: buf,
+                                data: &mut *data,
                                 base,
                                 strides,
                             },
                             &mut cache,
                         )
                     }
-                    _ => {
-                        let place = affine_place(&k.stmt.target, target, shapes[0], origin, k.loops.len(), &|_| {
-                            Err("gathered target".into())
-                        })?;
-                        let (base, strides) = (place.base, place.strides);
-                        let initialised = match init.as_ref().filter(|_| first_visit) {
-                            Some((ik, _)) => {
-                                let iext: Vec<usize> = extent
-                                    .iter()
-                                    .enumerate()
-                                    .map(|(l, &e)| if k.loops[l].kind == LoopKind::Reduce { 1 } else { e })
-                                    .collect();
-                                eval_box(
-                                    ik,
-                                    &iext,
-                                    &view,
-                                    Target {
-                                        data: target,
-                                        base,
-                                        strides: strides.clone(),
-                                    },
-                                    &mut cache,
-                                )
-                            }
-                            None => Ok(()),
-                        };
-                        initialised.and_then(|()| {
-                            eval_box(
-                                k,
-                                extent,
-                                &view,
-                                Target {
-                                    data: target,
-                                    base,
-                                    strides,
-                                },
-                                &mut cache,
-                            )
-                        })
-                    }
+                    None => Ok(()),
                 };
+                let result =
+                    initialised.and_then(|()| eval_box(k, extent, &view, Target { data, base, strides }, &mut cache));
                 drop(view);
                 ldm[0] = tbuf;
                 result?;

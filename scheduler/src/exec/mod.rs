@@ -117,19 +117,23 @@ impl<'a> Locate<'a> for MainMemory<'a> {
     }
 }
 
-/// A copy of `k` whose statement writes the reduction's initial value once per target
-/// element (its reduction loops collapsed to one point), or `None` without a reduction.
-pub(crate) fn init_kernel(k: &Kernel) -> Option<(Kernel, Vec<usize>)> {
+/// A copy of `k` whose statement writes the reduction's initial value, or `None` without a
+/// reduction. Run it over [`collapse_reductions`] of a box to initialise that box's targets.
+pub(crate) fn init_kernel(k: &Kernel) -> Option<Kernel> {
     let r = k.stmt.reduce?;
     let mut init = k.clone();
     init.stmt.value = Expr::Const(r.init);
     init.stmt.reduce = None;
-    let extents = k
-        .loops
+    Some(init)
+}
+
+/// Box extents with every reduction loop collapsed to one point.
+pub(crate) fn collapse_reductions(k: &Kernel, extents: &[usize]) -> Vec<usize> {
+    extents
         .iter()
-        .map(|l| if l.kind == LoopKind::Reduce { 1 } else { l.extent })
-        .collect();
-    Some((init, extents))
+        .zip(&k.loops)
+        .map(|(&e, l)| if l.kind == LoopKind::Reduce { 1 } else { e })
+        .collect()
 }
 
 /// Runs one kernel over its whole domain on main memory.
@@ -155,7 +159,8 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
             mem,
             origin: origin.clone(),
         };
-        if let Some((init, extents)) = init_kernel(k) {
+        if let Some(init) = init_kernel(k) {
+            let extents = collapse_reductions(k, &k.extents());
             eval_box(
                 &init,
                 &extents,

@@ -143,13 +143,11 @@ pub fn walk(
     Ok(())
 }
 
-/// Whether the target's box is read before a tile is computed: partial sums of a revisited
-/// reduction tile, or a tile the kernel writes only in part.
+/// Whether the target's box is read before a tile is computed: a box the kernel writes only
+/// in part (the rest must survive the write-back), or partial sums of a revisited reduction
+/// tile.
 pub fn target_read_first(k: &Kernel, first_visit: bool) -> bool {
-    match k.stmt.reduce {
-        Some(_) => !first_visit,
-        None => !target_is_dense(k),
-    }
+    !target_is_dense(k) || (k.stmt.reduce.is_some() && !first_visit)
 }
 
 /// Whether writing the target's whole box writes every element of it (each subscript is one
