@@ -101,11 +101,14 @@ impl Target {
             message,
         };
         let t: Target = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        if t.cpes == 0 || t.mesh[0] * t.mesh[1] != t.cpes {
+        if t.cpes == 0 || t.mesh[0].checked_mul(t.mesh[1]) != Some(t.cpes) {
             return Err(invalid(format!("mesh {:?} must hold exactly {} CPEs", t.mesh, t.cpes)));
         }
         if !t.memory_alignment_bytes.is_power_of_two() {
             return Err(invalid("memory_alignment_bytes must be a power of two".into()));
+        }
+        if t.dma.reply_bytes == 0 || t.dma.reply_bytes > t.ldm_bytes {
+            return Err(invalid("dma.reply_bytes must be between 1 and ldm_bytes".into()));
         }
         if t.stack_reserve_bytes >= t.ldm_bytes {
             return Err(invalid("stack_reserve_bytes must be smaller than ldm_bytes".into()));
@@ -120,6 +123,11 @@ impl Target {
             return Err(invalid("clock, flops, bandwidths must be positive".into()));
         }
         Ok(t)
+    }
+
+    /// LDM bytes per CPE left to buffers and reply counters once the stack reserve is kept.
+    pub fn ldm_budget(&self) -> usize {
+        self.ldm_bytes - self.stack_reserve_bytes
     }
 
     /// Peak floating-point operations per second of the CPEs.

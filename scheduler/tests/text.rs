@@ -1,7 +1,7 @@
 //! Kernels and their schedules print and parse back exactly, for every kernel of scheduled
 //! models; an edited schedule parsed back is what the executor runs.
 
-use swflow_frontend::ir::{DType, Graph, Op, Output, TensorType};
+use swflow_frontend::ir::{DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
 use swflow_frontend::onnx::{import_file, ImportOptions};
 use swflow_frontend::random::random_tensor;
 use swflow_scheduler::exec::cpe::run_program;
@@ -56,16 +56,36 @@ fn awkward_names_gathers_and_constants_round_trip() {
             None,
         )
         .unwrap();
+    let sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0, 1],
+    };
+    let c = g.add_node("c\u{7b}\"", sum, vec![z], None).unwrap();
+    let s = g
+        .add_node("scalar", Op::Reshape { shape: vec![] }, vec![c], None)
+        .unwrap();
+    let r = g.add_node("rank0", Op::Unary(UnaryOp::Neg), vec![s], None).unwrap();
     g.outputs.push(Output {
         name: "z".into(),
         node: z,
     });
-    let p = lower(&g).unwrap();
-    for k in &p.kernels {
-        let text = print_kernel(k, &p);
-        let back = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        assert_eq!(print_kernel(&back, &p), text);
+    g.outputs.push(Output {
+        name: "r".into(),
+        node: r,
+    });
+    let mut p = lower(&g).unwrap();
+    for scheduled in [false, true] {
+        if scheduled {
+            schedule_program(&mut p, &Target::sw26010()).unwrap();
+        }
+        for k in &p.kernels {
+            let text = print_kernel(k, &p);
+            let back = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(print_kernel(&back, &p), text);
+        }
     }
+    assert!(parse_kernel("kernel \"a\\u{zz}\" = x {", &p).is_err());
+    assert!(parse_kernel("kernel \"a\\u}\" = x {", &p).is_err());
 }
 
 #[test]

@@ -149,6 +149,21 @@ pub fn run_kernel(p: &Program, k: &Kernel, mem: &mut Memory, machine: &Machine) 
         cpe: None,
         reason: "not scheduled".into(),
     })?;
+    // The executor judges schedules by what they do; it only refuses ones it cannot walk.
+    let n = k.loops.len();
+    let walkable = s.tiles.len() == n
+        && s.ranges.len() == n
+        && !s.tiles.contains(&0)
+        && s.buffers.len() == accesses(k).len()
+        && s.partition.iter().chain(&s.order).all(|&l| l < n);
+    if !walkable {
+        let reason = "schedule does not match the kernel's loops and accesses".to_string();
+        return Err(ExecError::Kernel {
+            kernel: k.name.clone(),
+            cpe: None,
+            reason,
+        });
+    }
     let target_id = k.operands[0];
     let mut target = mem.take(p, target_id);
     let stats = kernel_stats(p, k, s, machine);
@@ -165,11 +180,6 @@ pub fn run_kernel(p: &Program, k: &Kernel, mem: &mut Memory, machine: &Machine) 
     }
     mem.put(p, target_id, target);
     result.map(|()| stats)
-}
-
-/// LDM bytes available to buffers.
-fn ldm_budget(machine: &Machine) -> usize {
-    machine.ldm_bytes - machine.stack_reserve_bytes
 }
 
 /// Place of a buffered access in its packed box, for a tile at `origin`.
@@ -205,10 +215,10 @@ fn run_cpe(
         .map(|a| p.tensor(k.operands[a.operand]).ty.shape.as_slice())
         .collect();
     let used: usize = s.buffers.iter().map(|b| b.ldm_bytes()).sum();
-    if used > ldm_budget(machine) {
+    if used > machine.ldm_budget() {
         return Err(format!(
             "buffers need {used} LDM bytes, {} available",
-            ldm_budget(machine)
+            machine.ldm_budget()
         ));
     }
     let mut ldm: Vec<Option<Data>> = s

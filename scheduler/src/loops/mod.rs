@@ -20,7 +20,7 @@ use std::sync::Arc;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, Tensor, TensorType, UnaryOp};
 
 pub use parse::{parse_kernel, LoopParseError};
-pub use print::{print_kernel, print_program};
+pub use print::{print_kernel, print_program, quoted_name};
 pub use verify::{verify_kernel, verify_program, LoopVerifyError};
 
 use crate::schedule::Schedule;
@@ -237,17 +237,21 @@ impl Expr {
         Expr::Binary(op, Box::new(a), Box::new(b))
     }
 
-    /// Every access in the expression, outermost first (gathered index loads included).
+    /// Every access in the expression, outermost first, with the accesses that gathered
+    /// subscripts read positions from (at any depth).
     pub fn accesses(&self) -> Vec<&Access> {
+        fn with_positions<'a>(a: &'a Access, out: &mut Vec<&'a Access>) {
+            out.push(a);
+            for i in &a.index {
+                if let Index::Gathered { access, .. } = i {
+                    with_positions(access, out);
+                }
+            }
+        }
         let mut out = Vec::new();
         self.visit(&mut |e| {
             if let Expr::Load(a) = e {
-                out.push(a);
-                a.index.iter().for_each(|i| {
-                    if let Index::Gathered { access, .. } = i {
-                        out.push(access);
-                    }
-                });
+                with_positions(a, &mut out);
             }
         });
         out

@@ -66,15 +66,24 @@ fn lex(text: &str) -> Result<Vec<(Tok, usize)>, LoopParseError> {
                             Some('r') => s.push('\r'),
                             Some('t') => s.push('\t'),
                             Some('0') => s.push('\0'),
-                            Some('u') => {
-                                let close = chars[i..].iter().position(|&c| c == '}').map(|p| p + i).unwrap_or(i);
+                            Some('u') if chars.get(i + 1) == Some(&'{') => {
+                                let close = chars[i..].iter().position(|&c| c == '}' || c == '"').map(|p| p + i);
+                                let Some(close) = close.filter(|&c| chars[c] == '}') else {
+                                    return Err(LoopParseError {
+                                        line,
+                                        msg: "unterminated unicode escape".into(),
+                                    });
+                                };
                                 let hex: String = chars[i + 2..close].iter().collect();
-                                s.push(
-                                    u32::from_str_radix(&hex, 16)
-                                        .ok()
-                                        .and_then(char::from_u32)
-                                        .unwrap_or('\u{fffd}'),
-                                );
+                                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                                    Some(c) => s.push(c),
+                                    None => {
+                                        return Err(LoopParseError {
+                                            line,
+                                            msg: format!("bad unicode escape \\u{{{hex}}}"),
+                                        })
+                                    }
+                                }
                                 i = close;
                             }
                             Some(&other) => s.push(other),
@@ -249,7 +258,9 @@ impl Parser<'_> {
         }
         self.keyword("loops")?;
         let mut kind = LoopKind::Parallel;
-        loop {
+        // A kernel without loops goes straight on to its target access.
+        let no_loops = self.toks.get(self.pos + 1).map(|t| &t.0) == Some(&Tok::Punct('['));
+        while !no_loops {
             if self.is_punct('|') {
                 self.punct('|')?;
                 kind = LoopKind::Reduce;
@@ -472,11 +483,16 @@ impl Parser<'_> {
         self.keyword("CPE")?;
         self.keyword("tiles")?;
         let mut tiles = vec![1; self.loops.len()];
-        let pairs = self.list('}', |p| {
-            let l = p.word()?;
-            p.punct(':')?;
-            Ok((l, p.number::<usize>()?))
-        })?;
+        let mut pairs = Vec::new();
+        while self.peek() != Some(&Tok::Word("order".into())) {
+            let l = self.word()?;
+            self.punct(':')?;
+            pairs.push((l, self.number::<usize>()?));
+            if !self.is_punct(',') {
+                break;
+            }
+            self.punct(',')?;
+        }
         for (l, t) in pairs {
             tiles[self.loop_index(&l)?] = t;
         }
@@ -504,8 +520,9 @@ impl Parser<'_> {
                 },
                 "buffer" => {
                     let dims_text = self.word()?;
-                    let dims = dims_text
+                    let dims = if dims_text == "scalar" { "" } else { &dims_text }
                         .split('x')
+                        .filter(|d| !d.is_empty())
                         .map(|d| d.parse())
                         .collect::<Result<Vec<usize>, _>>()
                         .or_else(|_| self.err(format!("bad buffer dims '{dims_text}'")))?;

@@ -24,7 +24,8 @@ pub(super) fn is_bare(n: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/'))
 }
 
-fn name(n: &str) -> String {
+/// A tensor name as the text form writes it (quoted unless bare).
+pub fn quoted_name(n: &str) -> String {
     if is_bare(n) {
         n.to_string()
     } else {
@@ -66,7 +67,11 @@ fn access(a: &Access, k: &Kernel, p: &Program) -> String {
             Index::Gathered { access: inner, extent } => format!("gather({}, {extent})", access(inner, k, p)),
         })
         .collect();
-    format!("{}[{}]", name(&p.tensor(k.operands[a.operand]).name), idx.join(", "))
+    format!(
+        "{}[{}]",
+        quoted_name(&p.tensor(k.operands[a.operand]).name),
+        idx.join(", ")
+    )
 }
 
 fn scalar(s: Scalar) -> String {
@@ -105,11 +110,11 @@ fn expr(e: &Expr, k: &Kernel, p: &Program) -> String {
 pub fn print_kernel(k: &Kernel, p: &Program) -> String {
     let mut s = String::new();
     let origin = k.origin.as_ref().map(|o| format!(" @{o:?}")).unwrap_or_default();
-    let _ = writeln!(s, "kernel {} = {}{origin} {{", name(&k.name), k.op);
+    let _ = writeln!(s, "kernel {} = {}{origin} {{", quoted_name(&k.name), k.op);
     let tensors: Vec<String> = k
         .operands
         .iter()
-        .map(|&t| format!("{}: {}", name(&p.tensor(t).name), p.tensor(t).ty))
+        .map(|&t| format!("{}: {}", quoted_name(&p.tensor(t).name), p.tensor(t).ty))
         .collect();
     let _ = writeln!(s, "  tensors {}", tensors.join(", "));
     let par: Vec<String> = k
@@ -162,12 +167,12 @@ pub fn print_program(p: &Program) -> String {
             TensorKind::Input => "input".to_string(),
             TensorKind::Const(_) => "const".to_string(),
             TensorKind::Temp => "temp".to_string(),
-            TensorKind::View(of) => format!("view of {}", name(&p.tensor(*of).name)),
+            TensorKind::View(of) => format!("view of {}", quoted_name(&p.tensor(*of).name)),
         };
-        let _ = writeln!(s, "  tensor {}: {} {kind}", name(&t.name), t.ty);
+        let _ = writeln!(s, "  tensor {}: {} {kind}", quoted_name(&t.name), t.ty);
     }
     for (n, t) in &p.outputs {
-        let _ = writeln!(s, "  output {n:?} = {}", name(&p.tensor(*t).name));
+        let _ = writeln!(s, "  output {n:?} = {}", quoted_name(&p.tensor(*t).name));
     }
     s.push_str("}\n");
     for k in &p.kernels {

@@ -86,7 +86,11 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
                             ty.shape[d]
                         )));
                     }
-                    if p.tensor(k.operands[access.operand]).ty.dtype != DType::I64 {
+                    let positions = k
+                        .operands
+                        .get(access.operand)
+                        .ok_or_else(|| fail(format!("access to missing operand {}", access.operand)))?;
+                    if p.tensor(*positions).ty.dtype != DType::I64 {
                         return Err(fail("gathered positions must be i64".into()));
                     }
                 }

@@ -9,7 +9,7 @@
 mod elementwise;
 mod nn;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use swflow_frontend::ir::{Graph, NodeId, Op, Tensor, TensorType};
@@ -38,6 +38,9 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
             outputs: Vec::new(),
         },
         of: HashMap::new(),
+        node_names: g.nodes().iter().map(|n| n.name.clone()).collect(),
+        tensor_names: HashSet::new(),
+        kernel_names: HashSet::new(),
     };
     for id in g.ids() {
         let n = g.node(id);
@@ -47,7 +50,7 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
             Op::Reshape { .. } => TensorKind::View(cx.p.storage(cx.of[&n.inputs[0]])),
             _ => TensorKind::Temp,
         };
-        let t = cx.add_tensor(n.name.clone(), n.ty.clone(), kind);
+        let t = cx.add_tensor(n.name.clone(), n.ty.clone(), kind, true);
         cx.of.insert(id, t);
         if matches!(n.op, Op::Input) {
             cx.p.inputs.push(t);
@@ -68,6 +71,25 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
 struct Lowering {
     p: Program,
     of: HashMap<NodeId, TensorId>,
+    /// Every graph node's name: helper tensors and kernels (`<node>.<suffix>`) must not take
+    /// one, even of a node lowered later.
+    node_names: HashSet<String>,
+    tensor_names: HashSet<String>,
+    kernel_names: HashSet<String>,
+}
+
+/// `name` if `own` says it is the caller's own or it is neither taken nor reserved, else
+/// `name#2`, `name#3`, ...; records the result as taken.
+fn unique(taken: &mut HashSet<String>, reserved: &HashSet<String>, name: String, own: bool) -> String {
+    let free = |c: &String, taken: &HashSet<String>| !taken.contains(c) && (own && *c == name || !reserved.contains(c));
+    let mut candidate = name.clone();
+    let mut k = 2;
+    while !free(&candidate, taken) {
+        candidate = format!("{name}#{k}");
+        k += 1;
+    }
+    taken.insert(candidate.clone());
+    candidate
 }
 
 /// The node being lowered.
@@ -139,7 +161,9 @@ fn target(index: Vec<Affine>) -> Access {
 }
 
 impl Lowering {
-    fn add_tensor(&mut self, name: String, ty: TensorType, kind: TensorKind) -> TensorId {
+    /// Adds a tensor; `own` when it is the tensor of the graph node of that name.
+    fn add_tensor(&mut self, name: String, ty: TensorType, kind: TensorKind, own: bool) -> TensorId {
+        let name = unique(&mut self.tensor_names, &self.node_names, name, own);
         self.p.tensors.push(TensorInfo { name, ty, kind });
         TensorId(self.p.tensors.len() as u32 - 1)
     }
@@ -150,7 +174,7 @@ impl Lowering {
 
     /// A helper tensor of the node being lowered, named `<node>.<suffix>`.
     fn temp(&mut self, n: &NodeCx, suffix: &str, ty: TensorType) -> TensorId {
-        self.add_tensor(format!("{}.{suffix}", n.node().name), ty, TensorKind::Temp)
+        self.add_tensor(format!("{}.{suffix}", n.node().name), ty, TensorKind::Temp, false)
     }
 
     fn constant(&mut self, n: &NodeCx, suffix: &str, t: Tensor) -> TensorId {
@@ -158,6 +182,7 @@ impl Lowering {
             format!("{}.{suffix}", n.node().name),
             t.ty(),
             TensorKind::Const(Arc::new(t)),
+            false,
         )
     }
 
@@ -174,11 +199,24 @@ impl Lowering {
         reduce: Option<Reduction>,
     ) {
         let node = n.node();
-        let name = if suffix.is_empty() {
+        if loops.iter().any(|l| l.kind == LoopKind::Parallel && l.extent == 0) {
+            return; // Nothing to write.
+        }
+        let (loops, value, reduce) = match reduce {
+            // Nothing to fold: every target element is the reduction's initial value.
+            Some(r) if loops.iter().any(|l| l.extent == 0) => (
+                loops.into_iter().filter(|l| l.kind == LoopKind::Parallel).collect(),
+                Expr::Const(r.init),
+                None,
+            ),
+            _ => (loops, value, reduce),
+        };
+        let base = if suffix.is_empty() {
             node.name.clone()
         } else {
             format!("{}.{suffix}", node.name)
         };
+        let name = unique(&mut self.kernel_names, &self.node_names, base, suffix.is_empty());
         self.p.kernels.push(Kernel {
             name,
             op: node.op.name().to_string(),

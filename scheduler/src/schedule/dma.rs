@@ -51,7 +51,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
             }
         })
         .collect();
-    let budget = target.ldm_bytes - target.stack_reserve_bytes;
+    let budget = target.ldm_budget();
     let mut s2 = s.clone();
     for i in 1..buffers.len() {
         if buffers[i].residence != Residence::Buffer || buffers[i].depth == 0 {

@@ -141,8 +141,12 @@ impl Schedule {
         let _ = writeln!(s, "  tiles {}", tiles.join(", "));
         let _ = writeln!(s, "  order [{}]", names(&self.order));
         for (a, b) in accesses(k).iter().zip(&self.buffers) {
-            let tensor = &p.tensor(k.operands[a.operand]).name;
-            let dims = b.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
+            let tensor = crate::loops::quoted_name(&p.tensor(k.operands[a.operand]).name);
+            let dims = if b.dims.is_empty() {
+                "scalar".to_string()
+            } else {
+                b.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
+            };
             let how = match b.residence {
                 Residence::Direct => "direct".to_string(),
                 Residence::Buffer => format!(
@@ -206,11 +210,17 @@ pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Sched
 /// from text go through the same check.
 pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Result<(), String> {
     let n = k.loops.len();
-    if s.partition
+    let distinct = s
+        .partition
         .iter()
-        .any(|&l| l >= n || k.loops[l].kind != crate::loops::LoopKind::Parallel)
+        .enumerate()
+        .all(|(i, l)| !s.partition[..i].contains(l));
+    if !distinct
+        || s.partition
+            .iter()
+            .any(|&l| l >= n || k.loops[l].kind != crate::loops::LoopKind::Parallel)
     {
-        return Err("partition loops must be parallel loops of the kernel".into());
+        return Err("partition loops must be distinct parallel loops of the kernel".into());
     }
     let points: usize = s.partition.iter().map(|&l| k.loops[l].extent).product();
     if points != s.partition_points || s.chunk != points.div_ceil(target.cpes) {
@@ -266,7 +276,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
             ));
         }
     }
-    let budget = target.ldm_bytes - target.stack_reserve_bytes;
+    let budget = target.ldm_budget();
     if s.ldm_bytes(target) > budget {
         return Err(format!("needs {} LDM bytes, {budget} available", s.ldm_bytes(target)));
     }

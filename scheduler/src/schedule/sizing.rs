@@ -96,8 +96,8 @@ fn grow(t: usize, extent: usize) -> usize {
 pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) -> Result<Sized, String> {
     let n_access = super::accesses(k).len();
     let budget = target
-        .ldm_bytes
-        .saturating_sub(target.stack_reserve_bytes + n_access * target.dma.reply_bytes);
+        .ldm_budget()
+        .saturating_sub(n_access.saturating_mul(target.dma.reply_bytes));
     let range = |l: usize| part.range(k, l);
     let buffer_iters: Vec<usize> = (0..k.loops.len()).filter(|&l| range(l) > 1).collect();
     let size_iter = |l: usize| k.loops[l].kind == LoopKind::Parallel;
