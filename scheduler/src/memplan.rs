@@ -13,11 +13,13 @@ use crate::target::Target;
 /// Where every storage tensor lives in the arena.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryPlan {
-    /// Byte offset per tensor that owns storage (`None` for views).
+    /// Byte offset per tensor that owns storage and is used (`None` for views and for
+    /// tensors no kernel or output touches).
     pub offsets: Vec<Option<usize>>,
     /// Lifetime per storage tensor: first and last kernel position (inclusive).
     pub lifetimes: Vec<Option<(usize, usize)>>,
-    /// Size of the arena: the peak of simultaneously live bytes after placement.
+    /// Size of the arena: the highest end offset after placement (at least the peak of
+    /// simultaneously live bytes).
     pub arena_bytes: usize,
     /// Sum of all storage tensors' sizes, what allocating each separately would take.
     pub naive_bytes: usize,
@@ -94,7 +96,9 @@ pub fn check(p: &Program, m: &MemoryPlan) -> Result<(), String> {
             let (Some((a, b)), Some((c, d))) = (m.lifetimes[i], m.lifetimes[j]) else {
                 continue;
             };
-            let (oi, oj) = (m.offsets[i].unwrap_or(0), m.offsets[j].unwrap_or(0));
+            let (Some(oi), Some(oj)) = (m.offsets[i], m.offsets[j]) else {
+                continue;
+            };
             let (si, sj) = (p.tensors[i].ty.size_bytes(), p.tensors[j].ty.size_bytes());
             if a <= d && c <= b && oi < oj + sj && oj < oi + si {
                 return Err(format!(

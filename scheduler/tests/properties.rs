@@ -77,6 +77,17 @@ fn grouped_conv_with_a_batch_filling_the_partition() {
     check(output(g, y)).unwrap();
 }
 
+/// A product over an empty inner dimension is all zeros, and a convolution over no channels
+/// is too: their reductions have nothing to fold.
+#[test]
+fn empty_reductions_give_initial_values() {
+    let mut g = Graph::new("empty");
+    let a = input(&mut g, "a", vec![2, 0]);
+    let b = input(&mut g, "b", vec![0, 3]);
+    let y = g.add_node("y", Op::MatMul, vec![a, b], None).unwrap();
+    check(output(g, y)).unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -11,7 +11,7 @@
 use swflow_frontend::ir::{strides, Data, Tensor};
 
 use super::eval::{affine_place, eval_box, scalar_data, Locate, PatternCache, Place, Target};
-use super::walk::{count, target_is_dense, target_read_first, walk, Event, Traffic};
+use super::walk::{count, target_read_first, walk, Event, Traffic};
 use super::{collapse_reductions, init_kernel, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::{accesses, Residence, Schedule};
@@ -231,7 +231,7 @@ fn run_cpe(
         })
         .collect();
     let init = init_kernel(k);
-    let dense = target_is_dense(k);
+    let dense = k.target_is_dense();
     let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
     let mut cache = PatternCache::default();
     walk(k, s, cpe, &mut |e| {

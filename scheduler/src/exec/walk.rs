@@ -147,17 +147,7 @@ pub fn walk(
 /// in part (the rest must survive the write-back), or partial sums of a revisited reduction
 /// tile.
 pub fn target_read_first(k: &Kernel, first_visit: bool) -> bool {
-    !target_is_dense(k) || (k.stmt.reduce.is_some() && !first_visit)
-}
-
-/// Whether writing the target's whole box writes every element of it (each subscript is one
-/// loop with step ±1, or constant), so the box need not be read first.
-pub fn target_is_dense(k: &Kernel) -> bool {
-    k.stmt
-        .target
-        .index
-        .iter()
-        .all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
+    !k.target_is_dense() || (k.stmt.reduce.is_some() && !first_visit)
 }
 
 /// DMA operations needed to move a box of a row-major tensor. The innermost dimensions the

@@ -134,11 +134,6 @@ impl Affine {
         self
     }
 
-    /// Coefficient of loop `l` (zero when absent).
-    pub fn coef(&self, l: usize) -> i64 {
-        self.terms.iter().find(|t| t.0 == l).map_or(0, |t| t.1)
-    }
-
     /// Value at a point.
     pub fn eval(&self, point: &[usize]) -> i64 {
         self.offset + self.terms.iter().map(|&(l, c)| c * point[l] as i64).sum::<i64>()
@@ -333,6 +328,16 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// Whether writing the target's whole tile box writes every element of it (each target
+    /// subscript is one loop with step ±1, or constant), so the box need not be read first.
+    pub fn target_is_dense(&self) -> bool {
+        self.stmt
+            .target
+            .index
+            .iter()
+            .all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
+    }
+
     pub fn extents(&self) -> Vec<usize> {
         self.loops.iter().map(|l| l.extent).collect()
     }

@@ -546,13 +546,8 @@ impl Parser<'_> {
             };
             buffers.push(buffer);
         }
-        let inner = partition.last().copied();
         let ranges = (0..self.loops.len())
-            .map(|l| match partition.contains(&l) {
-                true if Some(l) == inner => chunk.min(self.loops[l].extent),
-                true => 1,
-                false => self.loops[l].extent,
-            })
+            .map(|l| crate::schedule::partition::range(&partition, chunk, l, self.loops[l].extent))
             .collect();
         Ok(Schedule {
             partition,
@@ -562,7 +557,6 @@ impl Parser<'_> {
             tiles,
             order,
             buffers,
-            sizing: Vec::new(),
         })
     }
 }

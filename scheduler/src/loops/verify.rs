@@ -109,7 +109,7 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
         if !mixed_radix(x, &extents) {
             return Err(fail(format!(
                 "target subscript {} may write one element from two points",
-                print_affine_terms(x)
+                print_affine_terms(x, k)
             )));
         }
         x.terms.iter().for_each(|&(l, _)| used[l] += 1);
@@ -161,8 +161,12 @@ fn mixed_radix(x: &super::Affine, extents: &[usize]) -> bool {
     true
 }
 
-fn print_affine_terms(x: &super::Affine) -> String {
-    format!("{:?}", x.terms)
+fn print_affine_terms(x: &super::Affine, k: &Kernel) -> String {
+    x.terms
+        .iter()
+        .map(|&(l, c)| format!("{c}*{}", k.loops[l].name))
+        .collect::<Vec<_>>()
+        .join(" + ")
 }
 
 /// Element type of an expression, with the graph IR's typing rules.

@@ -8,11 +8,18 @@
 //! a tile loop are double-buffered while the LDM has room, so the next tile's transfer can
 //! overlap this tile's compute.
 
-use crate::loops::{Index, Kernel, Program};
+use crate::loops::{Access, Index, Kernel, Program};
 use crate::target::Target;
 
 use super::sizing::{buffer_dims, is_direct};
 use super::{accesses, Buffer, Residence, Schedule};
+
+/// Number of tile loops (outermost first in `order`) that must enclose an access's transfers:
+/// just inside the deepest one its subscripts (gathered positions included) use.
+pub fn depth(a: &Access, order: &[usize]) -> usize {
+    let used = used_loops(&a.index);
+    order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1)
+}
 
 fn used_loops(index: &[Index]) -> Vec<usize> {
     let mut out = Vec::new();
@@ -36,8 +43,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
             } else {
                 Residence::Buffer
             };
-            let used = used_loops(&a.index);
-            let depth = s.order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
+            let depth = depth(a, &s.order);
             Buffer {
                 dims: if residence == Residence::Buffer {
                     dims.unwrap_or_default()

@@ -2,8 +2,10 @@
 //!
 //! The passes run in this order for every kernel, each writing part of its [`Schedule`]:
 //! 1. [`partition`]: the outermost parallel loops (fused until there are at least as many
-//!    iterations as CPEs) are split into equal contiguous chunks, one per CPE; each CPE walks
-//!    its chunk one point at a time, so distinct CPEs write disjoint parts of the target.
+//!    iterations as CPEs) are split into equal contiguous chunks, one per CPE, so distinct CPEs
+//!    write disjoint parts of the target. A CPE walks its chunk in segments that stay within
+//!    one value of the outer partition loops; the innermost partition loop is tiled within a
+//!    segment like any other loop.
 //! 2. [`sizing`] (swTVM Algorithm 1): tile sizes of the other loops, so that the LDM buffers
 //!    of all accesses fit the target's LDM.
 //! 3. [`reorder`] (swTVM Algorithm 2): the order of the tile loops that needs the fewest DMA
@@ -13,7 +15,7 @@
 //!
 //! The loop nest a scheduled kernel runs on each CPE:
 //! ```text
-//! for p in chunk(cpe):                     # partition loops, fused, one point at a time
+//! for segment in chunk(cpe):               # outer partition loops fixed, innermost a range
 //!   for t0 in tiles(order[0]):             # tile loops, outermost first
 //!     [DMA of buffers placed at depth 1]
 //!     for t1 in tiles(order[1]):
@@ -100,8 +102,6 @@ pub struct Schedule {
     pub order: Vec<usize>,
     /// One buffer per access, in [`accesses`] order (the target first).
     pub buffers: Vec<Buffer>,
-    /// The buffer-sizing steps, for reports: tiles tried, LDM bytes, accepted or not.
-    pub sizing: Vec<sizing::Step>,
 }
 
 impl Schedule {
@@ -171,9 +171,9 @@ pub fn accesses(k: &Kernel) -> Vec<&Access> {
 
 /// Schedules every kernel of the program for `target`.
 pub fn schedule_program(p: &mut Program, target: &Target) -> Result<(), ScheduleError> {
-    let snapshot = p.clone();
-    for k in &mut p.kernels {
-        k.schedule = Some(schedule_kernel(k, &snapshot, target)?);
+    for i in 0..p.kernels.len() {
+        let s = schedule_kernel(&p.kernels[i], p, target)?;
+        p.kernels[i].schedule = Some(s);
     }
     Ok(())
 }
@@ -196,7 +196,6 @@ pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Sched
         tiles: sized.tiles,
         order: order.order,
         buffers: Vec::new(),
-        sizing: sized.steps,
     };
     s.buffers = dma::plan_buffers(k, p, &s, target);
     verify_schedule(k, p, &s, target).map_err(fail)?;
@@ -262,13 +261,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
                 b.dims
             ));
         }
-        let mut used = Vec::new();
-        for i in &a.index {
-            if let crate::loops::Index::Affine(x) = i {
-                used.extend(x.terms.iter().map(|t| t.0));
-            }
-        }
-        let needed = s.order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
+        let needed = dma::depth(a, &s.order);
         if b.depth < needed || b.depth > s.order.len() {
             return Err(format!(
                 "buffer of '{tensor}' at depth {} must be refilled at depth {needed}",

@@ -38,20 +38,20 @@ pub fn partition(k: &Kernel, target: &Target) -> Partition {
 }
 
 impl Partition {
-    /// The innermost partition loop, the one a CPE's chunk ranges over.
-    pub fn inner(&self) -> Option<usize> {
-        self.loops.last().copied()
-    }
-
-    /// How many consecutive values of loop `l` one CPE may walk: the chunk (bounded by the
-    /// loop's extent) for the innermost partition loop, 1 for the others, the extent for
-    /// loops that are not partitioned.
+    /// How many consecutive values of loop `l` one CPE may walk (see [`range`]).
     pub fn range(&self, k: &Kernel, l: usize) -> usize {
-        match self.loops.iter().position(|&p| p == l) {
-            Some(i) if i + 1 == self.loops.len() => self.chunk.min(k.loops[l].extent),
-            Some(_) => 1,
-            None => k.loops[l].extent,
-        }
+        range(&self.loops, self.chunk, l, k.loops[l].extent)
+    }
+}
+
+/// How many consecutive values of loop `l` (of `extent`) one CPE may walk: the chunk (bounded
+/// by the extent) for the innermost partition loop, 1 for the other partition loops, the
+/// extent for loops that are not partitioned.
+pub fn range(partition: &[usize], chunk: usize, l: usize, extent: usize) -> usize {
+    match partition.iter().position(|&p| p == l) {
+        Some(i) if i + 1 == partition.len() => chunk.min(extent),
+        Some(_) => 1,
+        None => extent,
     }
 }
 

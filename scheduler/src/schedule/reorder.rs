@@ -13,7 +13,7 @@
 //! (its first visit starts from the reduction's initial value instead). Ties go to fewer
 //! bytes, then to the original loop order.
 
-use crate::loops::{Index, Kernel, LoopKind, Program};
+use crate::loops::{Kernel, LoopKind, Program};
 
 use super::sizing::{buffer_dims, is_direct};
 
@@ -32,16 +32,6 @@ pub struct Choice {
     pub candidates: Vec<(Vec<usize>, Traffic)>,
 }
 
-/// Loops an access's subscripts use (gathered positions included).
-fn used_loops(index: &[Index], out: &mut Vec<usize>) {
-    for i in index {
-        match i {
-            Index::Affine(x) => out.extend(x.terms.iter().map(|t| t.0)),
-            Index::Gathered { access, .. } => used_loops(&access.index, out),
-        }
-    }
-}
-
 /// DMA transfers (gets and puts) and bytes for `order`.
 pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order: &[usize]) -> Traffic {
     let count = |l: usize| ranges[l].div_ceil(tiles[l]);
@@ -53,18 +43,23 @@ pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order
             continue;
         }
         let bytes = dims.map_or(0, |d| d.iter().product::<usize>()) * ty.dtype.size_bytes();
-        let mut used = Vec::new();
-        used_loops(&a.index, &mut used);
-        let depth = order.iter().rposition(|l| used.contains(l)).map_or(0, |d| d + 1);
+        let depth = super::dma::depth(a, order);
         let visits: usize = order[..depth].iter().map(|&l| count(l)).product();
-        let transfers = if i == 0 && k.stmt.reduce.is_some() {
+        // Targets are written back on every visit, and read first when the kernel writes
+        // their box only in part or a revisited reduction tile holds partial sums (see
+        // `exec::walk::target_read_first`).
+        let transfers = if i == 0 {
             let reductions: usize = order[..depth]
                 .iter()
                 .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
                 .map(|&l| count(l))
                 .product();
-            let reloads = visits - visits / reductions;
-            visits + reloads
+            let reads = match (k.target_is_dense(), k.stmt.reduce.is_some()) {
+                (false, _) => visits,
+                (true, true) => visits - visits / reductions,
+                (true, false) => 0,
+            };
+            visits + reads
         } else {
             visits
         };

@@ -8,7 +8,7 @@
 //! largest tile is halved; then tiles grow greedily: at each step every buffer iterator's
 //! doubled tile is tried, the one needing the least LDM is taken (ties: size iterators, then
 //! inner loops), and growth stops at the first step whose best candidate does not fit.
-//! Tiles are powers of two or a loop's full extent.
+//! Tiles are their starting value, a power of two below it, or a loop's full range.
 //!
 //! A buffer holds, for each dimension, the span of its subscript over the tile:
 //! `Σ |coef| * (tile - 1) + 1` (so `oh*stride + kh` spans `(T_oh-1)*stride + T_kh`). A
