@@ -105,22 +105,11 @@ impl<'a> Locate<'a> for TileView<'a> {
             .ok_or("unplanned access")?;
         match &self.boxes[slot] {
             Some((data, start, extent)) => {
-                let bstride = strides(extent);
-                let mut base = 0isize;
-                let mut st = vec![0isize; self.k.loops.len()];
-                for (d, i) in a.index.iter().enumerate() {
-                    let Index::Affine(x) = i else {
-                        unreachable!("gathered accesses are direct")
-                    };
-                    base += (x.eval(self.origin) - start[d]) as isize * bstride[d] as isize;
-                    for &(l, c) in &x.terms {
-                        st[l] += c as isize * bstride[d] as isize;
-                    }
-                }
+                let (base, strides) = box_place(a, self.origin, start, extent, self.k.loops.len());
                 Ok(Place {
                     data,
                     base,
-                    strides: st,
+                    strides,
                     gathers: Vec::new(),
                 })
             }
