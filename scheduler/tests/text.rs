@@ -143,3 +143,30 @@ fn parse_errors_name_the_line() {
     assert_eq!(e.line, 2);
     assert!(e.msg.contains("expected 'tensors'"));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Mutated kernel text (characters replaced, cut short) parses or fails cleanly; whatever
+    /// parses can be verified without panicking.
+    #[test]
+    fn mutated_kernel_text_never_panics(which in 0usize..64, edits in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<char>()), 1..4), cut in proptest::prelude::any::<usize>()) {
+        let mut p = lenet();
+        schedule_program(&mut p, &Target::sw26010()).unwrap();
+        let k = &p.kernels[which % p.kernels.len()];
+        let mut text: Vec<char> = print_kernel(k, &p).chars().collect();
+        for (at, c) in edits {
+            let at = at % text.len();
+            text[at] = c;
+        }
+        text.truncate(cut % (text.len() + 1));
+        let text: String = text.into_iter().collect();
+        if let Ok(back) = parse_kernel(&text, &p) {
+            if verify_kernel(&back, &p).is_ok() {
+                if let Some(s) = &back.schedule {
+                    let _ = verify_schedule(&back, &p, s, &Target::sw26010());
+                }
+            }
+        }
+    }
+}
