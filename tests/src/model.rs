@@ -16,11 +16,8 @@ pub struct ModelBuilder {
 
 /// An attribute value for [`ModelBuilder::node`].
 pub enum Attr {
-    Int(i64),
-    Ints(Vec<i64>),
     Float(f32),
     Str(&'static str),
-    Tensor(TensorProto),
 }
 
 pub fn value_info(name: &str, elem: i32, dims: &[i64]) -> ValueInfoProto {
@@ -127,11 +124,8 @@ impl ModelBuilder {
                     ..Default::default()
                 };
                 match v {
-                    Attr::Int(i) => (a.i, a.r#type) = (Some(i), Some(AttributeType::Int as i32)),
-                    Attr::Ints(v) => (a.ints, a.r#type) = (v, Some(AttributeType::Ints as i32)),
                     Attr::Float(f) => (a.f, a.r#type) = (Some(f), Some(AttributeType::Float as i32)),
                     Attr::Str(s) => (a.s, a.r#type) = (Some(s.as_bytes().to_vec()), Some(AttributeType::String as i32)),
-                    Attr::Tensor(t) => (a.t, a.r#type) = (Some(t), Some(AttributeType::Tensor as i32)),
                 }
                 a
             })

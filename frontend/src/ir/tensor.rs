@@ -135,10 +135,6 @@ impl Tensor {
         &self.data
     }
 
-    pub fn into_data(self) -> Data {
-        self.data
-    }
-
     /// Same data under another shape with the same element count.
     pub fn reshaped(self, shape: Vec<usize>) -> Result<Tensor, ShapeError> {
         Tensor::new(shape, self.data)

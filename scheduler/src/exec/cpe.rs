@@ -84,6 +84,9 @@ fn put_box(main: &mut Data, shape: &[usize], start: &[i64], extent: &[usize], bu
     }
 }
 
+/// A buffer with the start and extent of the box it holds.
+type HeldBox<'a> = (&'a Data, Vec<i64>, Vec<usize>);
+
 /// One tile's view of the accesses: LDM buffers for buffered ones, main memory for direct.
 struct TileView<'a> {
     p: &'a Program,
@@ -91,7 +94,7 @@ struct TileView<'a> {
     mem: &'a Memory,
     origin: &'a [usize],
     /// Per access (in `accesses` order): the buffer and the box it holds, when buffered.
-    boxes: Vec<Option<(&'a Data, Vec<i64>, Vec<usize>)>>,
+    boxes: Vec<Option<HeldBox<'a>>>,
     /// Access positions in `accesses` order, to find an access's slot.
     order: Vec<&'a Access>,
 }

@@ -257,24 +257,10 @@ impl Parser<'_> {
             self.punct(',')?;
         }
         self.keyword("loops")?;
-        let mut kind = LoopKind::Parallel;
         // A kernel without loops goes straight on to its target access.
-        let no_loops = self.toks.get(self.pos + 1).map(|t| &t.0) == Some(&Tok::Punct('['));
-        while !no_loops {
-            if self.is_punct('|') {
-                self.punct('|')?;
-                kind = LoopKind::Reduce;
-            }
-            let n = self.word()?;
-            self.punct(':')?;
-            let extent = self.number()?;
-            self.loops.push(Loop { name: n, extent, kind });
-            if !(self.is_punct(',') || self.is_punct('|')) {
-                break;
-            }
-            if self.is_punct(',') {
-                self.punct(',')?;
-            }
+        let has_loops = self.toks.get(self.pos + 1).map(|t| &t.0) != Some(&Tok::Punct('['));
+        if has_loops {
+            self.loops()?;
         }
         let target = self.access()?;
         let reduce = if self.is_punct('=') {
@@ -311,6 +297,26 @@ impl Parser<'_> {
             stmt: Stmt { target, value, reduce },
             schedule,
         })
+    }
+
+    /// `a:4, b:8 | c:3`: parallel loops, then reduction loops after `|`.
+    fn loops(&mut self) -> Result<(), LoopParseError> {
+        let mut kind = LoopKind::Parallel;
+        loop {
+            if self.is_punct('|') {
+                self.punct('|')?;
+                kind = LoopKind::Reduce;
+            }
+            let name = self.word()?;
+            self.punct(':')?;
+            let extent = self.number()?;
+            self.loops.push(Loop { name, extent, kind });
+            if self.is_punct(',') {
+                self.punct(',')?;
+            } else if !self.is_punct('|') {
+                return Ok(());
+            }
+        }
     }
 
     fn ty(&mut self) -> Result<TensorType, LoopParseError> {

@@ -120,7 +120,7 @@ pub fn best_order(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize]) ->
             rest.retain(|&r| r != best);
         }
     }
-    candidates.sort_by(|a, b| key(&a.0, &a.1).cmp(&key(&b.0, &b.1)));
+    candidates.sort_by_key(|a| key(&a.0, &a.1));
     let (order, traffic) = candidates
         .first()
         .cloned()
