@@ -80,3 +80,39 @@ fn buffers_larger_than_the_ldm_are_caught() {
     assert_eq!((kernel.as_str(), cpe), ("c", Some(0)));
     assert!(reason.contains("LDM bytes"), "{reason}");
 }
+
+#[test]
+fn schedules_the_executor_cannot_walk_are_refused() {
+    let mut g = Graph::new("gather");
+    let d = g.add_input("d", TensorType::new(DType::F32, vec![5, 3]).unwrap());
+    let i = g.add_input("i", TensorType::new(DType::I64, vec![4]).unwrap());
+    let y = g.add_node("y", Op::Gather { axis: 0 }, vec![d, i], None).unwrap();
+    g.outputs.push(Output {
+        name: "y".into(),
+        node: y,
+    });
+    let mut p = lower(&g).unwrap();
+    schedule_program(&mut p, &Target::sw26010()).unwrap();
+    let inputs: Vec<_> = g
+        .inputs()
+        .enumerate()
+        .map(|(n, id)| random_tensor(&g.node(id).ty, 1, n))
+        .collect();
+    // The gathered access cannot live in a buffer; the tile count cannot be zero.
+    let mut bad = p.clone();
+    let s = bad.kernels[0].schedule.as_mut().unwrap();
+    s.buffers[1].residence = swflow_scheduler::schedule::Residence::Buffer;
+    s.buffers[1].dims = vec![1, 3];
+    let (kernel, cpe, reason) = error_of(&bad, &inputs);
+    assert_eq!((kernel.as_str(), cpe), ("y", None));
+    assert!(
+        reason.contains("cannot") || reason.contains("does not match"),
+        "{reason}"
+    );
+    let mut bad = p.clone();
+    bad.kernels[0].schedule.as_mut().unwrap().tiles[0] = 0;
+    assert!(matches!(
+        run_program(&bad, &inputs, &Target::sw26010()),
+        Err(ExecError::Kernel { cpe: None, .. })
+    ));
+}

@@ -147,7 +147,11 @@ pub fn run_kernel(p: &Program, k: &Kernel, mem: &mut Memory, machine: &Machine) 
         && s.ranges.len() == n
         && !s.tiles.contains(&0)
         && s.buffers.len() == accesses(k).len()
-        && s.partition.iter().chain(&s.order).all(|&l| l < n);
+        && s.partition.iter().chain(&s.order).all(|&l| l < n)
+        && accesses(k)
+            .iter()
+            .zip(&s.buffers)
+            .all(|(a, b)| b.residence == Residence::Direct || a.index.iter().all(|i| matches!(i, Index::Affine(_))));
     if !walkable {
         let reason = "schedule does not match the kernel's loops and accesses".to_string();
         return Err(ExecError::Kernel {
