@@ -65,6 +65,11 @@ pub enum TargetError {
     Invalid { path: String, message: String },
 }
 
+/// Largest CPE count a target may declare (the executor models every CPE).
+pub const MAX_CPES: usize = 4096;
+/// Largest scratchpad a target may declare, per CPE (the executor allocates it).
+pub const MAX_LDM_BYTES: usize = 1 << 30;
+
 const BUILT_IN: [(&str, &str); 2] = [
     ("sw26010", include_str!("../targets/sw26010.toml")),
     ("sw26010pro", include_str!("../targets/sw26010pro.toml")),
@@ -107,6 +112,11 @@ impl Target {
         if !t.memory_alignment_bytes.is_power_of_two() {
             return Err(invalid("memory_alignment_bytes must be a power of two".into()));
         }
+        if t.cpes > MAX_CPES || t.ldm_bytes > MAX_LDM_BYTES {
+            return Err(invalid(format!(
+                "at most {MAX_CPES} CPEs and {MAX_LDM_BYTES} LDM bytes per CPE are supported"
+            )));
+        }
         if t.dma.reply_bytes == 0 || t.dma.reply_bytes > t.ldm_bytes {
             return Err(invalid("dma.reply_bytes must be between 1 and ldm_bytes".into()));
         }
@@ -119,7 +129,7 @@ impl Target {
             t.memory_bandwidth_bytes_per_s,
             t.dma.bandwidth_bytes_per_s,
         ];
-        if positive.iter().any(|&v| v.is_nan() || v <= 0.0) || t.dma.half_bandwidth_block_bytes < 0.0 {
+        if positive.iter().any(|&v| v.is_nan() || v <= 0.0) || !(t.dma.half_bandwidth_block_bytes >= 0.0) {
             return Err(invalid("clock, flops, bandwidths must be positive".into()));
         }
         Ok(t)
@@ -148,6 +158,33 @@ mod tests {
         assert!((a.peak_flops() - 742.4e9).abs() < 1e3);
         let p = Target::sw26010pro();
         assert_eq!((p.ldm_bytes, p.flops_per_cycle, p.api), (256 * 1024, 16.0, Api::Crts));
+    }
+
+    /// Mutated target files parse or are rejected; none panics.
+    #[test]
+    fn mutated_target_files_never_panic() {
+        let good = include_str!("../targets/sw26010.toml");
+        let values = [
+            "0",
+            "-1",
+            "1",
+            "3",
+            "18446744073709551615",
+            "1e308",
+            "nan",
+            "[0, 0]",
+            "[4294967296, 4294967296]",
+            "\"x\"",
+        ];
+        for line in good.lines().filter(|l| l.contains(" = ")) {
+            for v in values {
+                let key = line.split(" = ").next().unwrap_or_default();
+                let text = good.replace(line, &format!("{key} = {v}"));
+                if let Ok(t) = Target::parse(&text, "t.toml") {
+                    assert!(t.cpes <= MAX_CPES && t.ldm_budget() <= t.ldm_bytes);
+                }
+            }
+        }
     }
 
     #[test]
