@@ -129,7 +129,10 @@ impl Target {
             t.memory_bandwidth_bytes_per_s,
             t.dma.bandwidth_bytes_per_s,
         ];
-        if positive.iter().any(|&v| v.is_nan() || v <= 0.0) || !(t.dma.half_bandwidth_block_bytes >= 0.0) {
+        if positive.iter().any(|&v| v.is_nan() || v <= 0.0)
+            || t.dma.half_bandwidth_block_bytes.is_nan()
+            || t.dma.half_bandwidth_block_bytes < 0.0
+        {
             return Err(invalid("clock, flops, bandwidths must be positive".into()));
         }
         Ok(t)

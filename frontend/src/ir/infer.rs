@@ -310,6 +310,7 @@ fn conv_transpose(
         ));
     }
     let mut shape = vec![x.shape[0], w.shape[1] * c.groups];
+    #[allow(clippy::needless_range_loop)] // i indexes five parallel arrays
     for i in 0..spatial {
         let full = (x.shape[2 + i] as i128 - 1) * c.strides[i] as i128
             + c.dilations[i] as i128 * (w.shape[2 + i] as i128 - 1)
