@@ -32,6 +32,7 @@ pub enum EvalError {
 }
 
 pub use elementwise::columns;
+pub use num::Num;
 
 /// Runs `g` on `inputs` (in graph-input order) and returns the outputs in order.
 pub fn run(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {

@@ -1,8 +1,9 @@
 //! Scalar arithmetic over the element types, so kernels are written once.
 
-/// Arithmetic shared by `f32`, `f64` and `i64`. Integer arithmetic wraps; `max`/`min`
-/// propagate NaN like numpy's `maximum`/`minimum`.
-pub(crate) trait Num: Copy + PartialOrd + Default + Send + Sync + 'static {
+/// Arithmetic shared by `f32`, `f64` and `i64`, the one definition of scalar semantics for
+/// every evaluator (the graph interpreter here, the loop-IR executors in the scheduler).
+/// Integer arithmetic wraps; `max`/`min` propagate NaN like numpy's `maximum`/`minimum`.
+pub trait Num: Copy + PartialOrd + Default + Send + Sync + 'static {
     const ZERO: Self;
     const ONE: Self;
     /// The identity of `max` (−∞ for floats).

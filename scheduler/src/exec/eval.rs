@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use swflow_frontend::interp::columns;
+use swflow_frontend::interp::{columns, Num};
 use swflow_frontend::ir::{BinaryOp, DType, Data, ReduceKind, UnaryOp};
 
 use crate::loops::{Access, Expr, Index, Kernel, Scalar};
@@ -301,26 +301,6 @@ pub(crate) fn eval_box<'a>(
     Ok(())
 }
 
-fn fmax<F: PartialOrd + Copy>(a: F, b: F, nan: fn(F) -> bool) -> F {
-    if nan(a) {
-        a
-    } else if nan(b) || b > a {
-        b
-    } else {
-        a
-    }
-}
-
-fn fmin<F: PartialOrd + Copy>(a: F, b: F, nan: fn(F) -> bool) -> F {
-    if nan(a) {
-        a
-    } else if nan(b) || b < a {
-        b
-    } else {
-        a
-    }
-}
-
 /// Folds column `v` (length 1 repeats) into the target's column points, in order.
 fn fold_into(
     kind: Option<ReduceKind>,
@@ -330,34 +310,27 @@ fn fold_into(
     n: usize,
     v: &Data,
 ) -> Result<(), String> {
-    macro_rules! go {
-        ($t:expr, $v:expr, $sum:expr, $max:expr, $min:expr) => {{
-            let (t, v) = ($t, $v);
-            for j in 0..n {
-                let x = v[j.min(v.len() - 1)];
-                let slot = &mut t[store.at(tbase, j)];
-                *slot = match kind {
-                    None => x,
-                    Some(ReduceKind::Sum) => $sum(*slot, x),
-                    Some(ReduceKind::Max) => $max(*slot, x),
-                    Some(ReduceKind::Min) => $min(*slot, x),
-                };
-            }
-        }};
+    fn fold<T: Num>(kind: Option<ReduceKind>, t: &mut [T], store: &Load, tbase: isize, n: usize, v: &[T]) {
+        for j in 0..n {
+            let x = v[j.min(v.len() - 1)];
+            let slot = &mut t[store.at(tbase, j)];
+            *slot = match kind {
+                None => x,
+                Some(ReduceKind::Sum) => slot.add(x),
+                Some(ReduceKind::Max) => slot.max(x),
+                Some(ReduceKind::Min) => slot.min(x),
+            };
+        }
     }
     match (t, v) {
-        (Data::F32(t), Data::F32(v)) => go!(t, v, |a: f32, b| a + b, |a, b| fmax(a, b, f32::is_nan), |a, b| fmin(
-            a,
-            b,
-            f32::is_nan
-        )),
-        (Data::F64(t), Data::F64(v)) => go!(t, v, |a: f64, b| a + b, |a, b| fmax(a, b, f64::is_nan), |a, b| fmin(
-            a,
-            b,
-            f64::is_nan
-        )),
-        (Data::I64(t), Data::I64(v)) => go!(t, v, i64::wrapping_add, |a: i64, b| a.max(b), |a: i64, b| a.min(b)),
-        (Data::Bool(t), Data::Bool(v)) if kind.is_none() => go!(t, v, |a, _| a, |a, _| a, |a, _| a),
+        (Data::F32(t), Data::F32(v)) => fold(kind, t, store, tbase, n, v),
+        (Data::F64(t), Data::F64(v)) => fold(kind, t, store, tbase, n, v),
+        (Data::I64(t), Data::I64(v)) => fold(kind, t, store, tbase, n, v),
+        (Data::Bool(t), Data::Bool(v)) if kind.is_none() => {
+            for j in 0..n {
+                t[store.at(tbase, j)] = v[j.min(v.len() - 1)];
+            }
+        }
         _ => return Err("value and target types differ".into()),
     }
     Ok(())
