@@ -160,3 +160,37 @@ fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     }
     None
 }
+
+/// File names for outputs written one `.npy` per output, in order: characters outside
+/// `[A-Za-z0-9_.-]` become `_`, names that would be empty or hidden get an `output` prefix,
+/// and a numeric suffix keeps them distinct. Every tool that writes outputs uses these names.
+pub fn output_file_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .map(|name| {
+            let base: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let base = if base.is_empty() || base.starts_with('.') {
+                format!("output{base}")
+            } else {
+                base
+            };
+            let mut candidate = base.clone();
+            let mut k = 1;
+            while !taken.insert(candidate.clone()) {
+                candidate = format!("{base}_{k}");
+                k += 1;
+            }
+            format!("{candidate}.npy")
+        })
+        .collect()
+}

@@ -1,6 +1,7 @@
 //! Verbs of the `swflow` command line.
 
 mod compare;
+mod compile;
 mod inspect;
 mod model;
 mod run;
@@ -27,6 +28,8 @@ pub enum Command {
     Run(run::Args),
     /// Lower a model to loop nests, schedule them for a target and report LDM and DMA use.
     Schedule(schedule::Args),
+    /// Compile a model to a folder of host and CPE C sources with a Makefile.
+    Compile(compile::Args),
     /// Check a .npy result against a reference .npy with the project's f32 tolerance.
     Compare(compare::Args),
 }
@@ -37,6 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(a) => run::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Schedule(a) => schedule::run(a),
+        Command::Compile(a) => compile::run(a),
     }
 }
 

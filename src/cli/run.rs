@@ -1,6 +1,6 @@
 //! `swflow run`: evaluate a model with the reference graph interpreter.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -32,33 +32,6 @@ pub struct Args {
     /// Target for `--engine loops`: sw26010, sw26010pro, or a target description (.toml).
     #[arg(long, default_value = "sw26010")]
     pub target: String,
-}
-
-/// A file name for an output: characters outside `[A-Za-z0-9_.-]` become `_`, and a suffix
-/// keeps names distinct.
-fn file_name(name: &str, taken: &mut HashSet<String>) -> String {
-    let base: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let base = if base.is_empty() || base.starts_with('.') {
-        format!("output{base}")
-    } else {
-        base
-    };
-    let mut candidate = base.clone();
-    let mut k = 1;
-    while !taken.insert(candidate.clone()) {
-        candidate = format!("{base}_{k}");
-        k += 1;
-    }
-    format!("{candidate}.npy")
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -108,12 +81,12 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(dir) = &args.output {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let mut taken = HashSet::new();
-    for (o, t) in g.outputs.iter().zip(&outputs) {
+    let files = npy::output_file_names(g.outputs.iter().map(|o| o.name.as_str()));
+    for ((o, t), file) in g.outputs.iter().zip(&outputs).zip(&files) {
         let stats = summary(t);
         match &args.output {
             Some(dir) => {
-                let path = dir.join(file_name(&o.name, &mut taken));
+                let path = dir.join(file);
                 npy::write(&path, t)?;
                 println!("{}  {}  {}  -> {}", o.name, t.ty(), stats, path.display());
             }

@@ -1,0 +1,708 @@
+//! The CPE side of one scheduled kernel: its LDM layout and the C body every CPE runs.
+//!
+//! The body walks the schedule exactly as the loop-IR executor does (`exec::walk`):
+//! ```text
+//! for each segment of this CPE's chunk of partition points:
+//!   fill buffers placed at depth 0
+//!   for t0 in tiles(order[0]):            # tile loops, outermost first
+//!     fill buffers placed at depth 1      # gets wait at once, or were prefetched
+//!     ...
+//!       compute every point of the tile on LDM buffers (and direct accesses)
+//!     write the target back if it is placed at depth 1
+//!   write the target back if it is placed at depth 0
+//! ```
+//! LDM buffers hold packed boxes (row-major over the box's actual extents), so a load of
+//! access `a` at subscripts `s` reads `a[((s0 - a_start[0]) * a_extent[1] + ...)]`.
+
+use swflow_frontend::ir::{strides, DType};
+use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program};
+use swflow_scheduler::schedule::{accesses, Residence, Schedule};
+
+use crate::names::{comment, Names};
+use crate::scalar::{binary, cast, ctype, fold, literal, unary};
+use crate::writer::Writer;
+use crate::CodegenError;
+
+/// Fixed identifiers of a kernel body that loop names must not take.
+const BODY_LOCALS: &[&str] = &[
+    "ldm", "para", "arg", "cpe", "first", "last", "f", "seg_lo", "seg_len", "e",
+];
+
+/// Identifiers of one kernel.
+pub struct KernelNames {
+    /// The kernel function (and prefix of its struct tags and files).
+    pub func: String,
+    /// Parameter-struct field per operand slot (slots naming one tensor share it).
+    pub fields: Vec<String>,
+}
+
+/// The C sources of a kernel's CPE side.
+pub struct SlaveCode {
+    /// Members of the kernel's LDM struct (after `para`), one per line.
+    pub ldm_members: Vec<String>,
+    /// Reply counters in the LDM struct.
+    pub replies: usize,
+    /// The function body.
+    pub body: String,
+}
+
+struct Gen<'a> {
+    p: &'a Program,
+    k: &'a Kernel,
+    s: &'a Schedule,
+    names: &'a KernelNames,
+    all: Vec<&'a Access>,
+    /// Base identifier per access (accesses order).
+    bufs: Vec<String>,
+    /// Loop variable per loop.
+    loops: Vec<String>,
+    /// Reply counter index per access (buffered ones).
+    reply: Vec<usize>,
+    /// Position in `order` of each loop, if it has several tiles.
+    pos: Vec<Option<usize>>,
+}
+
+pub fn generate(p: &Program, k: &Kernel, names: &KernelNames) -> Result<SlaveCode, CodegenError> {
+    let s = k.schedule.as_ref().ok_or_else(|| CodegenError::Internal {
+        kernel: k.name.clone(),
+        reason: "kernel is not scheduled".into(),
+    })?;
+    let all = accesses(k);
+    let mut scope = Names::default();
+    for l in BODY_LOCALS {
+        scope.claim(l);
+    }
+    let loops: Vec<String> = k.loops.iter().map(|l| scope.fresh(&l.name, "l_")).collect();
+    let mut buf_scope = Names::default();
+    let bufs: Vec<String> = all
+        .iter()
+        .map(|a| buf_scope.fresh(&p.tensor(k.operands[a.operand]).name, "t_"))
+        .collect();
+    let mut reply = vec![0; all.len()];
+    let mut replies = 1;
+    for (i, b) in s.buffers.iter().enumerate() {
+        if b.residence == Residence::Buffer {
+            reply[i] = replies;
+            replies += 1;
+        }
+    }
+    for a in &all {
+        if p.tensor(k.operands[a.operand]).ty.shape.len() > 16 {
+            return Err(CodegenError::Unsupported {
+                kernel: k.name.clone(),
+                reason: "tensors of more than 16 dimensions".into(),
+            });
+        }
+    }
+    let mut pos = vec![None; k.loops.len()];
+    for (i, &l) in s.order.iter().enumerate() {
+        pos[l] = Some(i);
+    }
+    let g = Gen {
+        p,
+        k,
+        s,
+        names,
+        all,
+        bufs,
+        loops,
+        reply,
+        pos,
+    };
+    Ok(SlaveCode {
+        ldm_members: g.ldm_members(),
+        replies,
+        body: g.body(),
+    })
+}
+
+impl Gen<'_> {
+    fn dtype(&self, i: usize) -> DType {
+        self.p.tensor(self.k.operands[self.all[i].operand]).ty.dtype
+    }
+
+    fn shape(&self, i: usize) -> &[usize] {
+        &self.p.tensor(self.k.operands[self.all[i].operand]).ty.shape
+    }
+
+    fn tensor_name(&self, i: usize) -> &str {
+        &self.p.tensor(self.k.operands[self.all[i].operand]).name
+    }
+
+    fn field(&self, i: usize) -> &str {
+        &self.names.fields[self.all[i].operand]
+    }
+
+    fn buffered(&self, i: usize) -> bool {
+        self.s.buffers[i].residence == Residence::Buffer
+    }
+
+    fn rank(&self, i: usize) -> usize {
+        self.shape(i).len().max(1)
+    }
+
+    fn ldm_members(&self) -> Vec<String> {
+        (0..self.all.len())
+            .filter(|&i| self.buffered(i))
+            .map(|i| {
+                let b = &self.s.buffers[i];
+                let dims: Vec<String> = b.dims.iter().map(|d| d.to_string()).collect();
+                let tile = if dims.is_empty() {
+                    "scalar".into()
+                } else {
+                    dims.join("x")
+                };
+                let (half, note) = if b.double {
+                    ("[2]", ", double-buffered")
+                } else {
+                    ("", "")
+                };
+                format!(
+                    "{} {}{half}[{}]; /* '{}': tile {tile}{note} */",
+                    ctype(self.dtype(i)),
+                    self.bufs[i],
+                    b.elements(),
+                    comment(self.tensor_name(i))
+                )
+            })
+            .collect()
+    }
+
+    /// Where this CPE is: the start and extent of loop `l`'s current tile.
+    fn origin(&self, l: usize) -> String {
+        format!("{}_0", self.loops[l])
+    }
+
+    fn extent(&self, l: usize) -> String {
+        format!("{}_n", self.loops[l])
+    }
+
+    fn is_inner_partition(&self, l: usize) -> bool {
+        self.s.partition.last() == Some(&l)
+    }
+
+    /// Bounds of tile loop `l` within the segment.
+    fn bounds(&self, l: usize) -> (String, String) {
+        if self.is_inner_partition(l) {
+            ("seg_lo".into(), "seg_lo + seg_len".into())
+        } else {
+            ("0".into(), self.k.loops[l].extent.to_string())
+        }
+    }
+
+    /// Whether no reduction tile loop among `order[..depth]` has moved: the condition as C.
+    fn first_visit(&self, depth: usize) -> Option<String> {
+        let conds: Vec<String> = self.s.order[..depth]
+            .iter()
+            .filter(|&&l| self.k.loops[l].kind == LoopKind::Reduce)
+            .map(|&l| format!("{} == 0", self.origin(l)))
+            .collect();
+        (!conds.is_empty()).then(|| conds.join(" && "))
+    }
+
+    fn body(&self) -> String {
+        let k = self.k;
+        let s = self.s;
+        let mut w = Writer::new(1);
+        w.line(format!(
+            "struct {f}_ldm *const ldm = &swflow_ldm.{f};",
+            f = self.names.func
+        ));
+        w.line("const long cpe = SWFLOW_CPE_ID;");
+        w.line(format!("struct {}_para para;", self.names.func));
+        if s.partition.is_empty() {
+            w.line("long first, last, f, seg_len;");
+        } else {
+            w.line("long first, last, f, seg_lo, seg_len;");
+        }
+        for l in &self.loops {
+            w.line(format!("long {l}, {l}_0, {l}_n;"));
+        }
+        let mut fill_loop = false;
+        for i in (0..self.all.len()).filter(|&i| self.buffered(i)) {
+            let (b, r) = (&self.s.buffers[i], self.rank(i));
+            let name = &self.bufs[i];
+            let half = if b.double { "[2]" } else { "" };
+            w.line(format!(
+                "long {name}_start{half}[{r}], {name}_extent{half}[{r}], {name}_issued = 0;"
+            ));
+            if b.double {
+                w.line(format!("int {name}_h = 0;"));
+            }
+            let shape = self.shape(i);
+            let dims: Vec<String> = if shape.is_empty() {
+                vec!["1".into()]
+            } else {
+                shape.iter().map(|d| d.to_string()).collect()
+            };
+            w.line(format!("const long {name}_shape[{r}] = {{{}}};", dims.join(", ")));
+            fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense();
+        }
+        if fill_loop {
+            w.line("long e;");
+        }
+        w.line("");
+        w.line("SWFLOW_LDM_BUFFER(&ldm->para, sizeof ldm->para, \"para\");");
+        for i in (0..self.all.len()).filter(|&i| self.buffered(i)) {
+            let name = &self.bufs[i];
+            w.line(format!(
+                "SWFLOW_LDM_BUFFER(ldm->{name}, sizeof ldm->{name}, \"{name}\");"
+            ));
+        }
+        let replies = 1 + (0..self.all.len()).filter(|&i| self.buffered(i)).count();
+        w.open(format!("for (f = 0; f < {replies}; f++) {{"));
+        w.line("ldm->reply[f] = 0;");
+        w.close();
+        w.line("swflow_dma(0, &ldm->para, (char *)arg, sizeof ldm->para, 0, 0, &ldm->reply[0]);");
+        w.line("SWFLOW_DMA_WAIT(ldm->reply[0], 1);");
+        w.line("para = ldm->para;");
+        w.line("");
+        let points = s.partition_points;
+        w.line(format!(
+            "/* This CPE's chunk of the {points} points of the partition loops ({}). */",
+            comment(
+                &s.partition
+                    .iter()
+                    .map(|&l| k.loops[l].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        ));
+        w.line(format!("first = cpe * {};", s.chunk));
+        w.line(format!(
+            "last = first + {c} < {points} ? first + {c} : {points};",
+            c = s.chunk
+        ));
+        w.open("for (f = first; f < last; f += seg_len) {");
+        let extents = k.extents();
+        let mut inner_product = 1usize;
+        for (j, &l) in s.partition.iter().enumerate().rev() {
+            let ext = extents[l];
+            let value = if inner_product == 1 {
+                format!("f % {ext}")
+            } else {
+                format!("f / {inner_product} % {ext}")
+            };
+            if j + 1 == s.partition.len() {
+                w.line(format!("seg_lo = {value};"));
+                w.line(format!(
+                    "seg_len = last - f < {ext} - seg_lo ? last - f : {ext} - seg_lo;"
+                ));
+            } else {
+                w.line(format!("{} = {value};", self.origin(l)));
+                w.line(format!("{} = 1;", self.extent(l)));
+            }
+            inner_product *= ext;
+        }
+        if s.partition.is_empty() {
+            w.line("seg_len = 1;");
+        }
+        for l in 0..k.loops.len() {
+            if self.pos[l].is_some() || (s.partition.contains(&l) && !self.is_inner_partition(l)) {
+                continue;
+            }
+            if self.is_inner_partition(l) {
+                w.line(format!("{} = seg_lo;", self.origin(l)));
+                w.line(format!("{} = seg_len;", self.extent(l)));
+            } else {
+                w.line(format!("{} = 0;", self.origin(l)));
+                w.line(format!("{} = {};", self.extent(l), extents[l]));
+            }
+        }
+        self.fills(&mut w, 0);
+        self.level(&mut w, 0);
+        self.write_back(&mut w, 0);
+        w.close();
+        w.finish()
+    }
+
+    /// Tile loop at position `pos` of the order, and everything inside it.
+    fn level(&self, w: &mut Writer, pos: usize) {
+        if pos == self.s.order.len() {
+            self.compute(w);
+            return;
+        }
+        let l = self.s.order[pos];
+        let t = self.s.tiles[l];
+        let (lo, hi) = self.bounds(l);
+        let (o, n) = (self.origin(l), self.extent(l));
+        w.open(format!("for ({o} = {lo}; {o} < {hi}; {o} += {t}) {{"));
+        w.line(format!("{n} = {hi} - {o} < {t} ? {hi} - {o} : {t};"));
+        self.fills(w, pos + 1);
+        self.level(w, pos + 1);
+        self.write_back(w, pos + 1);
+        for i in 1..self.all.len() {
+            let b = &self.s.buffers[i];
+            if self.buffered(i) && b.double && b.depth == pos + 1 {
+                w.line(format!("{name}_h = 1 - {name}_h;", name = self.bufs[i]));
+            }
+        }
+        w.close();
+    }
+
+    /// Lines computing the box access `i` spans over the tile into `start`/`extent` arrays,
+    /// with loop `l`'s origin and extent given by `at`.
+    fn box_lines(&self, w: &mut Writer, i: usize, start: &str, extent: &str, at: &dyn Fn(usize) -> (String, String)) {
+        if self.shape(i).is_empty() {
+            w.line(format!("{start}[0] = 0;"));
+            w.line(format!("{extent}[0] = 1;"));
+            return;
+        }
+        for (d, idx) in self.all[i].index.iter().enumerate() {
+            let Index::Affine(x) = idx else {
+                unreachable!("buffered accesses have affine subscripts")
+            };
+            let mut lo: Vec<(i64, String)> = Vec::new();
+            let mut span: Vec<(i64, String)> = Vec::new();
+            for &(l, c) in &x.terms {
+                let (o, n) = at(l);
+                lo.push((c, o));
+                if c < 0 {
+                    lo.push((c, format!("({n} - 1)")));
+                }
+                span.push((c.abs(), format!("({n} - 1)")));
+            }
+            let lo = linear(&lo, x.offset);
+            let span = linear(&span, 1);
+            w.line(format!("{start}[{d}] = {lo};"));
+            w.line(format!("{extent}[{d}] = {span};"));
+        }
+    }
+
+    /// The DMA of access `i`'s box (`put` for the target's write-back), into `buf`.
+    fn dma_call(&self, i: usize, put: bool, buf: &str, start: &str, extent: &str) -> String {
+        let name = &self.bufs[i];
+        format!(
+            "{name}_issued += swflow_dma_box({}, {buf}, (char *)para.{}, {}, {name}_shape, {start}, {extent}, sizeof({}), &ldm->reply[{}]);",
+            put as u8,
+            self.field(i),
+            self.rank(i),
+            ctype(self.dtype(i)),
+            self.reply[i]
+        )
+    }
+
+    fn wait(&self, i: usize) -> String {
+        format!(
+            "SWFLOW_DMA_WAIT(ldm->reply[{}], {}_issued);",
+            self.reply[i], self.bufs[i]
+        )
+    }
+
+    /// Fills of the buffers placed at `depth`.
+    fn fills(&self, w: &mut Writer, depth: usize) {
+        let here = |l: usize| (self.origin(l), self.extent(l));
+        for i in 0..self.all.len() {
+            let b = &self.s.buffers[i];
+            if !self.buffered(i) || b.depth != depth {
+                continue;
+            }
+            let name = &self.bufs[i];
+            let tensor = comment(self.tensor_name(i));
+            if i == 0 {
+                self.fill_target(w, depth, &here);
+            } else if b.double {
+                let l = self.s.order[depth - 1];
+                let (lo, hi) = self.bounds(l);
+                let t = self.s.tiles[l];
+                w.line(format!(
+                    "/* '{tensor}': double-buffered over {} tiles. */",
+                    self.loops[l]
+                ));
+                w.open(format!("if ({} == {lo}) {{", self.origin(l)));
+                w.line(format!("{name}_h = 0;"));
+                self.box_lines(w, i, &format!("{name}_start[0]"), &format!("{name}_extent[0]"), &here);
+                w.line(self.dma_call(
+                    i,
+                    false,
+                    &format!("ldm->{name}[0]"),
+                    &format!("{name}_start[0]"),
+                    &format!("{name}_extent[0]"),
+                ));
+                w.close();
+                w.line(self.wait(i));
+                let next = format!("{}_0 + {t}", self.loops[l]);
+                w.open(format!("if ({next} < {hi}) {{"));
+                let next_n = format!("({hi} - ({next}) < {t} ? {hi} - ({next}) : {t})");
+                let at = |m: usize| {
+                    if m == l {
+                        (format!("({next})"), next_n.clone())
+                    } else {
+                        here(m)
+                    }
+                };
+                let other = format!("1 - {name}_h");
+                self.box_lines(
+                    w,
+                    i,
+                    &format!("{name}_start[{other}]"),
+                    &format!("{name}_extent[{other}]"),
+                    &at,
+                );
+                w.line(self.dma_call(
+                    i,
+                    false,
+                    &format!("ldm->{name}[{other}]"),
+                    &format!("{name}_start[{other}]"),
+                    &format!("{name}_extent[{other}]"),
+                ));
+                w.close();
+            } else {
+                w.line(format!("/* '{tensor}' */"));
+                self.box_lines(w, i, &format!("{name}_start"), &format!("{name}_extent"), &here);
+                w.line(self.dma_call(
+                    i,
+                    false,
+                    &format!("ldm->{name}"),
+                    &format!("{name}_start"),
+                    &format!("{name}_extent"),
+                ));
+                w.line(self.wait(i));
+            }
+        }
+    }
+
+    /// The target's box: read first where the kernel writes it in part or revisits partial
+    /// sums, set to the reduction's initial value on a dense first visit.
+    fn fill_target(&self, w: &mut Writer, depth: usize, here: &dyn Fn(usize) -> (String, String)) {
+        let k = self.k;
+        let name = &self.bufs[0];
+        let (start, extent) = (format!("{name}_start"), format!("{name}_extent"));
+        w.line(format!("/* '{}' (target) */", comment(self.tensor_name(0))));
+        self.box_lines(w, 0, &start, &extent, here);
+        let get = self.dma_call(0, false, &format!("ldm->{name}"), &start, &extent);
+        let get_and_wait = |w: &mut Writer| {
+            w.line(get.clone());
+            w.line(self.wait(0));
+        };
+        if !k.target_is_dense() {
+            get_and_wait(w);
+            return;
+        }
+        let Some(r) = k.stmt.reduce else { return };
+        let elems: Vec<String> = (0..self.rank(0)).map(|d| format!("{extent}[{d}]")).collect();
+        let init = |w: &mut Writer| {
+            w.open(format!("for (e = 0; e < {}; e++) {{", elems.join(" * ")));
+            w.line(format!("ldm->{name}[e] = {};", literal(r.init)));
+            w.close();
+        };
+        match self.first_visit(depth) {
+            None => init(w),
+            Some(cond) => {
+                w.open(format!("if ({cond}) {{"));
+                init(w);
+                w.close();
+                w.open("else {");
+                get_and_wait(w);
+                w.close();
+            }
+        }
+    }
+
+    fn write_back(&self, w: &mut Writer, depth: usize) {
+        if !self.buffered(0) || self.s.buffers[0].depth != depth {
+            return;
+        }
+        let name = &self.bufs[0];
+        w.line(self.dma_call(
+            0,
+            true,
+            &format!("ldm->{name}"),
+            &format!("{name}_start"),
+            &format!("{name}_extent"),
+        ));
+        w.line(self.wait(0));
+    }
+
+    fn compute(&self, w: &mut Writer) {
+        let k = self.k;
+        let origin = match &k.origin {
+            Some(node) => format!(" from node '{}'", comment(node)),
+            None => String::new(),
+        };
+        w.line(format!("/* {}{origin}: every point of the tile. */", comment(&k.op)));
+        let target = self.target_ref();
+        if let Some(r) = k.stmt.reduce {
+            if !(self.buffered(0) && k.target_is_dense()) {
+                let cond = self.first_visit(self.s.order.len());
+                if let Some(c) = &cond {
+                    w.open(format!("if ({c}) {{"));
+                }
+                let parallel: Vec<usize> = (0..k.loops.len())
+                    .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
+                    .collect();
+                for &l in &parallel {
+                    self.open_point_loop(w, l);
+                }
+                for l in (0..k.loops.len()).filter(|l| !parallel.contains(l)) {
+                    w.line(format!("{} = {};", self.loops[l], self.origin(l)));
+                }
+                w.line(format!("{target} = {};", literal(r.init)));
+                for _ in &parallel {
+                    w.close();
+                }
+                if cond.is_some() {
+                    w.close();
+                }
+            }
+        }
+        for l in 0..k.loops.len() {
+            self.open_point_loop(w, l);
+        }
+        let (value, _) = self.expr(&k.stmt.value);
+        match k.stmt.reduce {
+            Some(r) => w.line(fold(r.kind, self.dtype(0), &target, &value)),
+            None => w.line(format!("{target} = {value};")),
+        }
+        for _ in 0..k.loops.len() {
+            w.close();
+        }
+    }
+
+    fn open_point_loop(&self, w: &mut Writer, l: usize) {
+        let v = &self.loops[l];
+        w.open(format!("for ({v} = {v}_0; {v} < {v}_0 + {v}_n; {v}++) {{"));
+    }
+
+    fn affine(&self, x: &Affine) -> String {
+        let mut s = String::new();
+        for &(l, c) in &x.terms {
+            let v = &self.loops[l];
+            match (c, s.is_empty()) {
+                (1, true) => s.push_str(v),
+                (-1, true) => s.push_str(&format!("-{v}")),
+                (c, true) => s.push_str(&format!("{c} * {v}")),
+                (1, false) => s.push_str(&format!(" + {v}")),
+                (-1, false) => s.push_str(&format!(" - {v}")),
+                (c, false) if c < 0 => s.push_str(&format!(" - {} * {v}", -c)),
+                (c, false) => s.push_str(&format!(" + {c} * {v}")),
+            }
+        }
+        match (x.offset, s.is_empty()) {
+            (o, true) => o.to_string(),
+            (0, false) => s,
+            (o, false) if o < 0 => format!("{s} - {}", -o),
+            (o, false) => format!("{s} + {o}"),
+        }
+    }
+
+    /// The lvalue of access `i`.
+    fn access_ref(&self, i: usize) -> String {
+        let a = self.all[i];
+        let name = &self.bufs[i];
+        if self.buffered(i) {
+            if self.shape(i).is_empty() {
+                return format!("ldm->{name}[0]");
+            }
+            let half = if self.s.buffers[i].double {
+                format!("[{name}_h]")
+            } else {
+                String::new()
+            };
+            let mut idx = String::new();
+            for (d, x) in a.index.iter().enumerate() {
+                let Index::Affine(x) = x else {
+                    unreachable!("buffered accesses have affine subscripts")
+                };
+                let term = format!("({} - {name}_start{half}[{d}])", self.affine(x));
+                idx = if d == 0 {
+                    term
+                } else {
+                    format!("({idx}) * {name}_extent{half}[{d}] + {term}")
+                };
+            }
+            format!("ldm->{name}{half}[{idx}]")
+        } else {
+            let st = strides(self.shape(i));
+            let terms: Vec<String> = a
+                .index
+                .iter()
+                .zip(&st)
+                .map(|(x, &stride)| {
+                    let sub = match x {
+                        Index::Affine(x) => format!("({})", self.affine(x)),
+                        Index::Gathered { access, extent } => {
+                            let (pos, _) = self.load(access);
+                            format!("swflow_gather_index({pos}, {extent})")
+                        }
+                    };
+                    if stride == 1 {
+                        sub
+                    } else {
+                        format!("{sub} * {stride}")
+                    }
+                })
+                .collect();
+            let idx = if terms.is_empty() {
+                "0".to_string()
+            } else {
+                terms.join(" + ")
+            };
+            format!("para.{}[{idx}]", self.field(i))
+        }
+    }
+
+    fn target_ref(&self) -> String {
+        self.access_ref(0)
+    }
+
+    fn load(&self, a: &Access) -> (String, DType) {
+        let i = self
+            .all
+            .iter()
+            .position(|x| std::ptr::eq(*x, a))
+            .expect("every load is one of the kernel's accesses");
+        (self.access_ref(i), self.dtype(i))
+    }
+
+    fn expr(&self, e: &Expr) -> (String, DType) {
+        match e {
+            Expr::Load(a) => self.load(a),
+            Expr::Const(c) => (literal(*c), c.dtype()),
+            Expr::Unary(op, a) => {
+                let (a, d) = self.expr(a);
+                (unary(*op, d, &a), d)
+            }
+            Expr::Binary(op, a, b) => {
+                let (a, d) = self.expr(a);
+                let (b, _) = self.expr(b);
+                let out = if op.is_comparison() { DType::Bool } else { d };
+                (binary(*op, d, &a, &b), out)
+            }
+            Expr::Select(c, a, b) => {
+                let (c, _) = self.expr(c);
+                let (a, d) = self.expr(a);
+                let (b, _) = self.expr(b);
+                (format!("({c} ? {a} : {b})"), d)
+            }
+            Expr::Cast(to, a) => {
+                let (a, from) = self.expr(a);
+                (cast(from, *to, &a), *to)
+            }
+        }
+    }
+}
+
+/// `Σ c * e + k` as C, without unit coefficients or zero terms.
+fn linear(terms: &[(i64, String)], k: i64) -> String {
+    let mut s = String::new();
+    for (c, e) in terms {
+        let mag = if c.abs() == 1 {
+            e.clone()
+        } else {
+            format!("{} * {e}", c.abs())
+        };
+        match (*c < 0, s.is_empty()) {
+            (false, true) => s = mag,
+            (true, true) => s = format!("-{mag}"),
+            (false, false) => s = format!("{s} + {mag}"),
+            (true, false) => s = format!("{s} - {mag}"),
+        }
+    }
+    match (k, s.is_empty()) {
+        (k, true) => k.to_string(),
+        (0, false) => s,
+        (k, false) if k < 0 => format!("{s} - {}", -k),
+        (k, false) => format!("{s} + {k}"),
+    }
+}

@@ -1,0 +1,32 @@
+/* The emulator's C ABI (implemented in Rust by the swflow-emulator crate). The athread and
+ * CRTS interfaces of this folder are built on it; generated code never calls it directly
+ * except through the macros of swflow_slave.h. */
+#ifndef SWFLOW_EMU_H
+#define SWFLOW_EMU_H
+
+#include <stddef.h>
+
+/* Starts the core group (CPE count, LDM bytes per CPE for data); 0 on success. */
+int swflow_emu_init(int cpes, long ldm_bytes);
+/* Registers main memory that DMA may reach. */
+void swflow_emu_main_region(const void *base, size_t bytes, const char *name);
+/* Starts kernel `func` on every CPE with `arg` (arg_bytes readable by DMA); joins first. */
+void swflow_emu_spawn(const char *kernel, void (*func)(void *), void *arg, size_t arg_bytes);
+/* Waits for the running launch and checks it for races. */
+void swflow_emu_join(void);
+/* Joins and prints the per-kernel counters when SWFLOW_STATS is set. */
+void swflow_emu_halt(void);
+/* The calling CPE's id, -1 on the host. */
+int swflow_emu_cpe_id(void);
+/* Declares an LDM buffer of the running kernel on the calling CPE. */
+void swflow_emu_ldm_buffer(const void *base, size_t bytes, const char *name);
+/* Issues a DMA (dir 0: get into LDM, 1: put from LDM); completes at the matching wait. */
+void swflow_emu_dma(int dir, const void *main, void *ldm, long len, void *reply, long stride, long bsize);
+/* Completes the transfers on `reply`; the counter must reach n (exactly n when exact). */
+void swflow_emu_wait(const void *reply, long n, int exact);
+/* Barrier across the CPEs of the launch. */
+void swflow_emu_barrier(void);
+/* Stops the program with a failure the running kernel detected. */
+void swflow_emu_fail(const char *message);
+
+#endif
