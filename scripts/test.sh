@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every swflow test: prepares the conformance data (cached in .cache/), then builds once
 # and runs the whole workspace's tests in release mode. Ends with the total count.
+# The release build comes first: tests of generated C link the emulator library it makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-conformance.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+cargo build --release
 cargo test --release --workspace 2>&1 | tee "$log"
 awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$log"

@@ -82,7 +82,11 @@ pub fn read_tensors(dir: &Path, prefix: &str) -> Result<Vec<(String, Tensor)>> {
 /// passed and a line per failure.
 pub fn run_manifest(check: impl Fn(&OnnxCase) -> Result<()>) -> Result<(usize, Vec<String>)> {
     let dir = conformance_dir()?.join("node");
-    let names = read_list(&workspace_root().join("tests/conformance/manifest.txt"))?;
+    let mut names = read_list(&workspace_root().join("tests/conformance/manifest.txt"))?;
+    // A developer's filter: only the tests whose name contains this text.
+    if let Ok(only) = std::env::var("SWFLOW_TEST_FILTER") {
+        names.retain(|(n, _)| n.contains(&only));
+    }
     let mut failures = Vec::new();
     for (name, options) in &names {
         if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| check(&c)) {
@@ -192,6 +196,27 @@ impl OnnxCase {
         Ok(stats)
     }
 
+    /// Compiles to C for `target` in `dir`, builds it with `make`, type-checks it against
+    /// both Sunway SDKs, runs it on the stored inputs and compares its outputs with the graph
+    /// interpreter's within the project tolerance.
+    pub fn run_c(&self, target: &swflow_scheduler::target::Target, dir: &Path) -> Result<()> {
+        let g = self.import()?;
+        let inputs = self.inputs()?;
+        let reference = swflow_frontend::interp::run(&g, &inputs)?;
+        cbuild::compile(&g, target, dir)?;
+        cbuild::make(dir, &[])?;
+        cbuild::make(dir, &["check-sunway"])?;
+        cbuild::make(dir, &["check-sunway-pro"])?;
+        let outputs = cbuild::run_model(dir, &g, &inputs, &[])?;
+        if outputs.len() != reference.len() {
+            bail!("{} outputs, the interpreter gives {}", outputs.len(), reference.len());
+        }
+        for (k, (got, want)) in outputs.iter().zip(&reference).enumerate() {
+            compare(got, want, Comparison::Tolerance).map_err(|m| anyhow::anyhow!("output {k}: {}", m.message))?;
+        }
+        Ok(())
+    }
+
     /// Imports, runs the graph interpreter on the stored inputs and checks the outputs.
     pub fn run_interpreter(&self) -> Result<()> {
         let g = self.import()?;
@@ -200,4 +225,5 @@ impl OnnxCase {
     }
 }
 
+pub mod cbuild;
 pub mod model;

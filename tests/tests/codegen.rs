@@ -1,0 +1,255 @@
+//! Generated C beyond conformance: hostile names, deterministic output, the emulator catching
+//! broken kernels, its DMA counters against the scheduler's, and the built program's errors.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::Result;
+use swflow_frontend::interp;
+use swflow_frontend::ir::{Graph, Tensor};
+use swflow_frontend::onnx::{import_bytes, import_file, ImportOptions};
+use swflow_frontend::random::random_tensor;
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::exec::cpe::kernel_stats;
+use swflow_scheduler::target::Target;
+use swflow_tests::cbuild::{compile, make, run_model, scratch};
+use swflow_tests::model::{f32_tensor, ModelBuilder, FLOAT};
+use swflow_tests::{conformance_dir, workspace_root};
+
+fn lenet() -> Graph {
+    import_file(
+        &workspace_root().join("examples/lenet/model.onnx"),
+        &ImportOptions::default(),
+    )
+    .unwrap()
+}
+
+fn inputs_of(g: &Graph) -> Vec<Tensor> {
+    g.inputs()
+        .enumerate()
+        .map(|(i, id)| random_tensor(&g.node(id).ty, 7, i))
+        .collect()
+}
+
+/// Builds `g` in `dir`, runs it and compares every output with the graph interpreter.
+fn build_run_compare(g: &Graph, target: &Target, dir: &Path) -> Result<()> {
+    compile(g, target, dir)?;
+    make(dir, &[])?;
+    make(dir, &["check-sunway"])?;
+    make(dir, &["check-sunway-pro"])?;
+    let inputs = inputs_of(g);
+    let got = run_model(dir, g, &inputs, &[])?;
+    let want = interp::run(g, &inputs)?;
+    assert_eq!(got.len(), want.len());
+    for (a, b) in got.iter().zip(&want) {
+        compare(a, b, Comparison::Tolerance).map_err(|m| anyhow::anyhow!(m.message))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn hostile_names_build_and_run() {
+    // Quotes, comment terminators, newlines, backslashes, C keywords, reserved and macro-like
+    // names, and names that collide once sanitised.
+    let input = "in\"put */ \n\\x";
+    let m = ModelBuilder::new(13)
+        .input(input, FLOAT, &[2, 3])
+        .init(f32_tensor(
+            "*/ #include <stdio.h>",
+            &[2, 3],
+            &[1.0, -2.0, 3.0, -4.0, 5.0, -6.0],
+        ))
+        .init(f32_tensor("a/b", &[3], &[0.5, 1.5, -2.5]))
+        .node("int", "Add", &[input, "*/ #include <stdio.h>"], &["while"], vec![])
+        .node("for\n(;;)", "Relu", &["while"], &["a.b"], vec![])
+        .node("__thread_local", "Mul", &["a.b", "a/b"], &["a b"], vec![])
+        .node("NAN", "Sigmoid", &["a b"], &["out\"*/\nput"], vec![])
+        .node("main", "Neg", &["a.b"], &["a?b??/"], vec![])
+        .output("out\"*/\nput")
+        .output("a?b??/");
+    let g = import_bytes(&m.bytes(), "hostile.onnx", None, &ImportOptions::default()).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let dir = scratch("names", &target.name);
+        build_run_compare(&g, &target, &dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+fn folder_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn two_compiles_give_identical_folders() {
+    let squeezenet = conformance_dir().unwrap().join("light/squeezenet/model.onnx");
+    let models = [
+        ("lenet", lenet()),
+        (
+            "squeezenet",
+            import_file(&squeezenet, &ImportOptions::default()).unwrap(),
+        ),
+    ];
+    for (name, g) in &models {
+        for target in [Target::sw26010(), Target::sw26010pro()] {
+            let a = scratch("identical", &format!("{name}-{}-a", target.name));
+            let b = scratch("identical", &format!("{name}-{}-b", target.name));
+            compile(g, &target, &a).unwrap();
+            compile(g, &target, &b).unwrap();
+            let (fa, fb) = (folder_bytes(&a), folder_bytes(&b));
+            assert!(fa.len() > 10);
+            assert_eq!(fa.keys().collect::<Vec<_>>(), fb.keys().collect::<Vec<_>>());
+            for (path, bytes) in &fa {
+                assert!(bytes == &fb[path], "{name}: {path} differs between two compiles");
+            }
+            std::fs::remove_dir_all(&a).unwrap();
+            std::fs::remove_dir_all(&b).unwrap();
+        }
+    }
+}
+
+/// Builds lenet for sw26010 after `edit` rewrites one generated slave file, runs it, and
+/// returns its exit status and stderr.
+fn run_broken(name: &str, kernel_file: &str, edit: impl Fn(&str) -> String) -> (i32, String) {
+    let g = lenet();
+    let dir = scratch("broken", name);
+    compile(&g, &Target::sw26010(), &dir).unwrap();
+    let path = dir.join("slave").join(kernel_file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = edit(&text);
+    assert_ne!(text, edited, "the edit must change {kernel_file}");
+    std::fs::write(&path, edited).unwrap();
+    make(&dir, &[]).unwrap();
+    let out = Command::new(dir.join("model")).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn dma_past_an_ldm_buffer_is_caught() {
+    // The kernel declares its tile buffer one element shorter than the DMA that fills it.
+    let (code, err) = run_broken("overrun", "k_c1_0_slave.c", |t| {
+        t.replace(
+            "SWFLOW_LDM_BUFFER(ldm->c1_0_pad, sizeof ldm->c1_0_pad,",
+            "SWFLOW_LDM_BUFFER(ldm->c1_0_pad, sizeof ldm->c1_0_pad - 4,",
+        )
+    });
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: kernel 'k_c1_0' on CPE "), "{err}");
+    assert!(err.contains("past its end"), "{err}");
+    assert!(err.contains("LDM buffer 'c1_0_pad'"), "{err}");
+}
+
+#[test]
+fn two_cpes_writing_one_range_is_caught() {
+    // Every CPE computes the first CPE's chunk and writes it back.
+    let (code, err) = run_broken("race", "k_r1_slave.c", |t| {
+        t.replace("first = cpe * 3;", "first = 0 * cpe;")
+    });
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: kernel 'k_r1' on CPEs 0 and "), "{err}");
+    assert!(err.contains("both write arena bytes"), "{err}");
+}
+
+#[test]
+fn a_transfer_never_waited_for_is_caught() {
+    let (code, err) = run_broken("unwaited", "k_r1_slave.c", |t| {
+        t.replace("SWFLOW_DMA_WAIT(ldm->reply[1], r1_issued);", "")
+    });
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: kernel 'k_r1' on CPE "), "{err}");
+    assert!(err.contains("never waited for"), "{err}");
+}
+
+#[test]
+fn emulator_dma_counts_equal_the_schedule() {
+    let g = lenet();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let dir = scratch("counts", &target.name);
+        compile(&g, &target, &dir).unwrap();
+        make(&dir, &[]).unwrap();
+        let stats = dir.join("stats.json");
+        let out = Command::new(dir.join("model"))
+            .env("SWFLOW_STATS", &stats)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&stats).unwrap();
+        let sum = |key: &str| -> usize {
+            text.split(&format!("\"{key}\":"))
+                .skip(1)
+                .map(|s| s.split([',', '}']).next().unwrap().parse::<usize>().unwrap())
+                .sum()
+        };
+        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let (mut gets, mut puts, mut get_bytes, mut put_bytes) = (0, 0, 0, 0);
+        for k in &p.kernels {
+            let s = kernel_stats(&p, k, k.schedule.as_ref().unwrap(), &target);
+            gets += s.traffic.gets;
+            puts += s.traffic.puts;
+            get_bytes += s.traffic.get_bytes;
+            put_bytes += s.traffic.put_bytes;
+        }
+        assert_eq!(
+            (sum("gets"), sum("puts"), sum("get_bytes"), sum("put_bytes")),
+            (gets, puts, get_bytes, put_bytes),
+            "{}",
+            target.name
+        );
+        assert_eq!(sum("launches"), p.kernels.len());
+        assert_eq!(sum("arg_gets"), p.kernels.len() * target.cpes);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn built_program_reports_bad_inputs() {
+    let g = lenet();
+    let dir = scratch("inputs", "lenet");
+    compile(&g, &Target::sw26010(), &dir).unwrap();
+    make(&dir, &[]).unwrap();
+    let wrong_shape = dir.join("wrong_shape.npy");
+    let ty = swflow_frontend::ir::TensorType::new(swflow_frontend::ir::DType::F32, vec![1, 28, 28]).unwrap();
+    swflow_frontend::npy::write(&wrong_shape, &random_tensor(&ty, 0, 0)).unwrap();
+    let wrong_type = dir.join("wrong_type.npy");
+    let ty = swflow_frontend::ir::TensorType::new(swflow_frontend::ir::DType::F64, vec![1, 1, 28, 28]).unwrap();
+    swflow_frontend::npy::write(&wrong_type, &random_tensor(&ty, 0, 0)).unwrap();
+    let garbage = dir.join("garbage.npy");
+    std::fs::write(&garbage, b"not a numpy file").unwrap();
+    let cases = [
+        (format!("input={}", dir.join("missing.npy").display()), "missing.npy"),
+        (format!("input={}", wrong_shape.display()), "expected f32[1x1x28x28]"),
+        (format!("input={}", wrong_type.display()), "holds f64[1x1x28x28]"),
+        (format!("input={}", garbage.display()), "garbage.npy"),
+        (format!("nosuch={}", garbage.display()), "nosuch"),
+    ];
+    for (arg, needle) in cases {
+        let out = Command::new(dir.join("model"))
+            .args(["--input", &arg])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{arg}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(needle), "{arg}: {err}");
+    }
+    // --repeat runs the computation again on the same inputs, with the same results.
+    let got = run_model(&dir, &g, &inputs_of(&g), &["--repeat", "2"]).unwrap();
+    let want = interp::run(&g, &inputs_of(&g)).unwrap();
+    compare(&got[0], &want[0], Comparison::Tolerance).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
