@@ -297,7 +297,7 @@ impl Gen<'_> {
         if s.partition.is_empty() {
             w.line("seg_len = 1;");
         }
-        for l in 0..k.loops.len() {
+        for (l, &ext) in extents.iter().enumerate() {
             if self.pos[l].is_some() || (s.partition.contains(&l) && !self.is_inner_partition(l)) {
                 continue;
             }
@@ -306,7 +306,7 @@ impl Gen<'_> {
                 w.line(format!("{} = seg_len;", self.extent(l)));
             } else {
                 w.line(format!("{} = 0;", self.origin(l)));
-                w.line(format!("{} = {};", self.extent(l), extents[l]));
+                w.line(format!("{} = {ext};", self.extent(l)));
             }
         }
         self.fills(&mut w, 0);

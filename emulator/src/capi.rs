@@ -154,7 +154,7 @@ pub extern "C" fn swflow_emu_dma(
 /// `n` unless `exact`).
 #[no_mangle]
 pub extern "C" fn swflow_emu_wait(reply: *const c_void, n: c_long, exact: c_int) {
-    machine::wait(reply as usize, n as i64, exact != 0);
+    machine::wait(reply as usize, i64::from(n), exact != 0);
 }
 
 /// Barrier across all CPEs of the launch.
