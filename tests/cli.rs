@@ -43,11 +43,71 @@ fn every_verb_has_help() {
         &["inspect", "--help"],
         &["run", "--help"],
         &["compare", "--help"],
+        &["schedule", "--help"],
+        &["compile", "--help"],
     ] {
         let out = swflow(verb);
         assert!(out.status.success(), "{verb:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: swflow"));
     }
+}
+
+/// The main job: compile, `make`, run the built program; the emulator library comes from
+/// beside the binary, as `cargo build --release` leaves it.
+#[test]
+fn compile_make_run_reproduces_reference_output() {
+    let dir = scratch("compile");
+    let out_dir = dir.join("out");
+    let out = swflow(&["compile", "examples/lenet/model.onnx", "-o", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("kernels for sw26010"));
+    for file in [
+        "Makefile",
+        "params.bin",
+        "host/main.c",
+        "include/swflow_ldm.h",
+        "runtime/src/swflow_host.c",
+    ] {
+        assert!(out_dir.join(file).is_file(), "{file} is missing");
+    }
+    let lib = PathBuf::from(env!("CARGO_BIN_EXE_swflow")).with_file_name("libswflow_emulator.a");
+    assert!(
+        lib.is_file(),
+        "cargo build --release makes {} beside swflow",
+        lib.display()
+    );
+    let make = Command::new("make")
+        .arg("-C")
+        .arg(&out_dir)
+        .args(["-s", "-j2"])
+        .output()
+        .unwrap();
+    assert!(make.status.success(), "{}", String::from_utf8_lossy(&make.stderr));
+    let result = dir.join("result");
+    let run = Command::new(out_dir.join("model"))
+        .args([
+            "--input",
+            &format!("input={}", root().join("examples/lenet/input.npy").display()),
+        ])
+        .arg("--output")
+        .arg(&result)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let got = npy::read(&result.join("prob.npy")).unwrap();
+    let want = npy::read(&root().join("examples/lenet/expected_prob.npy")).unwrap();
+    compare(&got, &want, Comparison::Tolerance).unwrap();
+    assert_fails(
+        &swflow(&[
+            "compile",
+            "examples/lenet/model.onnx",
+            "-o",
+            out_dir.to_str().unwrap(),
+            "--target",
+            "sw9",
+        ]),
+        &["sw9"],
+    );
 }
 
 #[test]

@@ -193,9 +193,14 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         let code = slave::generate(p, k, &kn)?;
         let node = k.origin.as_deref().map(comment);
         let op = comment(&k.op);
-        let field_rows: Vec<Value> = by_tensor
+        // Fields in operand order (the target first), each tensor once.
+        let mut unique = k.operands.clone();
+        let mut seen = std::collections::BTreeSet::new();
+        unique.retain(|id| seen.insert(*id));
+        let field_rows: Vec<Value> = unique
             .iter()
-            .map(|(&id, name)| {
+            .map(|&id| {
+                let name = &by_tensor[&id];
                 let info = p.tensor(id);
                 json!({
                     "name": name,

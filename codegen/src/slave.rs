@@ -363,7 +363,11 @@ impl Gen<'_> {
                 span.push((c.abs(), format!("({n} - 1)")));
             }
             let lo = linear(&lo, x.offset);
-            let span = linear(&span, 1);
+            // One loop with a unit step spans exactly that loop's tile.
+            let span = match x.terms.as_slice() {
+                [(l, c)] if c.abs() == 1 => at(*l).1,
+                _ => linear(&span, 1),
+            };
             w.line(format!("{start}[{d}] = {lo};"));
             w.line(format!("{extent}[{d}] = {span};"));
         }
@@ -586,7 +590,7 @@ impl Gen<'_> {
         }
     }
 
-    /// The lvalue of access `i`.
+    /// The lvalue of access `i`: its element in an LDM buffer, or in main memory directly.
     fn access_ref(&self, i: usize) -> String {
         let a = self.all[i];
         let name = &self.bufs[i];
@@ -638,7 +642,8 @@ impl Gen<'_> {
             } else {
                 terms.join(" + ")
             };
-            format!("para.{}[{idx}]", self.field(i))
+            let how = if i == 0 { "SWFLOW_GSTORE" } else { "SWFLOW_GLOAD" };
+            format!("{how}({}, para.{}, {idx})", ctype(self.dtype(i)), self.field(i))
         }
     }
 

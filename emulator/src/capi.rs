@@ -150,6 +150,13 @@ pub extern "C" fn swflow_emu_dma(
     );
 }
 
+/// Checks a direct main-memory access (a write when `write` is non-zero) and returns `addr`.
+#[no_mangle]
+pub extern "C" fn swflow_emu_direct(addr: *mut c_void, bytes: usize, write: c_int) -> *mut c_void {
+    machine::direct(addr as usize, bytes, write != 0);
+    addr
+}
+
 /// Completes the calling CPE's transfers on `reply`; the counter must then be `n` (at least
 /// `n` unless `exact`).
 #[no_mangle]

@@ -62,6 +62,9 @@ pub struct KernelCounters {
     pub put_bytes: usize,
     /// Gets of the launch's parameter struct, counted apart from tensor traffic.
     pub arg_gets: usize,
+    /// Elements read and written in main memory without DMA.
+    pub direct_reads: usize,
+    pub direct_writes: usize,
     /// Most LDM bytes any CPE declared in one launch.
     pub ldm_high_water: usize,
 }
@@ -73,6 +76,8 @@ impl KernelCounters {
         self.get_bytes += o.get_bytes;
         self.put_bytes += o.put_bytes;
         self.arg_gets += o.arg_gets;
+        self.direct_reads += o.direct_reads;
+        self.direct_writes += o.direct_writes;
         self.ldm_high_water = self.ldm_high_water.max(o.ldm_high_water);
     }
 }
@@ -462,6 +467,33 @@ pub fn dma(dir: Direction, main: usize, ldm: usize, len: usize, reply: usize, st
             }
         }
         cpe.pending.push(t);
+    })
+}
+
+/// Checks a direct main-memory access of the calling CPE (an element read or written without
+/// DMA): it must lie inside a registered region; a write joins the launch's race check.
+pub fn direct(addr: usize, bytes: usize, write: bool) {
+    with_cpe("a direct access", |cpe| {
+        let regions = cpe.machine.regions.lock().expect("region list");
+        let inside = regions
+            .iter()
+            .any(|r| r.contains(addr) && addr + bytes <= r.base + r.bytes);
+        drop(regions);
+        if !inside {
+            let what = if write { "write" } else { "read" };
+            fatal(&cpe.violation(format!(
+                "direct {what} of {bytes} bytes at main-memory address {addr:#x}, outside every allocated region"
+            )));
+        }
+        if write {
+            cpe.counters.direct_writes += 1;
+            match cpe.writes.last_mut() {
+                Some(last) if last.1 == addr => last.1 += bytes,
+                _ => cpe.writes.push((addr, addr + bytes)),
+            }
+        } else {
+            cpe.counters.direct_reads += 1;
+        }
     })
 }
 

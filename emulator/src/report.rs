@@ -75,7 +75,7 @@ fn json(m: &Machine, counters: &std::collections::BTreeMap<String, KernelCounter
         .iter()
         .map(|(name, c)| {
             format!(
-                "{{\"kernel\":{},\"launches\":{},\"gets\":{},\"get_bytes\":{},\"puts\":{},\"put_bytes\":{},\"arg_gets\":{},\"ldm_high_water\":{}}}",
+                "{{\"kernel\":{},\"launches\":{},\"gets\":{},\"get_bytes\":{},\"puts\":{},\"put_bytes\":{},\"arg_gets\":{},\"direct_reads\":{},\"direct_writes\":{},\"ldm_high_water\":{}}}",
                 quote(name),
                 c.launches,
                 c.gets,
@@ -83,6 +83,8 @@ fn json(m: &Machine, counters: &std::collections::BTreeMap<String, KernelCounter
                 c.puts,
                 c.put_bytes,
                 c.arg_gets,
+                c.direct_reads,
+                c.direct_writes,
                 c.ldm_high_water
             )
         })

@@ -22,6 +22,9 @@ int swflow_emu_cpe_id(void);
 void swflow_emu_ldm_buffer(const void *base, size_t bytes, const char *name);
 /* Issues a DMA (dir 0: get into LDM, 1: put from LDM); completes at the matching wait. */
 void swflow_emu_dma(int dir, const void *main, void *ldm, long len, void *reply, long stride, long bsize);
+/* Checks a direct main-memory access of `bytes` at `addr` by the calling CPE (a write when
+ * `write`, which also joins the race check) and returns `addr`. */
+void *swflow_emu_direct(const void *addr, size_t bytes, int write);
 /* Completes the transfers on `reply`; the counter must reach n (exactly n when exact). */
 void swflow_emu_wait(const void *reply, long n, int exact);
 /* Barrier across the CPEs of the launch. */

@@ -47,6 +47,17 @@ typedef volatile int swflow_reply_t;
 #define SWFLOW_LDM_BUFFER(base, bytes, name) ((void)0)
 #endif
 
+/* Element `i` of the main-memory array `base` of type T, read (SWFLOW_GLOAD) or written
+ * (SWFLOW_GSTORE, an lvalue) directly instead of through LDM. On the emulator the address is
+ * checked against main memory and writes take part in the race check. */
+#ifdef SWFLOW_EMULATOR
+#define SWFLOW_GLOAD(T, base, i) (*(T *)swflow_emu_direct((base) + (i), sizeof(T), 0))
+#define SWFLOW_GSTORE(T, base, i) (*(T *)swflow_emu_direct((base) + (i), sizeof(T), 1))
+#else
+#define SWFLOW_GLOAD(T, base, i) ((base)[i])
+#define SWFLOW_GSTORE(T, base, i) ((base)[i])
+#endif
+
 /* Stops the program: the kernel met data it cannot compute with. */
 static inline void swflow_fail(const char *message)
 {
