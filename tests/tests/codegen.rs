@@ -253,3 +253,45 @@ fn built_program_reports_bad_inputs() {
     compare(&got[0], &want[0], Comparison::Tolerance).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Lenet with the target of kernel `r1` read and written directly in main memory instead of
+/// through an LDM buffer, built in `dir` (with `edit` applied to that kernel's slave file).
+fn lenet_with_direct_target(dir: &Path, edit: impl Fn(&str) -> String) {
+    let target = Target::sw26010();
+    let mut p = swflow_scheduler::pipeline::compile(&lenet(), &target).unwrap();
+    let k = p.kernels.iter_mut().find(|k| k.name == "r1").unwrap();
+    let s = k.schedule.as_mut().unwrap();
+    s.buffers[0].residence = swflow_scheduler::schedule::Residence::Direct;
+    s.buffers[0].dims.clear();
+    let lib = swflow_tests::cbuild::emulator_lib().unwrap();
+    let out = swflow_codegen::generate(&p, &target, lib.to_str().unwrap()).unwrap();
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    out.write_to(dir).unwrap();
+    let path = dir.join("slave/k_r1_slave.c");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("SWFLOW_GSTORE(float, para.r1, "),
+        "the target is written directly"
+    );
+    std::fs::write(&path, edit(&text)).unwrap();
+    make(dir, &[]).unwrap();
+}
+
+#[test]
+fn direct_target_writes_are_computed_and_race_checked() {
+    let g = lenet();
+    let dir = scratch("direct", "lenet");
+    lenet_with_direct_target(&dir, |t| t.to_string());
+    let inputs = inputs_of(&g);
+    let got = run_model(&dir, &g, &inputs, &[]).unwrap();
+    compare(&got[0], &interp::run(&g, &inputs).unwrap()[0], Comparison::Tolerance).unwrap();
+
+    lenet_with_direct_target(&dir, |t| t.replace("first = cpe * 3;", "first = 0 * cpe;"));
+    let out = Command::new(dir.join("model")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: kernel 'k_r1' on CPEs 0 and "), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
