@@ -217,6 +217,6 @@ mod tests {
 
     #[test]
     fn comments_cannot_be_closed() {
-        assert_eq!(comment("x */ y\nz ??/"), "x * / y?z ? ? /");
+        assert_eq!(comment("x */ y\nz ??/"), "x * / y?z ? ?/");
     }
 }

@@ -377,7 +377,7 @@ pub fn declare_ldm(base: usize, bytes: usize, name: &str) {
         if let Some(b) = cpe
             .buffers
             .iter()
-            .find(|b| base < b.base + b.bytes && b.base < base + bytes)
+            .find(|b| base < b.base.saturating_add(b.bytes) && b.base < base.saturating_add(bytes))
         {
             fatal(&cpe.violation(format!("LDM buffer '{name}' overlaps LDM buffer '{}'", b.name)));
         }
@@ -423,12 +423,12 @@ pub fn dma(dir: Direction, main: usize, ldm: usize, len: usize, reply: usize, st
             reply,
         };
         match cpe.buffers.iter().find(|b| b.contains(ldm)) {
-            Some(b) if ldm + len > b.base + b.bytes => fatal(&cpe.violation(format!(
+            Some(b) if ldm.saturating_add(len) > b.base + b.bytes => fatal(&cpe.violation(format!(
                 "DMA {what} of {len} bytes at offset {} of LDM buffer '{}' ({} bytes) runs {} bytes past its end",
                 ldm - b.base,
                 b.name,
                 b.bytes,
-                ldm + len - (b.base + b.bytes)
+                ldm.saturating_add(len) - (b.base + b.bytes)
             ))),
             Some(_) => {}
             None => fatal(&cpe.violation(format!(
@@ -436,8 +436,13 @@ pub fn dma(dir: Direction, main: usize, ldm: usize, len: usize, reply: usize, st
                 cpe.describe_ldm(ldm)
             ))),
         }
-        let span_end = main + (len / bsize - 1) * (bsize + stride) + bsize;
-        let in_arg = main >= cpe.launch.arg && span_end <= cpe.launch.arg + cpe.launch.arg_bytes;
+        // Saturating: a wild address must end in a message, not an overflow.
+        let span_end = main.saturating_add(
+            (len / bsize - 1)
+                .saturating_mul(bsize.saturating_add(stride))
+                .saturating_add(bsize),
+        );
+        let in_arg = main >= cpe.launch.arg && span_end <= cpe.launch.arg.saturating_add(cpe.launch.arg_bytes);
         let regions = cpe.machine.regions.lock().expect("region list");
         let region = regions.iter().find(|r| r.contains(main));
         match region {
@@ -477,7 +482,7 @@ pub fn direct(addr: usize, bytes: usize, write: bool) {
         let regions = cpe.machine.regions.lock().expect("region list");
         let inside = regions
             .iter()
-            .any(|r| r.contains(addr) && addr + bytes <= r.base + r.bytes);
+            .any(|r| r.contains(addr) && addr.saturating_add(bytes) <= r.base + r.bytes);
         drop(regions);
         if !inside {
             let what = if write { "write" } else { "read" };
