@@ -161,7 +161,10 @@ pub extern "C" fn swflow_emu_direct(addr: *mut c_void, bytes: usize, write: c_in
 /// `n` unless `exact`).
 #[no_mangle]
 pub extern "C" fn swflow_emu_wait(reply: *const c_void, n: c_long, exact: c_int) {
-    machine::wait(reply as usize, i64::from(n), exact != 0);
+    // `long` is 64 bits here but not on every C platform.
+    #[allow(clippy::useless_conversion)]
+    let n = i64::from(n);
+    machine::wait(reply as usize, n, exact != 0);
 }
 
 /// Barrier across all CPEs of the launch.
