@@ -56,8 +56,10 @@ struct Gen<'a> {
     bufs: Vec<String>,
     /// Loop variable per loop.
     loops: Vec<String>,
-    /// Reply counter index per access (buffered ones).
+    /// Reply counter index per access (buffered ones); counter 0 is the parameter struct's.
     reply: Vec<usize>,
+    /// Reply counters in all.
+    replies: usize,
     /// Position in `order` of each loop, if it has several tiles.
     pos: Vec<Option<usize>>,
 }
@@ -107,11 +109,12 @@ pub fn generate(p: &Program, k: &Kernel, names: &KernelNames) -> Result<SlaveCod
         bufs,
         loops,
         reply,
+        replies,
         pos,
     };
     Ok(SlaveCode {
         ldm_members: g.ldm_members(),
-        replies,
+        replies: g.replies,
         body: g.body(),
     })
 }
@@ -249,8 +252,7 @@ impl Gen<'_> {
                 "SWFLOW_LDM_BUFFER(ldm->{name}, sizeof ldm->{name}, \"{name}\");"
             ));
         }
-        let replies = 1 + (0..self.all.len()).filter(|&i| self.buffered(i)).count();
-        w.open(format!("for (f = 0; f < {replies}; f++) {{"));
+        w.open(format!("for (f = 0; f < {}; f++) {{", self.replies));
         w.line("ldm->reply[f] = 0;");
         w.close();
         w.line("swflow_dma(0, &ldm->para, (char *)arg, sizeof ldm->para, 0, 0, &ldm->reply[0]);");
@@ -525,7 +527,7 @@ impl Gen<'_> {
             None => String::new(),
         };
         w.line(format!("/* {}{origin}: every point of the tile. */", comment(&k.op)));
-        let target = self.target_ref();
+        let target = self.access_ref(0);
         if let Some(r) = k.stmt.reduce {
             if !(self.buffered(0) && k.target_is_dense()) {
                 let cond = self.first_visit(self.s.order.len());
@@ -645,10 +647,6 @@ impl Gen<'_> {
             let how = if i == 0 { "SWFLOW_GSTORE" } else { "SWFLOW_GLOAD" };
             format!("{how}({}, para.{}, {idx})", ctype(self.dtype(i)), self.field(i))
         }
-    }
-
-    fn target_ref(&self) -> String {
-        self.access_ref(0)
     }
 
     fn load(&self, a: &Access) -> (String, DType) {
