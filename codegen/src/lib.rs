@@ -173,19 +173,16 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
             reason: "kernel is not scheduled".into(),
         })?;
         let func = global.fresh(&format!("k_{}", k.name), "k_");
+        // One parameter-struct field per tensor, in operand order (the target first).
+        let mut tensors = k.operands.clone();
+        let mut seen = std::collections::BTreeSet::new();
+        tensors.retain(|id| seen.insert(*id));
         let mut field_names = Names::default();
-        let mut by_tensor: BTreeMap<TensorId, String> = BTreeMap::new();
-        let mut fields = Vec::new();
-        for &t_id in &k.operands {
-            if let Some(f) = by_tensor.get(&t_id) {
-                fields.push(f.clone());
-                continue;
-            }
-            let info = p.tensor(t_id);
-            let name = field_names.fresh(&info.name, "t_");
-            by_tensor.insert(t_id, name.clone());
-            fields.push(name);
-        }
+        let by_tensor: BTreeMap<TensorId, String> = tensors
+            .iter()
+            .map(|&id| (id, field_names.fresh(&p.tensor(id).name, "t_")))
+            .collect();
+        let fields = k.operands.iter().map(|id| by_tensor[id].clone()).collect();
         let kn = KernelNames {
             func: func.clone(),
             fields,
@@ -193,11 +190,7 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         let code = slave::generate(p, k, &kn)?;
         let node = k.origin.as_deref().map(comment);
         let op = comment(&k.op);
-        // Fields in operand order (the target first), each tensor once.
-        let mut unique = k.operands.clone();
-        let mut seen = std::collections::BTreeSet::new();
-        unique.retain(|id| seen.insert(*id));
-        let field_rows: Vec<Value> = unique
+        let field_rows: Vec<Value> = tensors
             .iter()
             .map(|&id| {
                 let name = &by_tensor[&id];

@@ -52,7 +52,7 @@ impl fmt::Display for Violation {
 }
 
 /// Per-kernel totals over all its launches and CPEs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct KernelCounters {
     pub launches: usize,
     /// DMA gets and puts of tensor data (one per call; a strided transfer is one).
@@ -70,7 +70,8 @@ pub struct KernelCounters {
 }
 
 impl KernelCounters {
-    fn merge(&mut self, o: &KernelCounters) {
+    /// Adds another CPE's or kernel's counts (launches are counted by the caller).
+    pub(crate) fn merge(&mut self, o: &KernelCounters) {
         self.gets += o.gets;
         self.puts += o.puts;
         self.get_bytes += o.get_bytes;

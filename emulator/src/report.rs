@@ -39,11 +39,7 @@ fn table(m: &Machine, counters: &std::collections::BTreeMap<String, KernelCounte
             c.launches, c.gets, c.get_bytes, c.puts, c.put_bytes, c.ldm_high_water
         );
         total.launches += c.launches;
-        total.gets += c.gets;
-        total.get_bytes += c.get_bytes;
-        total.puts += c.puts;
-        total.put_bytes += c.put_bytes;
-        total.ldm_high_water = total.ldm_high_water.max(c.ldm_high_water);
+        total.merge(c);
     }
     let _ = writeln!(
         s,
@@ -53,46 +49,18 @@ fn table(m: &Machine, counters: &std::collections::BTreeMap<String, KernelCounte
     s
 }
 
-/// JSON string literal of `s`.
-fn quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    kernel: &'a str,
+    #[serde(flatten)]
+    counters: &'a KernelCounters,
 }
 
 fn json(m: &Machine, counters: &std::collections::BTreeMap<String, KernelCounters>) -> String {
-    let rows: Vec<String> = counters
+    let kernels: Vec<Row> = counters
         .iter()
-        .map(|(name, c)| {
-            format!(
-                "{{\"kernel\":{},\"launches\":{},\"gets\":{},\"get_bytes\":{},\"puts\":{},\"put_bytes\":{},\"arg_gets\":{},\"direct_reads\":{},\"direct_writes\":{},\"ldm_high_water\":{}}}",
-                quote(name),
-                c.launches,
-                c.gets,
-                c.get_bytes,
-                c.puts,
-                c.put_bytes,
-                c.arg_gets,
-                c.direct_reads,
-                c.direct_writes,
-                c.ldm_high_water
-            )
-        })
+        .map(|(kernel, counters)| Row { kernel, counters })
         .collect();
-    format!(
-        "{{\"cpes\":{},\"ldm_bytes\":{},\"kernels\":[{}]}}\n",
-        m.cpes(),
-        m.ldm_bytes(),
-        rows.join(",")
-    )
+    let report = serde_json::json!({"cpes": m.cpes(), "ldm_bytes": m.ldm_bytes(), "kernels": kernels});
+    format!("{report}\n")
 }
