@@ -84,6 +84,8 @@ pub fn unary(op: UnaryOp, d: DType, a: &str) -> String {
         (UnaryOp::Log, _) => libm("log"),
         (UnaryOp::Erf, _) => libm("erf"),
         (UnaryOp::Tanh, _) => libm("tanh"),
+        (UnaryOp::Sin, _) => libm("sin"),
+        (UnaryOp::Cos, _) => libm("cos"),
         (UnaryOp::Recip, DType::F32) => format!("(1.0f / {a})"),
         (UnaryOp::Recip, _) => format!("(1.0 / {a})"),
         (UnaryOp::Not, _) => format!("(!{a})"),
@@ -133,6 +135,8 @@ pub fn fold(kind: ReduceKind, d: DType, t: &str, v: &str) -> String {
         ReduceKind::Sum => format!("{t} += {v};"),
         ReduceKind::Max => format!("{t} = swflow_max_{s}({t}, {v});"),
         ReduceKind::Min => format!("{t} = swflow_min_{s}({t}, {v});"),
+        ReduceKind::Prod if d == DType::I64 => format!("{t} = swflow_mul_i64({t}, {v});"),
+        ReduceKind::Prod => format!("{t} *= {v};"),
     }
 }
 

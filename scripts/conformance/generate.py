@@ -3,9 +3,17 @@
 Writes, under the folder given as the only argument:
   node/<test>/model.onnx, node/<test>/test_data_set_0/{input,output}_<k>.pb
       the ONNX backend node tests, made by onnx.backend.test.case.node.collect_testcases()
+  node/legacy_opset<k>_<test>/...
+      node tests converted to the older opset k (9 or 11) by onnx's version converter, kept
+      only when onnxruntime reproduces the expected outputs of the converted model; they keep
+      the older versions of ops (attribute forms of later inputs, ...) covered
   node/index.tsv
       one line per node test: name, op type under test, ai.onnx opset, element types used
       (ONNX type names, comma-separated), op types in the graph (comma-separated)
+  node/onnxruntime.tsv
+      one line per node test: name, and whether onnxruntime (CPU) reproduces its expected
+      outputs within the project tolerance (pass, fail, or error with the first line of the
+      message)
   light/<model>/model.onnx, light/<model>/test_data_set_0/{input_0,output_0}.pb
       the light models shipped in the onnx wheel, with the input the ONNX backend runner
       feeds them (arange(n)/n) and their expected output
@@ -20,7 +28,16 @@ import warnings
 import numpy as np
 import onnx
 import onnx.backend.test.case.node as node_cases
-from onnx import TensorProto, numpy_helper
+import onnxruntime as ort
+from onnx import TensorProto, numpy_helper, version_converter
+
+ort.set_default_logger_severity(3)
+
+# The project tolerance (frontend/src/tolerance.rs): |got - want| <= ATOL + RTOL * |want|.
+RTOL = 1e-3
+ATOL = 1e-7
+# Older opsets the legacy copies of the node tests are converted to.
+LEGACY_OPSETS = (9, 11)
 
 LIGHT_MODELS = [
     "bvlc_alexnet",
@@ -78,31 +95,118 @@ def elem_types(model):
     return sorted(types)
 
 
+def read_data_set(folder, model):
+    """The stored inputs (by graph input name) and expected outputs of a test folder."""
+    data = os.path.join(folder, "test_data_set_0")
+
+    def load(prefix):
+        values = []
+        while os.path.exists(os.path.join(data, f"{prefix}_{len(values)}.pb")):
+            proto = TensorProto()
+            with open(os.path.join(data, f"{prefix}_{len(values)}.pb"), "rb") as f:
+                proto.ParseFromString(f.read())
+            values.append(numpy_helper.to_array(proto))
+        return values
+
+    inputs = dict(zip((vi.name for vi in model.graph.input), load("input")))
+    return inputs, load("output")
+
+
+def matches(got, want):
+    """Whether `got` equals `want` within the project tolerance (exactly for non-floats)."""
+    got = np.asarray(got)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if want.dtype.kind != "f":
+        return bool(np.array_equal(got, want))
+    return bool(np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True))
+
+
+def onnxruntime_result(model, folder):
+    """'pass', 'fail' or 'error: ...' for onnxruntime on the test in `folder`."""
+    try:
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        inputs, expected = read_data_set(folder, model)
+        outputs = session.run(None, inputs)
+    except Exception as e:  # onnxruntime raises many exception types for unsupported models
+        return "error: " + (str(e).strip().splitlines() or ["?"])[0][:200]
+    ok = len(outputs) == len(expected) and all(matches(g, w) for g, w in zip(outputs, expected))
+    return "pass" if ok else "fail"
+
+
+def model_opset(model):
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def write_case(root, name, model, inputs, outputs):
+    folder = os.path.join(root, name)
+    data = os.path.join(folder, "test_data_set_0")
+    os.makedirs(data)
+    with open(os.path.join(folder, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    for j, value in enumerate(inputs):
+        write_tensor(os.path.join(data, f"input_{j}.pb"), value, model.graph.input[j].name)
+    for j, value in enumerate(outputs):
+        write_tensor(os.path.join(data, f"output_{j}.pb"), value, model.graph.output[j].name)
+    return folder
+
+
+def legacy_copy(model, opset):
+    """`model` converted to `opset`, or None when onnx's converter cannot do it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converted = version_converter.convert_version(model, opset)
+        onnx.checker.check_model(converted)
+    except Exception:  # the converter raises a bare RuntimeError for unsupported adapters
+        return None
+    return converted
+
+
 def write_node_tests(root):
     os.makedirs(root)
     rows = []
+    runtime = []
     for case, op_type in collect_node_cases():
         model = case.model
         graph = model.graph
         if not all(is_tensor(vi) for vi in list(graph.input) + list(graph.output)):
             rows.append((case.name, op_type, "-", "NON_TENSOR", ""))
             continue
-        folder = os.path.join(root, case.name)
-        data = os.path.join(folder, "test_data_set_0")
-        os.makedirs(data)
-        with open(os.path.join(folder, "model.onnx"), "wb") as f:
-            f.write(model.SerializeToString())
         inputs, outputs = case.data_sets[0]
-        for j, value in enumerate(inputs):
-            write_tensor(os.path.join(data, f"input_{j}.pb"), value, graph.input[j].name)
-        for j, value in enumerate(outputs):
-            write_tensor(os.path.join(data, f"output_{j}.pb"), value, graph.output[j].name)
-        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), "-")
-        ops = sorted({n.op_type for n in graph.node})
-        rows.append((case.name, op_type, str(opset), ",".join(elem_types(model)), ",".join(ops)))
+        folder = write_case(root, case.name, model, inputs, outputs)
+        opset = model_opset(model)
+        types = ",".join(elem_types(model))
+        ops = ",".join(sorted({n.op_type for n in graph.node}))
+        rows.append((case.name, op_type, str(opset or "-"), types, ops))
+        runtime.append((case.name, onnxruntime_result(model, folder)))
+        for legacy in LEGACY_OPSETS:
+            if opset is None or opset <= legacy:
+                continue
+            converted = legacy_copy(model, legacy)
+            if converted is None:
+                continue
+            name = f"legacy_opset{legacy}_{case.name}"
+            folder = write_case(root, name, converted, inputs, outputs)
+            verdict = onnxruntime_result(converted, folder)
+            if verdict != "pass":
+                # Only conversions onnxruntime confirms are kept: the converter is not the
+                # thing under test.
+                shutil.rmtree(folder)
+                continue
+            rows.append((name, op_type, str(legacy), types, ",".join(sorted({n.op_type for n in converted.graph.node}))))
+            runtime.append((name, verdict))
+    rows.sort()
+    runtime.sort()
     with open(os.path.join(root, "index.tsv"), "w") as f:
         f.write("# name\top_type\topset\telem_types\tgraph_ops\n")
         for row in rows:
+            f.write("\t".join(row) + "\n")
+    with open(os.path.join(root, "onnxruntime.tsv"), "w") as f:
+        f.write(f"# onnxruntime {ort.__version__}: name\tverdict\n")
+        for row in runtime:
             f.write("\t".join(row) + "\n")
     return len(rows)
 
@@ -135,7 +239,10 @@ def main():
         shutil.rmtree(out)
     count = write_node_tests(os.path.join(out, "node"))
     write_light_models(os.path.join(out, "light"))
-    print(f"onnx {onnx.__version__}: {count} node tests and {len(LIGHT_MODELS)} light models in {out}")
+    print(
+        f"onnx {onnx.__version__}, onnxruntime {ort.__version__}: {count} node tests "
+        f"and {len(LIGHT_MODELS)} light models in {out}"
+    )
 
 
 if __name__ == "__main__":

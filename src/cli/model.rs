@@ -1,10 +1,11 @@
 //! Options shared by verbs that read a model.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use swflow_frontend::ir::Graph;
+use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::onnx::{ImportOptions, ModelFile};
 
 #[derive(clap::Args, Debug)]
@@ -48,9 +49,19 @@ impl ModelArgs {
 
     /// Reads and imports the model.
     pub fn load(&self) -> Result<(ModelFile, Graph)> {
+        self.load_with(HashMap::new())
+    }
+
+    /// Reads and imports the model, knowing the values of some inputs: those an op needs
+    /// statically (shapes, axes, ...) are frozen to them.
+    pub fn load_with(&self, values: HashMap<String, Tensor>) -> Result<(ModelFile, Graph)> {
         let start = Instant::now();
         let file = ModelFile::read(&self.model)?;
-        let graph = file.import(&self.options()?)?;
+        let opts = ImportOptions {
+            values,
+            ..self.options()?
+        };
+        let graph = file.import(&opts)?;
         tracing::info!(
             "imported {} into {} primitive nodes in {:.2?}",
             self.model.display(),

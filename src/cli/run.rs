@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use swflow_frontend::ir::Tensor;
+use swflow_frontend::onnx::frozen_inputs;
 use swflow_frontend::{interp, npy, random};
 
 use super::model::{split_assignment, ModelArgs};
@@ -35,12 +36,17 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let (_, g) = args.model.load()?;
     let mut given: HashMap<String, Tensor> = HashMap::new();
     for spec in &args.inputs {
         let (name, path) = split_assignment(spec, "--input")?;
         if given.insert(name.to_string(), npy::read(path.as_ref())?).is_some() {
             bail!("--input {name} is given twice");
+        }
+    }
+    let (file, g) = args.model.load_with(given.clone())?;
+    for name in frozen_inputs(&file.proto, &g) {
+        if given.remove(&name).is_some() {
+            tracing::info!("input '{name}' is needed statically: frozen to the value given");
         }
     }
     let mut inputs = Vec::new();

@@ -35,10 +35,7 @@ fn main() {
                 t.elapsed()
             })
             .collect();
-        let case = OnnxCase {
-            dir: dir.join(&name),
-            frozen: Vec::new(),
-        };
+        let case = OnnxCase::new(dir.join(&name));
         let (g, inputs) = (case.import().unwrap(), case.inputs().unwrap());
         let run: Vec<Duration> = (0..5)
             .map(|_| {

@@ -31,10 +31,7 @@ fn main() {
     let target = Target::resolve(&target_name).expect("known target");
     let dir = conformance_dir().expect("conformance data").join("light");
     for name in models {
-        let case = OnnxCase {
-            dir: dir.join(&name),
-            frozen: Vec::new(),
-        };
+        let case = OnnxCase::new(dir.join(&name));
         let g = case.import().unwrap();
         let mut p = lower(&g).unwrap();
         let times: Vec<f64> = (0..5)

@@ -89,7 +89,9 @@ pub fn run_manifest(check: impl Fn(&OnnxCase) -> Result<()>) -> Result<(usize, V
     }
     let mut failures = Vec::new();
     for (name, options) in &names {
-        if let Err(e) = OnnxCase::new(dir.join(name), options).and_then(|c| check(&c)) {
+        if !options.is_empty() {
+            failures.push(format!("{name}: unknown manifest options '{options}'"));
+        } else if let Err(e) = check(&OnnxCase::new(dir.join(name))) {
             failures.push(format!("{name}: {e:#}"));
         }
     }
@@ -102,10 +104,7 @@ pub fn run_light_models(label: &str, check: impl Fn(&OnnxCase) -> Result<String>
     let dir = conformance_dir()?.join("light");
     let mut failures = Vec::new();
     for name in LIGHT_MODELS {
-        let case = OnnxCase {
-            dir: dir.join(name),
-            frozen: Vec::new(),
-        };
+        let case = OnnxCase::new(dir.join(name));
         let start = std::time::Instant::now();
         match check(&case) {
             Ok(report) => println!("light_{name} ({label}): ok in {:.2?}{report}", start.elapsed()),
@@ -116,43 +115,47 @@ pub fn run_light_models(label: &str, check: impl Fn(&OnnxCase) -> Result<String>
 }
 
 /// An ONNX test case folder: `model.onnx` plus `test_data_set_0/`.
+///
+/// The stored inputs are known when the case is imported, so inputs that carry shapes or axes
+/// are frozen to their stored values automatically, as `swflow run` does.
 pub struct OnnxCase {
     pub dir: PathBuf,
-    /// Inputs frozen to their test values at import (shape operands given as inputs).
-    pub frozen: Vec<String>,
 }
 
 impl OnnxCase {
-    /// A case with the manifest's `const:NAME` options applied.
-    pub fn new(dir: PathBuf, options: &str) -> Result<OnnxCase> {
-        let mut frozen = Vec::new();
-        for opt in options.split_whitespace() {
-            match opt.strip_prefix("const:") {
-                Some(name) => frozen.push(name.to_string()),
-                None => bail!("unknown manifest option '{opt}'"),
-            }
-        }
-        Ok(OnnxCase { dir, frozen })
+    pub fn new(dir: PathBuf) -> OnnxCase {
+        OnnxCase { dir }
+    }
+
+    fn stored_inputs(&self) -> Result<Vec<(String, Tensor)>> {
+        read_tensors(&self.dir.join("test_data_set_0"), "input")
     }
 
     pub fn import(&self) -> Result<Graph> {
-        let mut opts = ImportOptions::default();
-        for (name, value) in read_tensors(&self.dir.join("test_data_set_0"), "input")? {
-            if self.frozen.contains(&name) {
-                opts.constants.insert(name, value);
-            }
-        }
+        let opts = ImportOptions {
+            values: self.stored_inputs()?.into_iter().collect(),
+            ..ImportOptions::default()
+        };
         Ok(import_file(&self.dir.join("model.onnx"), &opts)?)
     }
 
-    /// The runtime inputs: the stored ones minus the frozen ones.
+    /// The runtime inputs of `g` (imported from this case), in `g`'s order: the stored ones
+    /// that were not frozen.
+    pub fn inputs_for(&self, g: &Graph) -> Result<Vec<Tensor>> {
+        let mut stored: std::collections::HashMap<String, Tensor> = self.stored_inputs()?.into_iter().collect();
+        g.inputs()
+            .map(|id| {
+                let name = &g.node(id).name;
+                stored
+                    .remove(name)
+                    .with_context(|| format!("no stored value for input '{name}'"))
+            })
+            .collect()
+    }
+
+    /// The runtime inputs, as [`OnnxCase::inputs_for`] of the imported graph.
     pub fn inputs(&self) -> Result<Vec<Tensor>> {
-        let all = read_tensors(&self.dir.join("test_data_set_0"), "input")?;
-        Ok(all
-            .into_iter()
-            .filter(|(n, _)| !self.frozen.contains(n))
-            .map(|(_, t)| t)
-            .collect())
+        self.inputs_for(&self.import()?)
     }
 
     pub fn expected(&self) -> Result<Vec<Tensor>> {
@@ -180,7 +183,7 @@ impl OnnxCase {
         let g = self.import()?;
         let p = swflow_scheduler::lower::lower(&g)?;
         swflow_scheduler::loops::verify_program(&p)?;
-        let outputs = swflow_scheduler::exec::run_reference(&p, &self.inputs()?)?;
+        let outputs = swflow_scheduler::exec::run_reference(&p, &self.inputs_for(&g)?)?;
         self.check(&outputs)
     }
 
@@ -190,8 +193,9 @@ impl OnnxCase {
         &self,
         target: &swflow_scheduler::target::Target,
     ) -> Result<Vec<swflow_scheduler::exec::cpe::KernelStats>> {
-        let p = swflow_scheduler::pipeline::compile(&self.import()?, target)?;
-        let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, &self.inputs()?, target)?;
+        let g = self.import()?;
+        let p = swflow_scheduler::pipeline::compile(&g, target)?;
+        let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, &self.inputs_for(&g)?, target)?;
         self.check(&outputs)?;
         Ok(stats)
     }
@@ -201,7 +205,7 @@ impl OnnxCase {
     /// interpreter's within the project tolerance.
     pub fn run_c(&self, target: &swflow_scheduler::target::Target, dir: &Path) -> Result<()> {
         let g = self.import()?;
-        let inputs = self.inputs()?;
+        let inputs = self.inputs_for(&g)?;
         let reference = swflow_frontend::interp::run(&g, &inputs)?;
         cbuild::compile(&g, target, dir)?;
         cbuild::make(dir, &[])?;
@@ -220,7 +224,7 @@ impl OnnxCase {
     /// Imports, runs the graph interpreter on the stored inputs and checks the outputs.
     pub fn run_interpreter(&self) -> Result<()> {
         let g = self.import()?;
-        let outputs = swflow_frontend::interp::run(&g, &self.inputs()?)?;
+        let outputs = swflow_frontend::interp::run(&g, &self.inputs_for(&g)?)?;
         self.check(&outputs)
     }
 }

@@ -3,7 +3,7 @@
 //! Each file under `tests/filetests/` starts with `#` directive lines, then a body:
 //! - `# import: <path>` — the body is the graph the ONNX model at `<path>` (relative to the
 //!   conformance data folder, e.g. `node/test_lrn`) imports to, in the text form, with the
-//!   inputs named by `# const: <input>` directives frozen to their test values;
+//!   inputs that carry shapes or axes frozen to their test values;
 //! - no `import` — the body is a graph in the text form; it must parse, and then either verify
 //!   and print back exactly as written, or fail with the message of an `# error: <message>`
 //!   directive.
@@ -63,16 +63,7 @@ impl FileTest {
     fn run(&self, bless: bool) -> Result<(), String> {
         let (actual_body, actual_error) = match self.directive("import") {
             Some(model) => {
-                let frozen = self
-                    .directives
-                    .iter()
-                    .filter(|(k, _)| k == "const")
-                    .map(|(_, v)| v.clone())
-                    .collect();
-                let case = OnnxCase {
-                    dir: conformance_dir().map_err(|e| e.to_string())?.join(model),
-                    frozen,
-                };
+                let case = OnnxCase::new(conformance_dir().map_err(|e| e.to_string())?.join(model));
                 let g = case.import().map_err(|e| format!("{e:#}"))?;
                 let text = print(&g);
                 let again = parse(&text).map_err(|e| format!("printed graph does not parse: {e}"))?;

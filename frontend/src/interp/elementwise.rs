@@ -24,6 +24,8 @@ pub(super) fn unary(u: UnaryOp, d: &Data) -> Data {
             UnaryOp::Recip => |x| T::ONE.div(x),
             UnaryOp::Erf => T::erf,
             UnaryOp::Tanh => T::tanh,
+            UnaryOp::Sin => T::sin,
+            UnaryOp::Cos => T::cos,
             UnaryOp::Sigmoid => |x| T::ONE.div(T::ONE.add(x.neg().exp())),
             _ => return num(u, v),
         };

@@ -68,6 +68,8 @@ pub(crate) trait Float: Num {
     fn ln(self) -> Self;
     fn erf(self) -> Self;
     fn tanh(self) -> Self;
+    fn sin(self) -> Self;
+    fn cos(self) -> Self;
 }
 
 macro_rules! float_impl {
@@ -136,6 +138,12 @@ macro_rules! float_impl {
             }
             fn tanh(self) -> Self {
                 self.tanh()
+            }
+            fn sin(self) -> Self {
+                self.sin()
+            }
+            fn cos(self) -> Self {
+                self.cos()
             }
         }
     };

@@ -13,9 +13,8 @@ pub(super) fn pool(a: &PoolAttrs, x: &Tensor, ty: &TensorType) -> Data {
     }
 }
 
-/// Pools every `[n, c]` plane. Padding never wins a max. An average divides by the number of
-/// window positions inside the input, or, with `count_include_pad`, by the kernel size (as in
-/// the ONNX reference and onnxruntime, also where a ceil-mode window overhangs the padding).
+/// Pools every `[n, c]` plane. Padding never wins a max; an average divides by
+/// [`PoolAttrs::average_divisors`].
 fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec<T> {
     let (sp_in, sp_out) = (&xs[2..], &os[2..]);
     let s_in: usize = sp_in.iter().product();
@@ -24,14 +23,7 @@ fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec
     // Divisors of an average, per output position.
     let divisors: Vec<f64> = match a.kind {
         PoolKind::Max => Vec::new(),
-        PoolKind::Avg {
-            count_include_pad: false,
-        } => (0..p)
-            .map(|pos| (0..kp).filter(|&k| table[k * p + pos] != usize::MAX).count() as f64)
-            .collect(),
-        PoolKind::Avg {
-            count_include_pad: true,
-        } => vec![kp as f64; p],
+        PoolKind::Avg { .. } => a.average_divisors(sp_in, sp_out).into_iter().map(|c| c as f64).collect(),
     };
     let planes = xs[0] * xs[1];
     let mut out = Vec::with_capacity(planes * p);

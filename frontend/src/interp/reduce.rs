@@ -37,7 +37,7 @@ pub(super) fn reduce(kind: ReduceKind, axes: &[usize], x: &Tensor) -> Data {
         match kind {
             ReduceKind::Max => fold(v, n, targets, T::LOWEST, T::max, |a| a),
             ReduceKind::Min => fold(v, n, targets, T::HIGHEST, T::min, |a| a),
-            ReduceKind::Sum => unreachable!("sums are handled per type"),
+            ReduceKind::Sum | ReduceKind::Prod => unreachable!("sums and products are handled per type"),
         }
     }
     match (kind, x.data()) {
@@ -46,6 +46,11 @@ pub(super) fn reduce(kind: ReduceKind, axes: &[usize], x: &Tensor) -> Data {
         }
         (ReduceKind::Sum, Data::F64(v)) => Data::F64(fold(v, n_out, targets(), 0f64, |a, x| a + x, |a| a)),
         (ReduceKind::Sum, Data::I64(v)) => Data::I64(fold(v, n_out, targets(), 0i64, i64::wrapping_add, |a| a)),
+        (ReduceKind::Prod, Data::F32(v)) => {
+            Data::F32(fold(v, n_out, targets(), 1f64, |a, x| a * x as f64, |a| a as f32))
+        }
+        (ReduceKind::Prod, Data::F64(v)) => Data::F64(fold(v, n_out, targets(), 1f64, |a, x| a * x, |a| a)),
+        (ReduceKind::Prod, Data::I64(v)) => Data::I64(fold(v, n_out, targets(), 1i64, i64::wrapping_mul, |a| a)),
         (_, Data::F32(v)) => Data::F32(extreme(kind, v, n_out, targets())),
         (_, Data::F64(v)) => Data::F64(extreme(kind, v, n_out, targets())),
         (_, Data::I64(v)) => Data::I64(extreme(kind, v, n_out, targets())),

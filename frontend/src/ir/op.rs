@@ -74,6 +74,8 @@ pub enum UnaryOp {
     Sigmoid,
     Relu,
     Not,
+    Sin,
+    Cos,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,6 +97,7 @@ pub enum ReduceKind {
     Sum,
     Max,
     Min,
+    Prod,
 }
 
 /// Attributes shared by convolutions. Vectors have one entry per spatial dimension, except
@@ -120,7 +123,9 @@ pub enum PoolKind {
 ///
 /// With `ceil_mode` the output extent rounds up, but a window that would start inside the end
 /// padding is dropped. Padding never takes part in a max; an average divides by the number of
-/// window positions inside the input, or by the kernel size with `count_include_pad`.
+/// window positions inside the input, or with `count_include_pad` inside the input and its
+/// explicit padding (positions a ceil-mode window adds past the end padding never count, as in
+/// the ONNX reference since opset 22's clarification, onnxruntime and PyTorch).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolAttrs {
     pub kind: PoolKind,
@@ -131,8 +136,55 @@ pub struct PoolAttrs {
     pub ceil_mode: bool,
 }
 
+impl PoolAttrs {
+    /// The divisor of an average pooling at every output position (row-major over the
+    /// spatial `output` extents), for spatial `input` extents: see [`PoolAttrs`].
+    pub fn average_divisors(&self, input: &[usize], output: &[usize]) -> Vec<usize> {
+        let nd = input.len();
+        let include_pad = matches!(
+            self.kind,
+            PoolKind::Avg {
+                count_include_pad: true
+            }
+        );
+        let per_dim: Vec<Vec<usize>> = (0..nd)
+            .map(|i| {
+                let (lo, hi) = if include_pad {
+                    (-(self.pads[i] as i64), (input[i] + self.pads[nd + i]) as i64)
+                } else {
+                    (0, input[i] as i64)
+                };
+                (0..output[i])
+                    .map(|o| {
+                        (0..self.kernel[i])
+                            .filter(|&k| {
+                                let pos = (o * self.strides[i] + k * self.dilations[i]) as i64 - self.pads[i] as i64;
+                                (lo..hi).contains(&pos)
+                            })
+                            .count()
+                    })
+                    .collect()
+            })
+            .collect();
+        let total: usize = output.iter().product();
+        let mut counts = Vec::with_capacity(total);
+        let mut idx = vec![0; nd];
+        for _ in 0..total {
+            counts.push((0..nd).map(|i| per_dim[i][idx[i]]).product());
+            for d in (0..nd).rev() {
+                idx[d] += 1;
+                if idx[d] < output[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+        counts
+    }
+}
+
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 12] = [
+    pub const ALL: [UnaryOp; 14] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Sign,
@@ -145,6 +197,8 @@ impl UnaryOp {
         UnaryOp::Sigmoid,
         UnaryOp::Relu,
         UnaryOp::Not,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
     ];
 
     pub fn name(self) -> &'static str {
@@ -161,6 +215,8 @@ impl UnaryOp {
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Relu => "relu",
             UnaryOp::Not => "not",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
         }
     }
 }
@@ -206,6 +262,7 @@ impl ReduceKind {
             ReduceKind::Sum => "reduce_sum",
             ReduceKind::Max => "reduce_max",
             ReduceKind::Min => "reduce_min",
+            ReduceKind::Prod => "reduce_prod",
         }
     }
 }

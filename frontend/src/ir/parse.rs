@@ -427,7 +427,7 @@ impl Parser {
         if let Some(b) = BinaryOp::ALL.into_iter().find(|b| b.name() == name) {
             return Ok(Op::Binary(b));
         }
-        if let Some(kind) = [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min]
+        if let Some(kind) = [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod]
             .into_iter()
             .find(|k| k.name() == name)
         {

@@ -23,6 +23,9 @@ pub(super) struct Builder {
     origin: Option<String>,
     prefix: String,
     counter: usize,
+    /// Graph inputs an operand that had to be constant was computed from, when import stops
+    /// on such an operand.
+    pub wanted: Vec<String>,
 }
 
 impl Builder {
@@ -35,6 +38,7 @@ impl Builder {
             origin: None,
             prefix: String::new(),
             counter: 0,
+            wanted: Vec::new(),
         }
     }
 
@@ -128,6 +132,27 @@ impl Builder {
             Op::Const(t) => Some(t),
             _ => None,
         }
+    }
+
+    /// Names of the graph inputs `id` is computed from, in graph order.
+    pub fn feeding_inputs(&self, id: NodeId) -> Vec<String> {
+        let mut reached = vec![false; id.index() + 1];
+        reached[id.index()] = true;
+        let mut names = Vec::new();
+        for k in (0..=id.index()).rev() {
+            if !reached[k] {
+                continue;
+            }
+            let node = &self.graph.nodes()[k];
+            if matches!(node.op, Op::Input) {
+                names.push(node.name.clone());
+            }
+            for i in &node.inputs {
+                reached[i.index()] = true;
+            }
+        }
+        names.reverse();
+        names
     }
 
     /// Appends `op(inputs)`; when every operand is constant and the result is small, computes

@@ -29,8 +29,10 @@ pub fn decode_tensor(bytes: &[u8]) -> Result<(String, Tensor), String> {
     Ok((proto.name().to_string(), tensor_from_proto(&proto, None)?))
 }
 
-/// Lowest and highest `ai.onnx` opset versions the importer accepts.
-pub const OPSET_RANGE: std::ops::RangeInclusive<i64> = 7..=21;
+/// Lowest and highest `ai.onnx` opset versions the importer accepts. The highest is the newest
+/// opset the `onnx` release of the conformance suite defines. Within the range, each op's
+/// handler states the earliest version of the op it implements (see `ops`).
+pub const OPSET_RANGE: std::ops::RangeInclusive<i64> = 1..=28;
 
 /// An import failure: the file and what went wrong.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +74,27 @@ pub struct ImportOptions {
     /// Graph inputs fixed to a value at compile time: each becomes a constant and is no
     /// longer an input. For models that pass shapes or axes as inputs.
     pub constants: HashMap<String, Tensor>,
+    /// Values of graph inputs known at import time (as in `swflow run` or a test's data set).
+    /// An input whose value an op needs statically (a shape, axes, starts, repeats, scales)
+    /// is frozen from here, as if given in `constants`; every other input stays an input.
+    /// [`frozen_inputs`] tells which were frozen.
+    pub values: HashMap<String, Tensor>,
+}
+
+/// The graph inputs of the model that `graph` was imported from and that import froze to
+/// constants: those the model declares that are not inputs of `graph` and not initializers.
+pub fn frozen_inputs(model: &proto::ModelProto, graph: &Graph) -> Vec<String> {
+    let Some(g) = model.graph.as_ref() else {
+        return Vec::new();
+    };
+    let inits: HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
+    let live: HashSet<&str> = graph.inputs().map(|id| graph.node(id).name.as_str()).collect();
+    g.input
+        .iter()
+        .map(|v| v.name())
+        .filter(|n| !inits.contains(n) && !live.contains(n))
+        .map(str::to_string)
+        .collect()
 }
 
 /// A decoded model file, ready to import.
@@ -145,7 +168,39 @@ pub fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportErrorKind> {
     Ok(version)
 }
 
+/// Imports the model, freezing inputs from `opts.values` where an op needs their values: each
+/// attempt that stops on such an input freezes it and starts again, so at most one attempt
+/// per graph input is made.
 fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportErrorKind> {
+    let mut opts = opts.clone();
+    loop {
+        let mut wanted = Vec::new();
+        let err = match import_once(model, dir, &opts, &mut wanted) {
+            Ok(g) => return Ok(g),
+            Err(e) => e,
+        };
+        let freezable = !wanted.is_empty()
+            && wanted
+                .iter()
+                .all(|n| opts.values.contains_key(n) && !opts.constants.contains_key(n));
+        if !freezable {
+            return Err(err);
+        }
+        for name in wanted {
+            let value = opts.values[&name].clone();
+            opts.constants.insert(name, value);
+        }
+    }
+}
+
+/// One import attempt. When a node stops on an operand that had to be constant, `wanted`
+/// receives the graph inputs that operand is computed from.
+fn import_once(
+    model: &proto::ModelProto,
+    dir: Option<&Path>,
+    opts: &ImportOptions,
+    wanted: &mut Vec<String>,
+) -> Result<Graph, ImportErrorKind> {
     let opset = model_opset(model)?;
     let graph = model.graph.as_ref().ok_or(ImportErrorKind::NoGraph)?;
     let dir: Option<PathBuf> = dir.map(Path::to_path_buf);
@@ -192,7 +247,10 @@ fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOpti
         b.bind(name, id);
     }
     for (index, node) in graph.node.iter().enumerate() {
-        ops::import_node(&mut b, node, index, opset)?;
+        ops::import_node(&mut b, node, index, opset).map_err(|e| {
+            *wanted = std::mem::take(&mut b.wanted);
+            e
+        })?;
     }
     let mut outputs = Vec::new();
     for out in &graph.output {

@@ -319,6 +319,7 @@ fn fold_into(
                 Some(ReduceKind::Sum) => slot.add(x),
                 Some(ReduceKind::Max) => slot.max(x),
                 Some(ReduceKind::Min) => slot.min(x),
+                Some(ReduceKind::Prod) => slot.mul(x),
             };
         }
     }

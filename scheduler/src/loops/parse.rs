@@ -270,6 +270,7 @@ impl Parser<'_> {
                 "sum" => ReduceKind::Sum,
                 "max" => ReduceKind::Max,
                 "min" => ReduceKind::Min,
+                "prod" => ReduceKind::Prod,
                 other => return self.err(format!("unknown reduction '{other}'")),
             };
             self.punct('(')?;

@@ -142,6 +142,7 @@ pub fn print_kernel(k: &Kernel, p: &Program) -> String {
                 ReduceKind::Sum => "sum",
                 ReduceKind::Max => "max",
                 ReduceKind::Min => "min",
+                ReduceKind::Prod => "prod",
             };
             format!("{kind}({})=", scalar(r.init))
         }

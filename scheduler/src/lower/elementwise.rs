@@ -146,6 +146,7 @@ pub(super) fn reduce_init(kind: ReduceKind, dtype: DType) -> Scalar {
         ReduceKind::Sum => Scalar::of(dtype, 0.0),
         ReduceKind::Max => Scalar::of(dtype, f64::NEG_INFINITY),
         ReduceKind::Min => Scalar::of(dtype, f64::INFINITY),
+        ReduceKind::Prod => Scalar::of(dtype, 1.0),
     }
 }
 

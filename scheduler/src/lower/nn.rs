@@ -242,7 +242,7 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         kind,
         init: reduce_init(kind, dtype),
     });
-    let PoolKind::Avg { count_include_pad } = p.kind else {
+    let PoolKind::Avg { .. } = p.kind else {
         cx.kernel(
             n,
             "",
@@ -264,7 +264,7 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         Expr::load(1, x_index),
         reduction,
     );
-    let counts = window_counts(p, &in_shape[2..], &out[2..], count_include_pad);
+    let counts = p.average_divisors(&in_shape[2..], &out[2..]);
     let (divisor, operands) = if counts.iter().all(|&c| c == counts[0]) {
         (Expr::Const(Scalar::of(dtype, counts[0] as f64)), vec![n.out, sum])
     } else {
@@ -293,41 +293,4 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         None,
     );
     Ok(())
-}
-
-/// For every output position of a pooling, the number of window positions that count towards
-/// an average: inside the input, or all of the kernel with `count_include_pad`.
-fn window_counts(p: &PoolAttrs, input: &[usize], output: &[usize], count_include_pad: bool) -> Vec<usize> {
-    let nd = input.len();
-    let per_dim: Vec<Vec<usize>> = (0..nd)
-        .map(|i| {
-            (0..output[i])
-                .map(|o| {
-                    if count_include_pad {
-                        return p.kernel[i];
-                    }
-                    (0..p.kernel[i])
-                        .filter(|&k| {
-                            let pos = (o * p.strides[i] + k * p.dilations[i]) as i64 - p.pads[i] as i64;
-                            pos >= 0 && pos < input[i] as i64
-                        })
-                        .count()
-                })
-                .collect()
-        })
-        .collect();
-    let total: usize = output.iter().product();
-    let mut counts = Vec::with_capacity(total);
-    let mut idx = vec![0; nd];
-    for _ in 0..total {
-        counts.push((0..nd).map(|i| per_dim[i][idx[i]]).product());
-        for d in (0..nd).rev() {
-            idx[d] += 1;
-            if idx[d] < output[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
-    }
-    counts
 }

@@ -41,6 +41,9 @@ pub(super) fn unary(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         "Erf" => UnaryOp::Erf,
         "Relu" => UnaryOp::Relu,
         "Sigmoid" => UnaryOp::Sigmoid,
+        "Sin" => UnaryOp::Sin,
+        "Cos" => UnaryOp::Cos,
+        "Not" => UnaryOp::Not,
         _ => UnaryOp::Tanh,
     };
     let x = cx.input(0)?;
@@ -117,11 +120,15 @@ pub(super) fn clip(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     Ok(vec![y])
 }
 
+/// `Sum`, and `Mean` as the sum divided by the operand count.
 pub(super) fn sum(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let mut acc = cx.input(0)?;
     for i in 1..cx.n_inputs() {
         let next = cx.input(i)?;
         acc = cx.binary(BinaryOp::Add, acc, next)?;
+    }
+    if cx.op_type() == "Mean" {
+        acc = cx.with_scalar(BinaryOp::Div, acc, cx.n_inputs() as f64)?;
     }
     Ok(vec![acc])
 }
@@ -141,14 +148,40 @@ pub(super) fn variadic_extreme(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     Ok(vec![acc])
 }
 
+/// Comparisons. `LessOrEqual` is `less or equal` rather than `not greater`, so that NaN
+/// compares false as the definition requires.
 pub(super) fn compare(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
     let op = match cx.op_type() {
-        "Less" => BinaryOp::Less,
-        "Greater" => BinaryOp::Greater,
+        "Less" | "LessOrEqual" => BinaryOp::Less,
+        "Greater" | "GreaterOrEqual" => BinaryOp::Greater,
         _ => BinaryOp::Equal,
     };
+    let strict = cx.binary(op, a, b)?;
+    if !cx.op_type().ends_with("OrEqual") {
+        return Ok(vec![strict]);
+    }
+    let eq = cx.binary(BinaryOp::Equal, a, b)?;
+    let yes = cx.scalar(DType::Bool, 1.0);
+    Ok(vec![cx.select(strict, yes, eq)?])
+}
+
+/// `And` is `a ? b : false` and `Or` is `a ? true : b`, both broadcasting.
+pub(super) fn logic(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let (a, b) = (cx.input(0)?, cx.input(1)?);
-    Ok(vec![cx.binary(op, a, b)?])
+    for v in [a, b] {
+        if cx.ty(v).dtype != DType::Bool {
+            return Err(format!("operands must be bool, got {}", cx.ty(v)));
+        }
+    }
+    let y = if cx.op_type() == "And" {
+        let no = cx.scalar(DType::Bool, 0.0);
+        cx.select(a, b, no)?
+    } else {
+        let yes = cx.scalar(DType::Bool, 1.0);
+        cx.select(a, yes, b)?
+    };
+    Ok(vec![y])
 }
 
 pub(super) fn select(cx: &mut Cx) -> Result<Vec<NodeId>, String> {

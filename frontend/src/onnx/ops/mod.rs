@@ -4,9 +4,12 @@
 //! outputs, in order. Outputs it does not return (optional ones such as MaxPool's indices)
 //! are recorded as unavailable; a later use of one is an error naming it.
 
+mod activation;
 mod elementwise;
 mod linalg;
+mod movement;
 mod nn;
+mod norm;
 mod reduce;
 mod shape;
 
@@ -28,21 +31,32 @@ pub(super) struct Cx<'a> {
 
 type Handler = fn(&mut Cx) -> Result<Vec<NodeId>, String>;
 
-/// The handler for an op type, if swflow supports it.
-fn handler(op_type: &str) -> Option<Handler> {
-    Some(match op_type {
+/// Opset from which swflow's expansion of most ops holds: earlier versions of them differ in
+/// meaning (legacy `broadcast` attributes, attribute forms of later inputs, ...).
+const EARLIEST: i64 = 7;
+
+/// The handler for an op type, if swflow supports it, with the earliest opset whose version
+/// of the op the handler implements. A model declaring an older opset selects an older
+/// version of the op, which is refused by name rather than misread.
+fn handler(op_type: &str) -> Option<(i64, Handler)> {
+    let h: Handler = match op_type {
         "Add" | "Sub" | "Mul" | "Div" => elementwise::arith,
         "Pow" => elementwise::pow,
-        "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid" | "Tanh" => {
-            elementwise::unary
-        }
+        "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid" | "Tanh" | "Sin" | "Cos"
+        | "Not" => elementwise::unary,
+        "Elu" | "Selu" => activation::elu,
+        "Softplus" => activation::softplus,
+        "Mish" => activation::mish,
+        "HardSigmoid" => activation::hard_sigmoid,
+        "HardSwish" => activation::hard_swish,
+        "And" | "Or" => elementwise::logic,
         "LeakyRelu" => elementwise::leaky_relu,
         "PRelu" => elementwise::prelu,
         "Gelu" => elementwise::gelu,
         "Clip" => elementwise::clip,
-        "Sum" => elementwise::sum,
+        "Sum" | "Mean" => elementwise::sum,
         "Max" | "Min" => elementwise::variadic_extreme,
-        "Less" | "Greater" | "Equal" => elementwise::compare,
+        "Less" | "Greater" | "Equal" | "LessOrEqual" | "GreaterOrEqual" => elementwise::compare,
         "Where" => elementwise::select,
         "CastLike" => elementwise::cast_like,
         "Size" => shape::size,
@@ -59,7 +73,21 @@ fn handler(op_type: &str) -> Option<Handler> {
         "LayerNormalization" => nn::layer_norm,
         "LRN" => nn::lrn,
         "Softmax" | "LogSoftmax" => nn::softmax,
-        "ReduceSum" | "ReduceMean" | "ReduceMax" => reduce::reduce,
+        "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1" | "ReduceL2"
+        | "ReduceLogSumExp" | "ReduceSumSquare" => reduce::reduce,
+        "ArgMax" | "ArgMin" => reduce::arg_extreme,
+        "InstanceNormalization" => norm::instance_norm,
+        "GroupNormalization" => norm::group_norm,
+        "RMSNormalization" => norm::rms_norm,
+        "Expand" => movement::expand,
+        "Tile" => movement::tile,
+        "Range" => movement::range,
+        "DepthToSpace" => movement::depth_to_space,
+        "SpaceToDepth" => movement::space_to_depth,
+        "GatherElements" => movement::gather_elements,
+        "Trilu" => movement::trilu,
+        "CumSum" => movement::cumsum,
+        "Pad" => movement::pad,
         "Reshape" => shape::reshape,
         "Flatten" => shape::flatten,
         "Transpose" => shape::transpose,
@@ -73,7 +101,13 @@ fn handler(op_type: &str) -> Option<Handler> {
         "ConstantOfShape" => shape::constant_of_shape,
         "Shape" => shape::shape,
         _ => return None,
-    })
+    };
+    // Version 1 of these means what every later version means.
+    let since = match op_type {
+        "GlobalAveragePool" | "GlobalMaxPool" | "Not" => 1,
+        _ => EARLIEST,
+    };
+    Some((since, h))
 }
 
 /// Expands model node number `index` into primitives and binds its outputs.
@@ -92,7 +126,12 @@ pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset
     if !matches!(node.domain(), "" | "ai.onnx") {
         return Err(fail(format!("operator domain '{}' is not supported", node.domain())));
     }
-    let handler = handler(&op_type).ok_or_else(|| fail("operator not supported".into()))?;
+    let (since, handler) = handler(&op_type).ok_or_else(|| fail("operator not supported".into()))?;
+    if opset < since {
+        return Err(fail(format!(
+            "opset {opset} selects a version of {op_type} older than opset {since}, which swflow does not implement"
+        )));
+    }
     let prefix = node
         .output
         .iter()
@@ -168,21 +207,33 @@ impl Cx<'_> {
     }
 
     /// The value of operand `i`, which must be a constant (after folding).
-    pub fn const_input(&self, i: usize) -> Result<Option<Arc<Tensor>>, String> {
+    pub fn const_input(&mut self, i: usize) -> Result<Option<Arc<Tensor>>, String> {
         let Some(id) = self.opt_input(i)? else {
             return Ok(None);
         };
-        match self.b.const_value(id) {
-            Some(t) => Ok(Some(t.clone())),
-            None => Err(format!(
-                "input {i} ('{}') must be a constant for swflow to know shapes statically",
-                self.node.input[i]
-            )),
+        if let Some(t) = self.b.const_value(id) {
+            return Ok(Some(t.clone()));
         }
+        let feeding = self.b.feeding_inputs(id);
+        let mut reason = format!(
+            "input {i} ('{}') must be a constant for swflow to know shapes statically",
+            self.node.input[i]
+        );
+        if !feeding.is_empty() {
+            let names: Vec<String> = feeding.iter().map(|n| format!("'{n}'")).collect();
+            let flags: Vec<String> = feeding.iter().map(|n| format!("--const {n}=FILE.npy")).collect();
+            reason += &format!(
+                "; it is computed from graph input {}: freeze it with {}",
+                names.join(", "),
+                flags.join(" ")
+            );
+        }
+        self.b.wanted = feeding;
+        Err(reason)
     }
 
     /// Operand `i` as a list of i64 (axes, shapes, pads), when present.
-    pub fn const_ints(&self, i: usize) -> Result<Option<Vec<i64>>, String> {
+    pub fn const_ints(&mut self, i: usize) -> Result<Option<Vec<i64>>, String> {
         Ok(self.const_input(i)?.map(|t| t.to_i64_vec()))
     }
 
@@ -244,6 +295,55 @@ impl Cx<'_> {
         let n: usize = axes.iter().map(|&a| self.ty(x).shape[a]).product();
         let s = self.reduce(ReduceKind::Sum, x, axes)?;
         self.with_scalar(BinaryOp::Div, s, n as f64)
+    }
+
+    /// A constant holding `t`.
+    pub fn constant(&mut self, t: Tensor) -> NodeId {
+        self.b.constant(t)
+    }
+
+    /// An i64 constant of `shape` holding `values`.
+    pub fn i64_const(&mut self, shape: Vec<usize>, values: Vec<i64>) -> Result<NodeId, String> {
+        let t = Tensor::new(shape, Data::I64(values)).map_err(|e| e.0)?;
+        Ok(self.b.constant(t))
+    }
+
+    /// A bool constant of `shape` holding `values`.
+    pub fn bool_const(&mut self, shape: Vec<usize>, values: Vec<bool>) -> Result<NodeId, String> {
+        let t = Tensor::new(shape, Data::Bool(values)).map_err(|e| e.0)?;
+        Ok(self.b.constant(t))
+    }
+
+    /// `cond ? a : b` with broadcasting.
+    pub fn select(&mut self, cond: NodeId, a: NodeId, b: NodeId) -> Result<NodeId, String> {
+        self.op(Op::Select, &[cond, a, b])
+    }
+
+    pub fn transpose(&mut self, x: NodeId, perm: Vec<usize>) -> Result<NodeId, String> {
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return Ok(x);
+        }
+        self.op(Op::Transpose { perm }, &[x])
+    }
+
+    pub fn broadcast(&mut self, x: NodeId, shape: Vec<usize>) -> Result<NodeId, String> {
+        if self.ty(x).shape == shape {
+            return Ok(x);
+        }
+        self.op(Op::Broadcast { shape }, &[x])
+    }
+
+    /// Graph-level `x[start..start + len]` along `axis`.
+    pub fn slice_axis(&mut self, x: NodeId, axis: usize, start: usize, len: usize) -> Result<NodeId, String> {
+        let mut sizes = self.shape(x);
+        if start == 0 && sizes[axis] == len {
+            return Ok(x);
+        }
+        let mut starts = vec![0; sizes.len()];
+        starts[axis] = start;
+        sizes[axis] = len;
+        let steps = vec![1; sizes.len()];
+        self.op(Op::Slice { starts, steps, sizes }, &[x])
     }
 
     pub fn cast(&mut self, x: NodeId, to: DType) -> Result<NodeId, String> {

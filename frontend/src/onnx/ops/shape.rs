@@ -200,7 +200,7 @@ pub(super) fn slice(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     )?])
 }
 
-fn axes_operand(cx: &Cx) -> Result<Option<Vec<i64>>, String> {
+fn axes_operand(cx: &mut Cx) -> Result<Option<Vec<i64>>, String> {
     if cx.opset < 13 {
         cx.attrs.ints("axes")
     } else {
