@@ -106,6 +106,8 @@ const RESERVED: &[&str] = &[
     "tanhf",
     "sin",
     "sinf",
+    "fmod",
+    "fmodf",
     "cos",
     "cosf",
     "erf",

@@ -204,6 +204,15 @@ static inline int64_t swflow_div_i64(int64_t a, int64_t b)
     return a / b;
 }
 
+static inline int64_t swflow_rem_i64(int64_t a, int64_t b)
+{
+    if (b == 0)
+        swflow_fail("integer division by zero");
+    if (b == -1)
+        return 0;
+    return a % b;
+}
+
 /* a to the power b, wrapping; negative powers of integers other than 1 and -1 are 0. */
 static inline int64_t swflow_pow_i64(int64_t a, int64_t b)
 {

@@ -74,6 +74,7 @@ where
         BinaryOp::Sub => z(T::sub),
         BinaryOp::Mul => z(T::mul),
         BinaryOp::Div => z(T::div),
+        BinaryOp::Rem => z(T::rem),
         BinaryOp::Pow => z(T::pow),
         BinaryOp::Max => z(T::max),
         BinaryOp::Min => z(T::min),
@@ -92,7 +93,7 @@ fn binary_data(op: BinaryOp, a: &Data, ash: &[usize], b: &Data, bsh: &[usize], o
         (Data::F32(x), Data::F32(y)) => arith(op, x, ash, y, bsh, out),
         (Data::F64(x), Data::F64(y)) => arith(op, x, ash, y, bsh, out),
         (Data::I64(x), Data::I64(y)) => {
-            if op == BinaryOp::Div && y.contains(&0) {
+            if matches!(op, BinaryOp::Div | BinaryOp::Rem) && y.contains(&0) {
                 return Err("integer division by zero".into());
             }
             arith(op, x, ash, y, bsh, out)

@@ -14,6 +14,8 @@ pub trait Num: Copy + PartialOrd + Default + Send + Sync + 'static {
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
     fn div(self, o: Self) -> Self;
+    /// Remainder of truncating division (sign of `self`).
+    fn rem(self, o: Self) -> Self;
     fn pow(self, o: Self) -> Self;
     fn neg(self) -> Self;
     fn abs(self) -> Self;
@@ -90,6 +92,9 @@ macro_rules! float_impl {
             }
             fn div(self, o: Self) -> Self {
                 self / o
+            }
+            fn rem(self, o: Self) -> Self {
+                self % o
             }
             fn pow(self, o: Self) -> Self {
                 self.powf(o)
@@ -169,6 +174,9 @@ impl Num for i64 {
     /// Truncating division; callers rule out a zero divisor first.
     fn div(self, o: Self) -> Self {
         self.wrapping_div(o)
+    }
+    fn rem(self, o: Self) -> Self {
+        self.wrapping_rem(o)
     }
     fn pow(self, o: Self) -> Self {
         match o {

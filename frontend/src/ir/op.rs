@@ -84,6 +84,8 @@ pub enum BinaryOp {
     Sub,
     Mul,
     Div,
+    /// Remainder of truncating division: its sign is the dividend's (C's `%` and `fmod`).
+    Rem,
     Pow,
     Max,
     Min,
@@ -222,11 +224,12 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 10] = [
+    pub const ALL: [BinaryOp; 11] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
         BinaryOp::Div,
+        BinaryOp::Rem,
         BinaryOp::Pow,
         BinaryOp::Max,
         BinaryOp::Min,
@@ -241,6 +244,7 @@ impl BinaryOp {
             BinaryOp::Sub => "sub",
             BinaryOp::Mul => "mul",
             BinaryOp::Div => "div",
+            BinaryOp::Rem => "rem",
             BinaryOp::Pow => "pow",
             BinaryOp::Max => "max",
             BinaryOp::Min => "min",

@@ -14,6 +14,27 @@ pub(super) fn arith(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     Ok(vec![cx.binary(op, a, b)?])
 }
 
+/// `Mod`: with `fmod` the remainder takes the dividend's sign (C's `fmod`); without it the
+/// divisor's (Python's `%`), which is the truncated remainder plus the divisor where the two
+/// signs differ.
+pub(super) fn modulo(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    let fmod = cx.attrs.flag("fmod", false)?;
+    let r = cx.binary(BinaryOp::Rem, a, b)?;
+    if fmod {
+        return Ok(vec![r]);
+    }
+    let r_neg = cx.with_scalar(BinaryOp::Less, r, 0.0)?;
+    let r_pos = cx.with_scalar(BinaryOp::Greater, r, 0.0)?;
+    let b_neg = cx.with_scalar(BinaryOp::Less, b, 0.0)?;
+    let b_pos = cx.with_scalar(BinaryOp::Greater, b, 0.0)?;
+    let no = cx.scalar(DType::Bool, 0.0);
+    let pos_differs = cx.select(r_pos, b_neg, no)?;
+    let differs = cx.select(r_neg, b_pos, pos_differs)?;
+    let shifted = cx.binary(BinaryOp::Add, r, b)?;
+    Ok(vec![cx.select(differs, shifted, r)?])
+}
+
 /// `Pow` allows different base and exponent types; the result has the base's type.
 pub(super) fn pow(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let (x, y) = (cx.input(0)?, cx.input(1)?);

@@ -5,12 +5,15 @@
 //! are recorded as unavailable; a later use of one is an error naming it.
 
 mod activation;
+mod attention;
+mod einsum;
 mod elementwise;
 mod linalg;
 mod movement;
 mod nn;
 mod norm;
 mod reduce;
+mod resize;
 mod shape;
 
 use std::sync::Arc;
@@ -42,6 +45,7 @@ fn handler(op_type: &str) -> Option<(i64, Handler)> {
     let h: Handler = match op_type {
         "Add" | "Sub" | "Mul" | "Div" => elementwise::arith,
         "Pow" => elementwise::pow,
+        "Mod" => elementwise::modulo,
         "Sqrt" | "Exp" | "Log" | "Neg" | "Abs" | "Reciprocal" | "Erf" | "Relu" | "Sigmoid" | "Tanh" | "Sin" | "Cos"
         | "Not" => elementwise::unary,
         "Elu" | "Selu" => activation::elu,
@@ -88,6 +92,9 @@ fn handler(op_type: &str) -> Option<(i64, Handler)> {
         "Trilu" => movement::trilu,
         "CumSum" => movement::cumsum,
         "Pad" => movement::pad,
+        "Resize" | "Upsample" => resize::resize,
+        "Attention" => attention::attention,
+        "Einsum" => einsum::einsum,
         "Reshape" => shape::reshape,
         "Flatten" => shape::flatten,
         "Transpose" => shape::transpose,
