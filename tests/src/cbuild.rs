@@ -37,6 +37,54 @@ pub fn compile(g: &Graph, target: &Target, dir: &Path) -> Result<swflow_codegen:
     Ok(out)
 }
 
+/// The runtime's host object, which is the same in every folder built with the same runtime
+/// source, headers and Makefile flags.
+const RUNTIME_OBJECT: &str = "build/emulator/runtime/src/swflow_host.o";
+
+/// A key for the runtime host object of folder `dir`: its source, header and the Makefile's
+/// compiler, flag and API lines.
+fn runtime_object_key(dir: &Path) -> Result<String> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in ["runtime/src/swflow_host.c", "runtime/include/swflow_host.h"] {
+        std::fs::read(dir.join(f))?.hash(&mut h);
+    }
+    let makefile = std::fs::read_to_string(dir.join("Makefile"))?;
+    for line in makefile.lines() {
+        if ["CC ", "CFLAGS ", "API ", "EMU_INCLUDES ", "INCLUDES "]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
+            line.hash(&mut h);
+        }
+    }
+    Ok(format!("{:016x}", h.finish()))
+}
+
+/// Builds folder `dir` with `make`, as [`make`] with no arguments does, but compiles the
+/// runtime's host source (the largest file, identical across folders) once per key and
+/// reuses the object: suites that build hundreds of folders spend their time on the
+/// generated code.
+pub fn make_reusing_runtime(dir: &Path) -> Result<()> {
+    let cached = workspace_root()
+        .join(".cache/c/runtime-objects")
+        .join(format!("{}.o", runtime_object_key(dir)?));
+    let object = dir.join(RUNTIME_OBJECT);
+    if cached.is_file() {
+        std::fs::create_dir_all(object.parent().context("object folder")?)?;
+        // A fresh copy is newer than the source just written, so make keeps it.
+        std::fs::copy(&cached, &object)?;
+    }
+    make(dir, &[])?;
+    if !cached.is_file() {
+        std::fs::create_dir_all(cached.parent().context("cache folder")?)?;
+        let partial = cached.with_extension(format!("{}.tmp", std::process::id()));
+        std::fs::copy(&object, &partial)?;
+        std::fs::rename(&partial, &cached)?;
+    }
+    Ok(())
+}
+
 /// Runs `make` with `args` in `dir`; a failure carries make's output.
 pub fn make(dir: &Path, args: &[&str]) -> Result<()> {
     let out = Command::new("make")
