@@ -284,3 +284,53 @@ fn bad_invocations_fail_cleanly() {
         &["does not match"],
     );
 }
+
+/// A model that takes its target shape as a graph input: `run` freezes the shape from the
+/// value it is given; `compile`, which has no values, names the input and the `--const` it
+/// needs, and accepts it.
+#[test]
+fn shape_inputs_are_frozen_from_given_values() {
+    let case = root().join(".cache/conformance/node/test_reshape_reordered_all_dims");
+    assert!(
+        case.exists(),
+        "no conformance data in {}: run scripts/setup-conformance.sh first",
+        case.display()
+    );
+    let dir = scratch("frozen");
+    let read = |name: &str| {
+        let bytes = std::fs::read(case.join("test_data_set_0").join(name)).unwrap();
+        swflow_frontend::onnx::decode_tensor(&bytes).unwrap().1
+    };
+    let (data, shape) = (dir.join("data.npy"), dir.join("shape.npy"));
+    npy::write(&data, &read("input_0.pb")).unwrap();
+    npy::write(&shape, &read("input_1.pb")).unwrap();
+    let model = case.join("model.onnx");
+    let model = model.to_str().unwrap();
+    let result = dir.join("result");
+    let out = swflow(&[
+        "run",
+        model,
+        "--input",
+        &format!("data={}", data.display()),
+        "--input",
+        &format!("shape={}", shape.display()),
+        "--output",
+        result.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = npy::read(&result.join("reshaped.npy")).unwrap();
+    compare(&got, &read("output_0.pb"), Comparison::Exact).unwrap();
+
+    let c_dir = dir.join("c");
+    let out = swflow(&["compile", model, "-o", c_dir.to_str().unwrap()]);
+    assert_fails(&out, &["Reshape", "'shape'", "--const shape=FILE.npy"]);
+    let out = swflow(&[
+        "compile",
+        model,
+        "-o",
+        c_dir.to_str().unwrap(),
+        "--const",
+        &format!("shape={}", shape.display()),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

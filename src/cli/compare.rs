@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use swflow_frontend::npy;
-use swflow_frontend::tolerance::{compare, Comparison, ATOL, RTOL};
+use swflow_frontend::tolerance::{compare, Comparison, ATOL, MODEL_ATOL_SCALE, RTOL};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -13,16 +13,20 @@ pub struct Args {
     /// The reference (.npy).
     pub expected: PathBuf,
     /// Require bit-identical elements instead of the f32 tolerance.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model")]
     pub exact: bool,
+    /// Use the whole-model tolerance (absolute part scaled by the reference's largest
+    /// magnitude), for outputs of deep models against another runtime.
+    #[arg(long)]
+    pub model: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
     let (a, e) = (npy::read(&args.actual)?, npy::read(&args.expected)?);
-    let how = if args.exact {
-        Comparison::Exact
-    } else {
-        Comparison::Tolerance
+    let how = match (args.exact, args.model) {
+        (true, _) => Comparison::Exact,
+        (_, true) => Comparison::Model,
+        _ => Comparison::Tolerance,
     };
     if let Err(m) = compare(&a, &e, how) {
         bail!(
@@ -42,6 +46,10 @@ pub fn run(args: Args) -> Result<()> {
         Comparison::Exact => println!("match: {} elements bit-identical", a.numel()),
         Comparison::Tolerance => println!(
             "match: {} elements, max |difference| {max_abs:.3e} (rtol {RTOL}, atol {ATOL})",
+            a.numel()
+        ),
+        Comparison::Model => println!(
+            "match: {} elements, max |difference| {max_abs:.3e} (rtol {RTOL}, atol {MODEL_ATOL_SCALE} of the largest magnitude)",
             a.numel()
         ),
     }

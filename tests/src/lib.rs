@@ -81,8 +81,17 @@ pub fn read_tensors(dir: &Path, prefix: &str) -> Result<Vec<(String, Tensor)>> {
 /// Runs `check` on every test of `tests/conformance/manifest.txt`; returns the number that
 /// passed and a line per failure.
 pub fn run_manifest(check: impl Fn(&OnnxCase) -> Result<()>) -> Result<(usize, Vec<String>)> {
+    run_manifest_where(|_| true, check)
+}
+
+/// [`run_manifest`] on the manifest tests whose names `keep` accepts.
+pub fn run_manifest_where(
+    keep: impl Fn(&str) -> bool,
+    check: impl Fn(&OnnxCase) -> Result<()>,
+) -> Result<(usize, Vec<String>)> {
     let dir = conformance_dir()?.join("node");
     let mut names = read_list(&workspace_root().join("tests/conformance/manifest.txt"))?;
+    names.retain(|(n, _)| keep(n));
     // A developer's filter: only the tests whose name contains this text.
     if let Ok(only) = std::env::var("SWFLOW_TEST_FILTER") {
         names.retain(|(n, _)| n.contains(&only));

@@ -64,13 +64,25 @@ fn manifest_covers_listed_ops() {
         .iter()
         .filter(|n| !manifest.contains(*n) && !excluded.contains_key(*n))
         .collect();
+    // onnxruntime's verdicts on the same tests, recorded when the data was generated.
+    let runtime = std::fs::read_to_string(conformance_dir().unwrap().join("node/onnxruntime.tsv")).unwrap();
+    let ort_passes = runtime
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(name, verdict)| eligible.contains(*name) && *verdict == "pass")
+        .count();
+    let eligible_in_manifest = eligible.iter().filter(|n| manifest.contains(*n)).count();
     println!(
-        "node tests: {} in the suite, {} of listed ops, {} of those with f32/i64/bool tensors; manifest {}, excluded {}",
+        "node tests: {} in the suite, {} of listed ops, {} of those with f32/i64/bool tensors; \
+         manifest {} ({} of the eligible ones), excluded {}; onnxruntime passes {} of the eligible ones",
         all.len(),
         of_listed,
         eligible.len(),
         manifest.len(),
-        excluded.len()
+        eligible_in_manifest,
+        excluded.len(),
+        ort_passes
     );
     assert!(
         uncovered.is_empty(),

@@ -8,7 +8,7 @@
 //! `nonpad_kv_seqlen` (opset 24). A query row whose bias is -inf everywhere attends nothing:
 //! its probabilities, and so its output, are zero.
 
-use super::Cx;
+use super::{table, Cx};
 use crate::ir::{BinaryOp, DType, NodeId, Op, ReduceKind, UnaryOp};
 
 /// `[B, S, H*D]` viewed as `[B, H, S, D]`.
@@ -52,6 +52,7 @@ fn add_to(cx: &mut Cx, a: Option<NodeId>, b: NodeId) -> Result<NodeId, String> {
 /// Query positions relative to key positions, `(i + offset) - j`, as i64 `[q, kv]` or, with a
 /// per-batch offset `[B]`, `[B, 1, q, kv]`.
 fn diagonal_distance(cx: &mut Cx, q: usize, kv: usize, offset: Offset) -> Result<NodeId, String> {
+    table(Some(q.max(kv)), "the positions")?;
     let i = cx.i64_const(vec![q, 1], (0..q as i64).collect())?;
     let j = cx.i64_const(vec![1, kv], (0..kv as i64).collect())?;
     let shifted = match offset {

@@ -5,7 +5,7 @@
 //! free_b]` between transposes and reshapes. Ellipses stand for the leading axes that the
 //! explicit labels leave, broadcast across operands as numpy does.
 
-use super::Cx;
+use super::{table, Cx};
 use crate::ir::{checked_numel, NodeId, Op, ReduceKind};
 
 /// An operand during lowering: its node and one label per axis.
@@ -145,6 +145,7 @@ fn diagonals(cx: &mut Cx, t: &mut Term) -> Result<(), String> {
             return Err(format!("label '{}' has extents {} and {} in one operand", t.labels[p], shape[p], shape[q]));
         }
         let n = shape[p];
+        table(Some(n), "the diagonal")?;
         let mut perm: Vec<usize> = (0..shape.len()).filter(|&a| a != p && a != q).collect();
         perm.extend([p, q]);
         let moved = cx.transpose(t.x, perm.clone())?;

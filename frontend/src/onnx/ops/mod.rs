@@ -24,6 +24,21 @@ use super::proto::NodeProto;
 use super::ImportErrorKind;
 use crate::ir::{BinaryOp, DType, Data, NodeId, Op, ReduceKind, Tensor, TensorType, UnaryOp};
 
+/// Largest constant table (index tables, masks, weights) an expansion builds at import, in
+/// elements. Tables grow with the model's shapes, and a model is untrusted input: a table
+/// past this size is refused by name before anything is allocated.
+const TABLE_LIMIT: usize = 1 << 24;
+
+/// Checks that a table of `n` elements (`None`: the count overflowed) may be built.
+pub(super) fn table(n: Option<usize>, what: &str) -> Result<(), String> {
+    match n {
+        Some(n) if n <= TABLE_LIMIT => Ok(()),
+        _ => Err(format!(
+            "{what} would need a constant table of more than {TABLE_LIMIT} elements"
+        )),
+    }
+}
+
 /// What a handler sees of the node it expands.
 pub(super) struct Cx<'a> {
     pub b: &'a mut Builder,

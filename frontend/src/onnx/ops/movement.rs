@@ -2,7 +2,7 @@
 //! concatenations and gathers: Expand, Tile, DepthToSpace, SpaceToDepth, GatherElements,
 //! Trilu, CumSum, Pad, and Range (a constant).
 
-use super::{axis, Cx};
+use super::{axis, table, Cx};
 use crate::ir::infer::broadcast_shapes;
 use crate::ir::{checked_numel, BinaryOp, DType, Data, NodeId, Op, Tensor, TensorType};
 
@@ -64,6 +64,7 @@ pub(super) fn range(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
             }
             let n = (l as i128 - s as i128 + d as i128 - d.signum() as i128) / d as i128;
             let n = range_len(n.max(0) as f64)?;
+            table(Some(n), "the range")?;
             Tensor::new(vec![n], Data::I64((0..n as i64).map(|k| s + k * d).collect()))
         }
         DType::F32 | DType::F64 => {
@@ -72,6 +73,7 @@ pub(super) fn range(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
                 return Err("start, limit and delta must be finite and delta non-zero".into());
             }
             let n = range_len(((l - s) / d).ceil().max(0.0))?;
+            table(Some(n), "the range")?;
             let values = (0..n).map(|k| s + k as f64 * d);
             if dtype == DType::F32 {
                 // Each element is computed in the operand type, as the definition's loop does.
@@ -171,6 +173,7 @@ pub(super) fn gather_elements(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let strides = crate::ir::strides(&ds);
     let scaled = cx.with_scalar(BinaryOp::Mul, idx, strides[a] as f64)?;
     let count = checked_numel(&is).map_err(|e| e.0)?;
+    table(Some(count), "the gather's offsets")?;
     let mut offsets = Vec::with_capacity(count);
     let mut coord = vec![0usize; is.len()];
     for _ in 0..count {
@@ -205,7 +208,7 @@ pub(super) fn trilu(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     };
     let upper = cx.attrs.flag("upper", true)?;
     let (m, n) = (s[s.len() - 2], s[s.len() - 1]);
-    checked_numel(&[m, n]).map_err(|e| e.0)?;
+    table(m.checked_mul(n), "the triangle mask")?;
     let keep: Vec<bool> = (0..m as i64)
         .flat_map(|i| (0..n as i64).map(move |j| if upper { j - i >= k } else { j - i <= k }))
         .collect();
@@ -231,7 +234,7 @@ pub(super) fn cumsum(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         return Err("CumSum of bool is not defined".into());
     }
     let n = shape[a];
-    checked_numel(&[n, n]).map_err(|e| e.0)?;
+    table(n.checked_mul(n), "the cumulative-sum triangle")?;
     let counts = |k: usize, j: usize| match (reverse, exclusive) {
         (false, false) => k <= j,
         (false, true) => k < j,
@@ -344,7 +347,10 @@ pub(super) fn pad(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
                     return Err(format!("{mode} padding of axis {a} needs more than {n} elements"));
                 }
                 let total = n + before + after;
-                checked_numel(&[total]).map_err(|e| e.0)?;
+                let mut padded = cx.shape(y);
+                padded[a] = total;
+                TensorType::new(dtype, padded).map_err(|e| e.0)?;
+                table(Some(total), "the padding's positions")?;
                 let source: Vec<i64> = (0..total as i64)
                     .map(|p| source_index(&mode, p - before as i64, n as i64))
                     .collect();

@@ -1,7 +1,7 @@
 //! Reductions (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
 //! ReduceLogSumExp, ReduceSumSquare) and ArgMax/ArgMin.
 
-use super::{axis, Cx};
+use super::{axis, table, Cx};
 use crate::ir::{BinaryOp, DType, NodeId, ReduceKind, UnaryOp};
 
 /// Axes come from an attribute before the opset in which they became an input (13 for
@@ -127,6 +127,7 @@ pub(super) fn arg_extreme(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     };
     let m = cx.reduce(kind, xv, vec![a])?;
     let hit = cx.binary(BinaryOp::Equal, xv, m)?;
+    table(Some(n), "the positions")?;
     let mut pos_shape = vec![1; shape.len()];
     pos_shape[a] = n;
     let positions = cx.i64_const(pos_shape, (0..n as i64).collect())?;

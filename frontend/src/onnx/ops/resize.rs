@@ -4,7 +4,11 @@
 //! tap along the axis and sums the weighted taps. Nearest-neighbour resampling has a single
 //! tap of weight one and becomes one gather: an exact copy.
 
-use super::Cx;
+use super::{table, Cx};
+
+/// Most input positions one output position may draw on: antialiased downsampling widens the
+/// filter with the reduction factor, and every tap is a gather in the graph.
+const MAX_TAPS: usize = 64;
 use crate::ir::{checked_numel, BinaryOp, DType, Data, NodeId, Op, Tensor};
 
 /// How output coordinates map back to input coordinates.
@@ -372,6 +376,11 @@ pub(super) fn resize(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
             return Err(format!("roi has {} values for {k} axes", r.len()));
         }
     }
+    let mut final_shape = shape.clone();
+    for (i, &a) in axes.iter().enumerate() {
+        final_shape[a] = out[i];
+    }
+    crate::ir::TensorType::new(cx.ty(x).dtype, final_shape).map_err(|e| e.0)?;
     let mut y = x;
     for (i, &a) in axes.iter().enumerate() {
         let roi_a = roi.as_ref().map_or((0.0, 1.0), |r| (r[i], r[k + i]));
@@ -384,6 +393,14 @@ pub(super) fn resize(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         if shape[a] == 0 {
             return Err(format!("axis {a} to resize is empty"));
         }
+        let width = sampling.coeffs(0.5, scale[i]).len();
+        if width > MAX_TAPS {
+            return Err(format!(
+                "resampling axis {a} by {} needs {width} taps per output, more than {MAX_TAPS}",
+                scale[i]
+            ));
+        }
+        table(out[i].checked_mul(width), "the resampling taps")?;
         let taps = sampling.taps(shape[a], out[i], scale[i], roi_a);
         y = resample_axis(cx, y, a, &taps, extrapolation)?;
     }
