@@ -7,6 +7,11 @@ Writes, under the folder given as the only argument:
       node tests converted to the older opset k (9 or 11) by onnx's version converter, kept
       only when onnxruntime reproduces the expected outputs of the converted model; they keep
       the older versions of ops (attribute forms of later inputs, ...) covered
+  node/retyped_<test>/...
+      copies of the node tests of RETYPED_OPS, whose backend tests use only element types
+      swflow does not support (double data with int32 axes), with double tensors made float
+      and int32 ones int64; their expected outputs come from onnx's reference evaluator, and
+      they are kept only when onnxruntime agrees
   node/index.tsv
       one line per node test: name, op type under test, ai.onnx opset, element types used
       (ONNX type names, comma-separated), op types in the graph (comma-separated)
@@ -30,6 +35,7 @@ import onnx
 import onnx.backend.test.case.node as node_cases
 import onnxruntime as ort
 from onnx import TensorProto, numpy_helper, version_converter
+from onnx.reference import ReferenceEvaluator
 
 ort.set_default_logger_severity(3)
 
@@ -38,6 +44,10 @@ RTOL = 1e-3
 ATOL = 1e-7
 # Older opsets the legacy copies of the node tests are converted to.
 LEGACY_OPSETS = (9, 11)
+# Ops whose backend node tests all use element types outside swflow's (see retyped_copy).
+RETYPED_OPS = ("CumSum",)
+# Element types retyped copies replace, and what with.
+RETYPE = {TensorProto.DOUBLE: TensorProto.FLOAT, TensorProto.INT32: TensorProto.INT64}
 
 LIGHT_MODELS = [
     "bvlc_alexnet",
@@ -165,6 +175,29 @@ def legacy_copy(model, opset):
     return converted
 
 
+def retyped_copy(model, inputs):
+    """`model` with double tensors made float and int32 ones int64, its inputs converted the
+    same way, and the outputs onnx's reference evaluator computes for them; or None when the
+    model has initializers or other element types."""
+    if model.graph.initializer:
+        return None
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for vi in list(copy.graph.input) + list(copy.graph.output):
+        t = vi.type.tensor_type
+        t.elem_type = RETYPE.get(t.elem_type, t.elem_type)
+    np_type = {TensorProto.FLOAT: np.float32, TensorProto.INT64: np.int64}
+    converted = []
+    for vi, value in zip(copy.graph.input, inputs):
+        kind = np_type.get(vi.type.tensor_type.elem_type)
+        if kind is None:
+            return None
+        converted.append(np.asarray(value).astype(kind))
+    feeds = {vi.name: v for vi, v in zip(copy.graph.input, converted)}
+    outputs = ReferenceEvaluator(copy).run(None, feeds)
+    return copy, converted, outputs
+
+
 def write_node_tests(root):
     os.makedirs(root)
     rows = []
@@ -182,6 +215,19 @@ def write_node_tests(root):
         ops = ",".join(sorted({n.op_type for n in graph.node}))
         rows.append((case.name, op_type, str(opset or "-"), types, ops))
         runtime.append((case.name, onnxruntime_result(model, folder)))
+        if op_type in RETYPED_OPS:
+            retyped = retyped_copy(model, inputs)
+            if retyped is not None:
+                copy, new_inputs, new_outputs = retyped
+                name = f"retyped_{case.name}"
+                folder = write_case(root, name, copy, new_inputs, new_outputs)
+                verdict = onnxruntime_result(copy, folder)
+                if verdict == "pass":
+                    copy_ops = ",".join(sorted({n.op_type for n in copy.graph.node}))
+                    rows.append((name, op_type, str(opset), ",".join(elem_types(copy)), copy_ops))
+                    runtime.append((name, verdict))
+                else:
+                    shutil.rmtree(folder)
         for legacy in LEGACY_OPSETS:
             if opset is None or opset <= legacy:
                 continue
