@@ -114,6 +114,11 @@ const RUNTIME: &[(&str, &str)] = &[
     ),
 ];
 
+/// Names derived from a kernel's function name: its host entry point, parameter struct and
+/// header, LDM struct and its size check, and its CPE source file. The `slave_` name the
+/// Sunway toolchains give the CPE function never equals a kernel's name: those begin `k_`.
+const KERNEL_SUFFIXES: &[&str] = &["_run", "_para", "_ldm", "_fits_ldm", "_slave"];
+
 const TEMPLATES: &[(&str, &str)] = &[
     ("slave", include_str!("../templates/slave.c.hbs")),
     ("host_kernel", include_str!("../templates/host_kernel.c.hbs")),
@@ -162,6 +167,7 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         plan.offsets[p.storage(id).index()].expect("every tensor a kernel or output uses has a place in the arena")
     };
     let model = comment(&p.name);
+    let target_name = comment(&target.name);
     let crts = target.api == Api::Crts;
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut global = Names::default();
@@ -172,7 +178,7 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
             kernel: k.name.clone(),
             reason: "kernel is not scheduled".into(),
         })?;
-        let func = global.fresh(&format!("k_{}", k.name), "k_");
+        let func = global.fresh_with(&format!("k_{}", k.name), "k_", KERNEL_SUFFIXES);
         // One parameter-struct field per tensor, in operand order (the target first).
         let mut tensors = k.operands.clone();
         let mut seen = std::collections::BTreeSet::new();
@@ -208,7 +214,7 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         let guard = format!("{}_H", func.to_ascii_uppercase());
         let para_guard = format!("{}_PARA_H", func.to_ascii_uppercase());
         let data = json!({
-            "func": func, "op": op, "node": node, "target": target.name,
+            "func": func, "op": op, "node": node, "target": target_name,
             "schedule": schedule, "body": code.body, "fields": field_rows,
             "guard": guard, "para_guard": para_guard,
         });
@@ -221,14 +227,14 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         kernels.push(func);
     }
     let ldm_bytes = target.ldm_budget();
-    let ldm = json!({"model": model, "kernels": ldm_kernels, "ldm_bytes": ldm_bytes, "target": target.name});
+    let ldm = json!({"model": model, "kernels": ldm_kernels, "ldm_bytes": ldm_bytes, "target": target_name});
     files.insert("include/swflow_ldm.h".into(), t.render("ldm_h", &ldm)?);
     files.insert("slave/swflow_ldm.c".into(), t.render("ldm_c", &ldm)?);
     let (main, params_bin) = main_data(p, target, &plan, &kernels, &model)?;
     files.insert("host/main.c".into(), t.render("main", &main)?);
     files.insert("params.bin".into(), params_bin);
     let make = json!({
-        "model_comment": model.replace('\\', "/"), "target": target.name, "emulator_lib": emulator_lib,
+        "model": model, "target": target_name, "emulator_lib": emulator_lib,
         "crts": crts, "api": if crts { "CRTS" } else { "athread" },
         "cpes": target.cpes, "ldm_bytes": ldm_bytes, "kernels": kernels,
     });
@@ -305,7 +311,7 @@ fn main_data(
         });
     }
     let data = json!({
-        "model": model, "target": target.name, "kernels": kernels, "arena_bytes": plan.arena_bytes.max(1),
+        "model": model, "target": comment(&target.name), "kernels": kernels, "arena_bytes": plan.arena_bytes.max(1),
         "alignment": target.memory_alignment_bytes.max(16), "shapes": shapes,
         "inputs": inputs, "outputs": outputs, "params": param_rows,
         "n_inputs": p.inputs.len(), "n_outputs": p.outputs.len(), "n_params": records.len(),

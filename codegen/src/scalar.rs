@@ -73,7 +73,8 @@ pub fn unary(op: UnaryOp, d: DType, a: &str) -> String {
     };
     match (op, d) {
         (UnaryOp::Neg, DType::I64) => format!("swflow_neg_i64({a})"),
-        (UnaryOp::Neg, _) => format!("(-{a})"),
+        // Spaced, so that a negative literal does not make `--`.
+        (UnaryOp::Neg, _) => format!("(- {a})"),
         (UnaryOp::Abs, DType::I64) => format!("swflow_abs_i64({a})"),
         (UnaryOp::Abs, _) => libm("fabs"),
         (UnaryOp::Sign, _) => format!("swflow_sign_{s}({a})"),
@@ -159,5 +160,11 @@ mod tests {
         assert_eq!(literal(Scalar::I64(-3)), "INT64_C(-3)");
         assert_eq!(literal(Scalar::I64(i64::MIN)), "INT64_MIN");
         assert_eq!(literal(Scalar::Bool(true)), "1");
+    }
+
+    #[test]
+    fn negated_negative_literals_stay_two_tokens() {
+        let a = literal(Scalar::F32(-1.5));
+        assert_eq!(unary(UnaryOp::Neg, DType::F32, &a), "(- -1.5f)");
     }
 }

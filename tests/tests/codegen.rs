@@ -48,27 +48,51 @@ fn build_run_compare(g: &Graph, target: &Target, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Every sequence that C comments, string and character literals and the preprocessor treat
+/// specially, ending in a line continuation: quotes, comment openers and closers, newlines,
+/// carriage returns, form feeds, vertical tabs, backslashes before a newline, trigraphs,
+/// digraphs, directives, universal character names, non-ASCII UTF-8 (U+2028 among it) and
+/// characters outside C's basic set. No NUL and no `=` (so no `??=`), so that
+/// `--input NAME=x.npy` can name it; other names hold those.
+const C_SPECIAL: &str = "in\"put' */ /* // \\\n \\\r\n \r \x0c\x0b ??/ ??' ??( ??) ??! ??< ??> ??- \
+    %: %:%: <: :> <% %> # ## #include <stdio.h> #define X 1 #error x \\u0041 \\U0001F600 \
+    中文 \u{2028} é $ @ ` \\";
+
 #[test]
 fn hostile_names_build_and_run() {
-    // Quotes, comment terminators, newlines, backslashes, C keywords, reserved and macro-like
-    // names, and names that collide once sanitised.
-    let input = "in\"put */ \n\\x";
-    let m = ModelBuilder::new(13)
-        .input(input, FLOAT, &[2, 3])
-        .init(f32_tensor(
-            "*/ #include <stdio.h>",
-            &[2, 3],
-            &[1.0, -2.0, 3.0, -4.0, 5.0, -6.0],
-        ))
+    // Kernels, tensors, parameter fields and comments from names holding C_SPECIAL, NUL,
+    // comment markers at either end, C keywords, reserved and macro-like names, names that
+    // collide once sanitised (`a.b`, `a/b`, `a b`), that differ in case only (`x`, `X`), and
+    // that equal another kernel's derived names (`x_para`, `x_fits_ldm`, `x_run`).
+    let opener = "*/ #include <stdio.h> /*";
+    let weight = "w\0*/ ??= \\";
+    let out1 = "out\"*/\nput\0??=??/\\";
+    let out2 = "a?b??/";
+    let mut m = ModelBuilder::new(13)
+        .input(C_SPECIAL, FLOAT, &[2, 3])
+        .input("double", FLOAT, &[3])
+        .init(f32_tensor(weight, &[2, 3], &[1.0, -2.0, 3.0, -4.0, 5.0, -6.0]))
         .init(f32_tensor("a/b", &[3], &[0.5, 1.5, -2.5]))
-        .node("int", "Add", &[input, "*/ #include <stdio.h>"], &["while"], vec![])
-        .node("for\n(;;)", "Relu", &["while"], &["a.b"], vec![])
+        .node(opener, "Add", &[C_SPECIAL, weight], &[opener], vec![])
+        .node("for\n(;;) \\", "Relu", &[opener], &["a.b"], vec![])
         .node("__thread_local", "Mul", &["a.b", "a/b"], &["a b"], vec![])
-        .node("NAN", "Sigmoid", &["a b"], &["out\"*/\nput"], vec![])
-        .node("main", "Neg", &["a.b"], &["a?b??/"], vec![])
-        .output("out\"*/\nput")
-        .output("a?b??/");
+        .node("NAN", "Sigmoid", &["a b"], &[out1], vec![])
+        .node("?", "Neg", &["a.b"], &[out2], vec![])
+        .node("x = ??=", "Add", &["a b", "double"], &["x"], vec![])
+        .node("x_para", "Abs", &["x"], &["x_para"], vec![])
+        .node("x_fits_ldm", "Neg", &["x_para"], &["x_fits_ldm"], vec![])
+        .node("x_run", "Relu", &["x_fits_ldm"], &["x_run"], vec![])
+        .node("X", "Neg", &["x_run"], &["X"], vec![])
+        .node(C_SPECIAL, "Abs", &["X"], &["int"], vec![])
+        .node("", "Neg", &["int"], &["NAN"], vec![])
+        .node("while", "Relu", &["NAN"], &["__thread_local"], vec![])
+        .node("main", "Neg", &["__thread_local"], &["中文\u{2028}"], vec![])
+        .output(out1)
+        .output(out2)
+        .output("中文\u{2028}");
+    m.model.graph.as_mut().unwrap().name = Some(format!("/{C_SPECIAL}\0*"));
     let g = import_bytes(&m.bytes(), "hostile.onnx", None, &ImportOptions::default()).unwrap();
+    assert!(g.nodes().iter().any(|n| n.origin.as_deref() == Some(opener)));
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let dir = scratch("names", &target.name);
         build_run_compare(&g, &target, &dir).unwrap();
