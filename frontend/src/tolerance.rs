@@ -85,7 +85,10 @@ pub fn compare(actual: &Tensor, expected: &Tensor, how: Comparison) -> Result<()
     match worst {
         None => Ok(()),
         Some((i, _)) => Err(Mismatch {
-            message: format!("element {i}: got {} expected {} (rtol {RTOL}, atol {atol:e})", a[i], e[i]),
+            message: format!(
+                "element {i}: got {} expected {} (rtol {RTOL}, atol {atol:e})",
+                a[i], e[i]
+            ),
         }),
     }
 }

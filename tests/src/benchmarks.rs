@@ -30,9 +30,7 @@ pub const MODELS: [&str; 8] = [
 pub fn model_dir(model: &str) -> Result<PathBuf> {
     let dir = workspace_root().join(".cache/models").join(model);
     if !dir.join("STAMP").exists() {
-        bail!(
-            "benchmark model {model} is not built: run bash scripts/setup-models.sh {model}"
-        );
+        bail!("benchmark model {model} is not built: run bash scripts/setup-models.sh {model}");
     }
     Ok(dir)
 }

@@ -21,7 +21,11 @@ fn run_all(cases: &[(&str, usize, Target)]) {
             Err(e) => failures.push(format!("{model} b{batch} {}: {e:#}", target.name)),
         }
     }
-    assert!(failures.is_empty(), "failing benchmark models:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "failing benchmark models:\n{}",
+        failures.join("\n")
+    );
 }
 
 /// Every model at every batch size imports and schedules for both targets (no build).

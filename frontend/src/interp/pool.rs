@@ -23,7 +23,11 @@ fn pool_typed<T: Num>(a: &PoolAttrs, xs: &[usize], x: &[T], os: &[usize]) -> Vec
     // Divisors of an average, per output position.
     let divisors: Vec<f64> = match a.kind {
         PoolKind::Max => Vec::new(),
-        PoolKind::Avg { .. } => a.average_divisors(sp_in, sp_out).into_iter().map(|c| c as f64).collect(),
+        PoolKind::Avg { .. } => a
+            .average_divisors(sp_in, sp_out)
+            .into_iter()
+            .map(|c| c as f64)
+            .collect(),
     };
     let planes = xs[0] * xs[1];
     let mut out = Vec::with_capacity(planes * p);

@@ -247,9 +247,8 @@ fn import_once(
         b.bind(name, id);
     }
     for (index, node) in graph.node.iter().enumerate() {
-        ops::import_node(&mut b, node, index, opset).map_err(|e| {
+        ops::import_node(&mut b, node, index, opset).inspect_err(|_| {
             *wanted = std::mem::take(&mut b.wanted);
-            e
         })?;
     }
     let mut outputs = Vec::new();

@@ -23,7 +23,10 @@ fn expand(spec: &str, rank: Option<usize>, ellipsis: &mut Vec<char>) -> Result<V
     let Some(at) = spec.find("...") else {
         if let Some(r) = rank {
             if r != explicit.len() {
-                return Err(format!("'{spec}' labels {} axes of an operand of rank {r}", explicit.len()));
+                return Err(format!(
+                    "'{spec}' labels {} axes of an operand of rank {r}",
+                    explicit.len()
+                ));
             }
         }
         return Ok(explicit);
@@ -36,7 +39,10 @@ fn expand(spec: &str, rank: Option<usize>, ellipsis: &mut Vec<char>) -> Result<V
     };
     // Ellipsis labels are private characters, aligned to the right across operands.
     while ellipsis.len() < n {
-        ellipsis.insert(0, char::from_u32(0xE000 + ellipsis.len() as u32).expect("private-use code point"));
+        ellipsis.insert(
+            0,
+            char::from_u32(0xE000 + ellipsis.len() as u32).expect("private-use code point"),
+        );
     }
     let dots = &ellipsis[ellipsis.len() - n..];
     let before: Vec<char> = spec[..at].chars().collect();
@@ -57,7 +63,11 @@ pub(super) fn einsum(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     };
     let specs: Vec<&str> = lhs.split(',').collect();
     if specs.len() != cx.n_inputs() {
-        return Err(format!("the equation names {} operands, the node has {}", specs.len(), cx.n_inputs()));
+        return Err(format!(
+            "the equation names {} operands, the node has {}",
+            specs.len(),
+            cx.n_inputs()
+        ));
     }
     let mut ellipsis = Vec::new();
     let mut terms = Vec::new();
@@ -126,7 +136,12 @@ pub(super) fn einsum(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     sum_out(cx, &mut t, &|l| output.contains(l))?;
     let perm: Vec<usize> = output
         .iter()
-        .map(|l| t.labels.iter().position(|m| m == l).ok_or(format!("label '{l}' was lost")))
+        .map(|l| {
+            t.labels
+                .iter()
+                .position(|m| m == l)
+                .ok_or(format!("label '{l}' was lost"))
+        })
         .collect::<Result<_, String>>()?;
     let y = cx.transpose(t.x, perm)?;
     let shape: Vec<usize> = output.iter().map(|l| extent[l]).collect();
@@ -142,7 +157,10 @@ fn diagonals(cx: &mut Cx, t: &mut Term) -> Result<(), String> {
     {
         let shape = cx.shape(t.x);
         if shape[p] != shape[q] {
-            return Err(format!("label '{}' has extents {} and {} in one operand", t.labels[p], shape[p], shape[q]));
+            return Err(format!(
+                "label '{}' has extents {} and {} in one operand",
+                t.labels[p], shape[p], shape[q]
+            ));
         }
         let n = shape[p];
         table(Some(n), "the diagonal")?;

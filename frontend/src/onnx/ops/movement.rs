@@ -8,7 +8,9 @@ use crate::ir::{checked_numel, BinaryOp, DType, Data, NodeId, Op, Tensor, Tensor
 
 /// Operand `i` as non-negative extents (shapes, repeats).
 fn extents(cx: &mut Cx, i: usize, what: &str) -> Result<Vec<usize>, String> {
-    let v = cx.const_ints(i)?.ok_or_else(|| format!("the {what} input is required"))?;
+    let v = cx
+        .const_ints(i)?
+        .ok_or_else(|| format!("the {what} input is required"))?;
     v.iter()
         .map(|&d| usize::try_from(d).map_err(|_| format!("{what} must not be negative, got {d}")))
         .collect()
@@ -30,7 +32,11 @@ pub(super) fn tile(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let shape = cx.shape(x);
     let repeats = extents(cx, 1, "repeats")?;
     if repeats.len() != shape.len() {
-        return Err(format!("{} repeats for an input of rank {}", repeats.len(), shape.len()));
+        return Err(format!(
+            "{} repeats for an input of rank {}",
+            repeats.len(),
+            shape.len()
+        ));
     }
     let spread: Vec<usize> = shape.iter().flat_map(|&d| [1, d]).collect();
     let wide: Vec<usize> = shape.iter().zip(&repeats).flat_map(|(&d, &r)| [r, d]).collect();
@@ -45,7 +51,9 @@ pub(super) fn tile(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 /// constant: all three operands must be known at import.
 pub(super) fn range(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let mut scalar = |i: usize, what: &str| -> Result<std::sync::Arc<Tensor>, String> {
-        let t = cx.const_input(i)?.ok_or_else(|| format!("the {what} input is required"))?;
+        let t = cx
+            .const_input(i)?
+            .ok_or_else(|| format!("the {what} input is required"))?;
         if t.numel() != 1 {
             return Err(format!("{what} must be a scalar, got {}", t.ty()));
         }
@@ -103,10 +111,14 @@ fn blocks(cx: &Cx, x: NodeId) -> Result<([usize; 4], usize), String> {
     let [n, c, h, w] = s[..] else {
         return Err(format!("input {} must be [N, C, H, W]", cx.ty(x)));
     };
-    let b = usize::try_from(cx.attrs.int_opt("blocksize")?.ok_or("attribute 'blocksize' is required")?)
-        .ok()
-        .filter(|&b| b > 0)
-        .ok_or("blocksize must be positive")?;
+    let b = usize::try_from(
+        cx.attrs
+            .int_opt("blocksize")?
+            .ok_or("attribute 'blocksize' is required")?,
+    )
+    .ok()
+    .filter(|&b| b > 0)
+    .ok_or("blocksize must be positive")?;
     Ok(([n, c, h, w], b))
 }
 
@@ -323,7 +335,9 @@ pub(super) fn pad(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         let n = cx.shape(y)[a] as i64;
         let (cut_b, cut_a) = ((-before).max(0), (-after).max(0));
         if cut_b + cut_a > n {
-            return Err(format!("pads {before}, {after} crop more than the {n} elements of axis {a}"));
+            return Err(format!(
+                "pads {before}, {after} crop more than the {n} elements of axis {a}"
+            ));
         }
         y = cx.slice_axis(y, a, cut_b as usize, (n - cut_b - cut_a) as usize)?;
         let (before, after) = (before.max(0) as usize, after.max(0) as usize);
@@ -357,7 +371,11 @@ pub(super) fn pad(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
                 let idx = cx.i64_const(vec![total], source)?;
                 cx.op(Op::Gather { axis: a }, &[y, idx])?
             }
-            other => return Err(format!("mode '{other}' is not supported (constant, reflect, edge or wrap)")),
+            other => {
+                return Err(format!(
+                    "mode '{other}' is not supported (constant, reflect, edge or wrap)"
+                ))
+            }
         };
     }
     Ok(vec![y])

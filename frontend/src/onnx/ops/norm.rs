@@ -51,10 +51,14 @@ pub(super) fn group_norm(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     if rank < 2 {
         return Err(format!("input {} must be [N, C, ..]", cx.ty(x)));
     }
-    let groups = usize::try_from(cx.attrs.int_opt("num_groups")?.ok_or("attribute 'num_groups' is required")?)
-        .ok()
-        .filter(|&g| g > 0)
-        .ok_or("num_groups must be positive")?;
+    let groups = usize::try_from(
+        cx.attrs
+            .int_opt("num_groups")?
+            .ok_or("attribute 'num_groups' is required")?,
+    )
+    .ok()
+    .filter(|&g| g > 0)
+    .ok_or("num_groups must be positive")?;
     let (n, c) = (shape[0], shape[1]);
     if c % groups != 0 {
         return Err(format!("{c} channels do not divide into {groups} groups"));

@@ -342,14 +342,22 @@ pub(super) fn resize(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
             if s.iter().any(|&v| !(v > 0.0 && v.is_finite())) {
                 return Err(format!("scales must be positive, got {s:?}"));
             }
-            let out = axes.iter().zip(&s).map(|(&a, &v)| (v * shape[a] as f64) as usize).collect();
+            let out = axes
+                .iter()
+                .zip(&s)
+                .map(|(&a, &v)| (v * shape[a] as f64) as usize)
+                .collect();
             (s, out)
         }
         (None, Some(sz)) => {
             if sz.len() != k || sz.iter().any(|&v| v < 0) {
                 return Err(format!("sizes {sz:?} do not give {k} extents"));
             }
-            let mut scale: Vec<f64> = axes.iter().zip(&sz).map(|(&a, &v)| v as f64 / shape[a] as f64).collect();
+            let mut scale: Vec<f64> = axes
+                .iter()
+                .zip(&sz)
+                .map(|(&a, &v)| v as f64 / shape[a] as f64)
+                .collect();
             let mut out: Vec<usize> = sz.iter().map(|&v| v as usize).collect();
             let policy = if cx.opset >= 18 {
                 cx.attrs.string("keep_aspect_ratio_policy", "stretch")?
