@@ -133,17 +133,22 @@ proptest! {
         let xv = f32s(&x);
         let mut want = Vec::new();
         for c in 0..2 { for oh in 0..ty.shape[2] { for ow in 0..ty.shape[3] {
-            let mut vals = Vec::new();
+            // Window positions inside the input, and inside the input with its explicit
+            // padding (what a ceil-mode window adds past the end padding counts for nothing).
+            let (mut vals, mut padded) = (Vec::new(), 0);
             for a in 0..kh { for b in 0..kw {
                 let (ih, iw) = ((oh * s + a) as isize - p as isize, (ow * s + b) as isize - p as isize);
                 if ih >= 0 && iw >= 0 && (ih as usize) < h && (iw as usize) < w {
                     vals.push(xv[(c * h + ih as usize) * w + iw as usize]);
                 }
+                if ih < (h + p) as isize && iw < (w + p) as isize {
+                    padded += 1;
+                }
             }}
             want.push(match kind {
                 PoolKind::Max => vals.iter().copied().fold(f32::NEG_INFINITY, f32::max),
                 PoolKind::Avg { count_include_pad } => {
-                    let divisor = if count_include_pad { (kh * kw) as f32 } else { vals.len() as f32 };
+                    let divisor = if count_include_pad { padded as f32 } else { vals.len() as f32 };
                     vals.iter().sum::<f32>() / divisor
                 }
             });

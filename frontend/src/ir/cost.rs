@@ -2,6 +2,12 @@
 
 use super::{Graph, NodeId, Op};
 
+/// The product of `factors`, saturating: a model's declared shapes are untrusted, and a
+/// count past `u64::MAX` is reported as that.
+fn product(factors: impl IntoIterator<Item = u64>) -> u64 {
+    factors.into_iter().fold(1, u64::saturating_mul)
+}
+
 /// Floating-point operations of one node, counting a multiply-add as two. Elementwise ops
 /// and reductions count one per element they produce or consume; data movement counts zero.
 pub fn node_flops(g: &Graph, id: NodeId) -> u64 {
@@ -21,15 +27,17 @@ pub fn node_flops(g: &Graph, id: NodeId) -> u64 {
         Op::Unary(_) | Op::Binary(_) | Op::Select => out,
         Op::MatMul => {
             let a = input(0);
-            2 * out * a.shape[a.rank() - 1] as u64
+            product([2, out, a.shape[a.rank() - 1] as u64])
         }
         // Each output element reads C/groups * kernel weights.
-        Op::Conv(_) => 2 * out * input(1).shape[1..].iter().map(|&d| d as u64).product::<u64>(),
+        Op::Conv(_) => product([2, out, product(input(1).shape[1..].iter().map(|&d| d as u64))]),
         // Each input element scatters into M/groups * kernel outputs.
-        Op::ConvTranspose { .. } => {
-            2 * input(0).numel() as u64 * input(1).shape[1..].iter().map(|&d| d as u64).product::<u64>()
-        }
-        Op::Pool(p) => out * p.kernel.iter().map(|&k| k as u64).product::<u64>(),
+        Op::ConvTranspose { .. } => product([
+            2,
+            input(0).numel() as u64,
+            product(input(1).shape[1..].iter().map(|&d| d as u64)),
+        ]),
+        Op::Pool(p) => product([out, product(p.kernel.iter().map(|&k| k as u64))]),
         Op::Reduce { .. } => input(0).numel() as u64,
     }
 }
@@ -41,7 +49,7 @@ pub fn graph_flops(g: &Graph) -> u64 {
     g.ids()
         .filter(|id| dynamic[id.index()])
         .map(|id| node_flops(g, id))
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 /// For each node, whether it depends on a runtime input.

@@ -363,6 +363,7 @@ fn pool(p: &PoolAttrs, x: &TensorType) -> Result<TensorType, ShapeError> {
     if p.kernel.len() != spatial {
         return err("pool kernel must have one entry per spatial dimension");
     }
+    checked_numel(&p.kernel)?;
     let mut shape = x.shape[..2].to_vec();
     for i in 0..spatial {
         let o = pool_extent(

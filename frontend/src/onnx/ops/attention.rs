@@ -194,7 +194,7 @@ pub(super) fn attention(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
             let mut allowed = cx.broadcast(yes, cx.shape(d))?;
             if left >= 0 {
                 // (i + offset) - j <= left
-                let within = cx.with_scalar(BinaryOp::Less, d, (left + 1) as f64)?;
+                let within = cx.with_scalar(BinaryOp::Less, d, left as f64 + 1.0)?;
                 let no = cx.scalar(DType::Bool, 0.0);
                 allowed = cx.select(allowed, within, no)?;
             }

@@ -134,10 +134,11 @@ fn block_mode(cx: &Cx) -> Result<bool, String> {
 pub(super) fn depth_to_space(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let ([n, c, h, w], b) = blocks(cx, x)?;
-    if c % (b * b) != 0 {
+    let bb = b.checked_mul(b).filter(|&bb| bb <= c.max(1) && c % bb == 0);
+    let Some(bb) = bb else {
         return Err(format!("{c} channels do not split into blocks of {b}x{b}"));
-    }
-    let d = c / (b * b);
+    };
+    let d = c / bb;
     let (view, perm) = if block_mode(cx)? {
         (vec![n, b, b, d, h, w], vec![0, 3, 4, 1, 5, 2])
     } else {

@@ -98,6 +98,12 @@ pub(super) fn split(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
                     .ok_or("num_outputs must be positive")?,
                 _ => cx.node.output.len(),
             };
+            if parts != cx.node.output.len() {
+                return Err(format!(
+                    "num_outputs is {parts} but the node has {} outputs",
+                    cx.node.output.len()
+                ));
+            }
             let each = dim.div_ceil(parts);
             if cx.attrs.has("num_outputs") {
                 (0..parts).map(|i| each.min(dim.saturating_sub(i * each))).collect()
