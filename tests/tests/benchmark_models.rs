@@ -3,8 +3,9 @@
 //! weights: each imports, schedules for both targets, and through generated C built with its
 //! Makefile and run on the emulator matches onnxruntime (see `Comparison::Model`).
 //!
-//! CI runs a subset that keeps it fast; `all_models` runs every model at batch sizes 1, 2, 4 and
-//! 8 on sw26010 and at batch 1 on sw26010pro:
+//! CI runs a subset that keeps it fast; the ignored `all_models_*` tests schedule every model
+//! at every batch size for both targets, and build and run every model at batch sizes 1, 2, 4
+//! and 8 on sw26010 and at batch 1 on sw26010pro:
 //! `bash scripts/setup-models.sh && cargo test --release -p swflow-tests --test benchmark_models -- --ignored --nocapture`.
 
 use swflow_frontend::onnx::{import_file, ImportOptions};
@@ -61,16 +62,39 @@ fn ci_models_match_onnxruntime() {
     ]);
 }
 
-#[test]
-#[ignore]
-fn all_models() {
-    schedules_everywhere(&MODELS);
+/// Every model at `batches` on `targets`.
+fn all_models(batches: &[usize], targets: &[Target]) {
     let mut cases = Vec::new();
     for model in MODELS {
-        for batch in [1, 2, 4, 8] {
-            cases.push((model, batch, Target::sw26010()));
+        for &batch in batches {
+            for target in targets {
+                cases.push((model, batch, target.clone()));
+            }
         }
-        cases.push((model, 1, Target::sw26010pro()));
     }
     run_all(&cases);
+}
+
+#[test]
+#[ignore]
+fn all_models_schedule_for_both_targets() {
+    schedules_everywhere(&MODELS);
+}
+
+#[test]
+#[ignore]
+fn all_models_batch_1() {
+    all_models(&[1], &[Target::sw26010(), Target::sw26010pro()]);
+}
+
+#[test]
+#[ignore]
+fn all_models_batch_8() {
+    all_models(&[8], &[Target::sw26010()]);
+}
+
+#[test]
+#[ignore]
+fn all_models_batches_2_and_4() {
+    all_models(&[2, 4], &[Target::sw26010()]);
 }
