@@ -18,6 +18,7 @@ use swflow_frontend::ir::{strides, DType};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program};
 use swflow_scheduler::schedule::{accesses, Residence, Schedule};
 
+use crate::cost::{self, int, Ops, LOOP};
 use crate::names::{comment, Names};
 use crate::scalar::{binary, cast, ctype, fold, literal, unary};
 use crate::writer::Writer;
@@ -252,6 +253,14 @@ impl Gen<'_> {
                 "SWFLOW_LDM_BUFFER(ldm->{name}, sizeof ldm->{name}, \"{name}\");"
             ));
         }
+        let fields = self.names.fields.len() as u32;
+        let prologue = LOOP * self.replies as u32
+            + Ops {
+                store: self.replies as u32 + fields,
+                load: fields,
+                ..int(4)
+            };
+        charge_once(&mut w, prologue);
         w.open(format!("for (f = 0; f < {}; f++) {{", self.replies));
         w.line("ldm->reply[f] = 0;");
         w.close();
@@ -277,6 +286,16 @@ impl Gen<'_> {
         ));
         w.open("for (f = first; f < last; f += seg_len) {");
         let extents = k.extents();
+        // Each partition loop's origin is a quotient and a remainder (one when it is the
+        // innermost), done in software; then the segment's length.
+        let divisions = (2 * s.partition.len()).saturating_sub(1) as u32;
+        let segment = LOOP
+            + Ops {
+                div: divisions,
+                branch: 1,
+                ..int(5)
+            };
+        charge_once(&mut w, segment);
         let mut inner_product = 1usize;
         for (j, &l) in s.partition.iter().enumerate().rev() {
             let ext = extents[l];
@@ -330,6 +349,9 @@ impl Gen<'_> {
         let (o, n) = (self.origin(l), self.extent(l));
         w.open(format!("for ({o} = {lo}; {o} < {hi}; {o} += {t}) {{"));
         w.line(format!("{n} = {hi} - {o} < {t} ? {hi} - {o} : {t};"));
+        // The loop's control and the line above (twice the bound when it is the segment's).
+        let bound = u32::from(self.is_inner_partition(l));
+        charge_once(w, LOOP + int(3 + 2 * bound) + Ops { branch: 1, ..Ops::default() });
         self.fills(w, pos + 1);
         self.level(w, pos + 1);
         self.write_back(w, pos + 1);
@@ -343,13 +365,18 @@ impl Gen<'_> {
     }
 
     /// Lines computing the box access `i` spans over the tile into `start`/`extent` arrays,
-    /// with loop `l`'s origin and extent given by `at`.
-    fn box_lines(&self, w: &mut Writer, i: usize, start: &str, extent: &str, at: &dyn Fn(usize) -> (String, String)) {
+    /// with loop `l`'s origin and extent given by `at`; returns their operations.
+    fn box_lines(&self, w: &mut Writer, i: usize, start: &str, extent: &str, at: &dyn Fn(usize) -> (String, String)) -> Ops {
+        let stores = Ops {
+            store: 2,
+            ..Ops::default()
+        };
         if self.shape(i).is_empty() {
             w.line(format!("{start}[0] = 0;"));
             w.line(format!("{extent}[0] = 1;"));
-            return;
+            return stores;
         }
+        let mut ops = Ops::default();
         for (d, idx) in self.all[i].index.iter().enumerate() {
             let Index::Affine(x) = idx else {
                 unreachable!("buffered accesses have affine subscripts")
@@ -361,18 +388,24 @@ impl Gen<'_> {
                 lo.push((c, o));
                 if c < 0 {
                     lo.push((c, format!("({n} - 1)")));
+                    ops += int(1);
                 }
                 span.push((c.abs(), format!("({n} - 1)")));
             }
+            ops += int(linear_ops(&lo, x.offset)) + stores;
             let lo = linear(&lo, x.offset);
             // One loop with a unit step spans exactly that loop's tile.
             let span = match x.terms.as_slice() {
                 [(l, c)] if c.abs() == 1 => at(*l).1,
-                _ => linear(&span, 1),
+                _ => {
+                    ops += int(span.len() as u32 + linear_ops(&span, 1));
+                    linear(&span, 1)
+                }
             };
             w.line(format!("{start}[{d}] = {lo};"));
             w.line(format!("{extent}[{d}] = {span};"));
         }
+        ops
     }
 
     /// The DMA of access `i`'s box (`put` for the target's write-back), into `buf`.
@@ -417,7 +450,8 @@ impl Gen<'_> {
                 ));
                 w.open(format!("if ({} == {lo}) {{", self.origin(l)));
                 w.line(format!("{name}_h = 0;"));
-                self.box_lines(w, i, &format!("{name}_start[0]"), &format!("{name}_extent[0]"), &here);
+                let ops = self.box_lines(w, i, &format!("{name}_start[0]"), &format!("{name}_extent[0]"), &here);
+                charge_once(w, ops);
                 w.line(self.dma_call(
                     i,
                     false,
@@ -438,13 +472,14 @@ impl Gen<'_> {
                     }
                 };
                 let other = format!("1 - {name}_h");
-                self.box_lines(
+                let ops = self.box_lines(
                     w,
                     i,
                     &format!("{name}_start[{other}]"),
                     &format!("{name}_extent[{other}]"),
                     &at,
                 );
+                charge_once(w, ops + int(3) + Ops { branch: 1, ..Ops::default() });
                 w.line(self.dma_call(
                     i,
                     false,
@@ -455,7 +490,8 @@ impl Gen<'_> {
                 w.close();
             } else {
                 w.line(format!("/* '{tensor}' */"));
-                self.box_lines(w, i, &format!("{name}_start"), &format!("{name}_extent"), &here);
+                let ops = self.box_lines(w, i, &format!("{name}_start"), &format!("{name}_extent"), &here);
+                charge_once(w, ops);
                 w.line(self.dma_call(
                     i,
                     false,
@@ -475,7 +511,8 @@ impl Gen<'_> {
         let name = &self.bufs[0];
         let (start, extent) = (format!("{name}_start"), format!("{name}_extent"));
         w.line(format!("/* '{}' (target) */", comment(self.tensor_name(0))));
-        self.box_lines(w, 0, &start, &extent, here);
+        let ops = self.box_lines(w, 0, &start, &extent, here);
+        charge_once(w, ops);
         let get = self.dma_call(0, false, &format!("ldm->{name}"), &start, &extent);
         let get_and_wait = |w: &mut Writer| {
             w.line(get.clone());
@@ -488,6 +525,13 @@ impl Gen<'_> {
         let Some(r) = k.stmt.reduce else { return };
         let elems: Vec<String> = (0..self.rank(0)).map(|d| format!("{extent}[{d}]")).collect();
         let init = |w: &mut Writer| {
+            let fill = Ops {
+                store: 1,
+                ..int(1) + LOOP
+            };
+            if let Some(c) = fill.charge(&elems.join(" * ")) {
+                w.line(c);
+            }
             w.open(format!("for (e = 0; e < {}; e++) {{", elems.join(" * ")));
             w.line(format!("ldm->{name}[e] = {};", literal(r.init)));
             w.close();
@@ -527,7 +571,8 @@ impl Gen<'_> {
             None => String::new(),
         };
         w.line(format!("/* {}{origin}: every point of the tile. */", comment(&k.op)));
-        let target = self.access_ref(0);
+        let (target, target_ops) = self.access_ref(0);
+        let buffered = u32::from(self.buffered(0));
         if let Some(r) = k.stmt.reduce {
             if !(self.buffered(0) && k.target_is_dense()) {
                 let cond = self.first_visit(self.s.order.len());
@@ -537,6 +582,11 @@ impl Gen<'_> {
                 let parallel: Vec<usize> = (0..k.loops.len())
                     .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
                     .collect();
+                let store = Ops {
+                    store: buffered,
+                    ..target_ops
+                };
+                self.charge_nest(w, &parallel, store);
                 for &l in &parallel {
                     self.open_point_loop(w, l);
                 }
@@ -552,16 +602,58 @@ impl Gen<'_> {
                 }
             }
         }
+        let (value, _, value_ops) = self.expr(&k.stmt.value);
+        let statement = match k.stmt.reduce {
+            Some(r) => {
+                let carried = k.loops.last().is_some_and(|l| l.kind == LoopKind::Reduce);
+                let update = Ops {
+                    load: buffered,
+                    store: buffered,
+                    ..cost::fold(r.kind, self.dtype(0), carried)
+                };
+                value_ops + target_ops + update
+            }
+            None => {
+                value_ops
+                    + target_ops
+                    + Ops {
+                        store: buffered,
+                        ..Ops::default()
+                    }
+            }
+        };
+        let all: Vec<usize> = (0..k.loops.len()).collect();
+        self.charge_nest(w, &all, statement);
         for l in 0..k.loops.len() {
             self.open_point_loop(w, l);
         }
-        let (value, _) = self.expr(&k.stmt.value);
         match k.stmt.reduce {
             Some(r) => w.line(fold(r.kind, self.dtype(0), &target, &value)),
             None => w.line(format!("{target} = {value};")),
         }
         for _ in 0..k.loops.len() {
             w.close();
+        }
+    }
+
+    /// Charges a nest of point loops over `loops` (outermost first) whose innermost body does
+    /// `body`: the body and its loop control once per point, and the control of every outer
+    /// loop (with the start of the loop inside it) once per its own iteration.
+    fn charge_nest(&self, w: &mut Writer, loops: &[usize], body: Ops) {
+        let extents: Vec<String> = loops.iter().map(|&l| self.extent(l)).collect();
+        let points = if extents.is_empty() {
+            "1".to_string()
+        } else {
+            extents.join(" * ")
+        };
+        if let Some(c) = (body + LOOP * u32::from(!loops.is_empty())).charge(&points) {
+            w.line(c);
+        }
+        if loops.len() > 1 {
+            let outer: Vec<String> = (1..loops.len()).map(|j| extents[..j].join(" * ")).collect();
+            if let Some(c) = (LOOP + int(1)).charge(&outer.join(" + ")) {
+                w.line(c);
+            }
         }
     }
 
@@ -592,18 +684,19 @@ impl Gen<'_> {
         }
     }
 
-    /// The lvalue of access `i`: its element in an LDM buffer, or in main memory directly.
-    fn access_ref(&self, i: usize) -> String {
+    /// The lvalue of access `i`, its element in an LDM buffer or in main memory directly, and
+    /// the operations of its subscript and address (not of the access itself).
+    fn access_ref(&self, i: usize) -> (String, Ops) {
         let a = self.all[i];
         let name = &self.bufs[i];
         if self.buffered(i) {
             if self.shape(i).is_empty() {
-                return format!("ldm->{name}[0]");
+                return (format!("ldm->{name}[0]"), Ops::default());
             }
-            let half = if self.s.buffers[i].double {
-                format!("[{name}_h]")
+            let (half, mut ops) = if self.s.buffers[i].double {
+                (format!("[{name}_h]"), int(2))
             } else {
-                String::new()
+                (String::new(), int(1))
             };
             let mut idx = String::new();
             for (d, x) in a.index.iter().enumerate() {
@@ -611,30 +704,39 @@ impl Gen<'_> {
                     unreachable!("buffered accesses have affine subscripts")
                 };
                 let term = format!("({} - {name}_start{half}[{d}])", self.affine(x));
+                ops += cost::affine(x) + int(1);
                 idx = if d == 0 {
                     term
                 } else {
+                    ops += int(2);
                     format!("({idx}) * {name}_extent{half}[{d}] + {term}")
                 };
             }
-            format!("ldm->{name}{half}[{idx}]")
+            (format!("ldm->{name}{half}[{idx}]"), ops)
         } else {
             let st = strides(self.shape(i));
+            let mut ops = int(1 + a.index.len().saturating_sub(1) as u32);
             let terms: Vec<String> = a
                 .index
                 .iter()
                 .zip(&st)
                 .map(|(x, &stride)| {
                     let sub = match x {
-                        Index::Affine(x) => format!("({})", self.affine(x)),
+                        Index::Affine(x) => {
+                            ops += cost::affine(x);
+                            format!("({})", self.affine(x))
+                        }
                         Index::Gathered { access, extent } => {
-                            let (pos, _) = self.load(access);
+                            let (pos, _, pos_ops) = self.load(access);
+                            // The helper's two range checks and its wrap of negative positions.
+                            ops += pos_ops + int(3) + Ops { branch: 2, ..Ops::default() };
                             format!("swflow_gather_index({pos}, {extent})")
                         }
                     };
                     if stride == 1 {
                         sub
                     } else {
+                        ops += int(1);
                         format!("{sub} * {stride}")
                     }
                 })
@@ -645,45 +747,71 @@ impl Gen<'_> {
                 terms.join(" + ")
             };
             let how = if i == 0 { "SWFLOW_GSTORE" } else { "SWFLOW_GLOAD" };
-            format!("{how}({}, para.{}, {idx})", ctype(self.dtype(i)), self.field(i))
+            (format!("{how}({}, para.{}, {idx})", ctype(self.dtype(i)), self.field(i)), ops)
         }
     }
 
-    fn load(&self, a: &Access) -> (String, DType) {
+    /// A load of `a`: its C, its type, and its operations (an LDM load when buffered).
+    fn load(&self, a: &Access) -> (String, DType, Ops) {
         let i = self
             .all
             .iter()
             .position(|x| std::ptr::eq(*x, a))
             .expect("every load is one of the kernel's accesses");
-        (self.access_ref(i), self.dtype(i))
+        let (text, ops) = self.access_ref(i);
+        let load = Ops {
+            load: u32::from(self.buffered(i)),
+            ..Ops::default()
+        };
+        (text, self.dtype(i), ops + load)
     }
 
-    fn expr(&self, e: &Expr) -> (String, DType) {
+    /// An expression as C, its type, and the operations that evaluate it.
+    fn expr(&self, e: &Expr) -> (String, DType, Ops) {
         match e {
             Expr::Load(a) => self.load(a),
-            Expr::Const(c) => (literal(*c), c.dtype()),
+            Expr::Const(c) => (literal(*c), c.dtype(), Ops::default()),
             Expr::Unary(op, a) => {
-                let (a, d) = self.expr(a);
-                (unary(*op, d, &a), d)
+                let (a, d, o) = self.expr(a);
+                (unary(*op, d, &a), d, o + cost::unary(*op, d))
             }
             Expr::Binary(op, a, b) => {
-                let (a, d) = self.expr(a);
-                let (b, _) = self.expr(b);
+                let (a, d, oa) = self.expr(a);
+                let (b, _, ob) = self.expr(b);
                 let out = if op.is_comparison() { DType::Bool } else { d };
-                (binary(*op, d, &a, &b), out)
+                (binary(*op, d, &a, &b), out, oa + ob + cost::binary(*op, d))
             }
             Expr::Select(c, a, b) => {
-                let (c, _) = self.expr(c);
-                let (a, d) = self.expr(a);
-                let (b, _) = self.expr(b);
-                (format!("({c} ? {a} : {b})"), d)
+                let (c, _, oc) = self.expr(c);
+                let (a, d, oa) = self.expr(a);
+                let (b, _, ob) = self.expr(b);
+                let pick = Ops {
+                    branch: 1,
+                    ..Ops::default()
+                };
+                (format!("({c} ? {a} : {b})"), d, oc + oa + ob + pick)
             }
             Expr::Cast(to, a) => {
-                let (a, from) = self.expr(a);
-                (cast(from, *to, &a), *to)
+                let (a, from, o) = self.expr(a);
+                (cast(from, *to, &a), *to, o + cost::cast(from, *to))
             }
         }
     }
+}
+
+/// Charges one execution of `ops`, when there is anything to charge.
+fn charge_once(w: &mut Writer, ops: Ops) {
+    if let Some(c) = ops.charge("1") {
+        w.line(c);
+    }
+}
+
+/// Operators of [`linear`]'s C: a multiply per coefficient other than ±1, an add or subtract
+/// between terms and for a nonzero constant.
+fn linear_ops(terms: &[(i64, String)], k: i64) -> u32 {
+    let muls = terms.iter().filter(|(c, _)| c.abs() != 1).count();
+    let adds = terms.len().saturating_sub(1) + usize::from(k != 0 && !terms.is_empty());
+    (muls + adds) as u32
 }
 
 /// `Σ c * e + k` as C, without unit coefficients or zero terms.

@@ -10,12 +10,23 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::machine::{self, Direction, KernelFn, Machine};
 use crate::report;
+use crate::timing::{Ops, Spec};
+use crate::trace::TraceWriter;
 
 static MACHINE: OnceLock<Machine> = OnceLock::new();
 
 /// Main-memory regions registered before the machine starts (the arena is allocated and
 /// loaded before `athread_init`).
 static EARLY_REGIONS: Mutex<Vec<(usize, usize, String)>> = Mutex::new(Vec::new());
+
+/// The Chrome trace being written, when `SWFLOW_TRACE` names a file.
+static TRACE: Mutex<Option<TraceWriter>> = Mutex::new(None);
+
+/// Stops the program with a message (the C side cannot take errors back).
+fn die(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1)
+}
 
 fn machine() -> &'static Machine {
     match MACHINE.get() {
@@ -49,14 +60,40 @@ fn size(v: c_long, what: &str) -> usize {
     })
 }
 
-/// Starts the core group: `cpes` CPEs with `ldm_bytes` of LDM each. A second call with the
+/// Starts the core group: `cpes` CPEs with `ldm_bytes` of LDM each, timed by the machine
+/// description `spec` (TOML text: the target's clock, peak and `[timing]` table), or
+/// functional only when `spec` is null or the environment sets `SWFLOW_TIMING=off`. With
+/// `SWFLOW_TRACE=file.json` a timed machine writes a Chrome trace. A second call with the
 /// same sizes does nothing; returns 0, or -1 when the sizes differ from the first call.
+///
+/// # Safety
+/// `spec` is null or a NUL-terminated string.
 #[no_mangle]
-pub extern "C" fn swflow_emu_init(cpes: c_int, ldm_bytes: c_long) -> c_int {
+pub unsafe extern "C" fn swflow_emu_init(cpes: c_int, ldm_bytes: c_long, spec: *const c_char) -> c_int {
     let cpes = size(cpes as c_long, "the CPE count").max(1);
     let ldm = size(ldm_bytes, "the LDM size");
+    let timed = std::env::var("SWFLOW_TIMING").map_or(true, |v| v != "off");
+    let spec = if spec.is_null() || !timed {
+        None
+    } else {
+        let text = CStr::from_ptr(spec).to_str().unwrap_or_else(|_| die("the machine description is not UTF-8"));
+        Some(Spec::parse(text).unwrap_or_else(|e| die(&format!("the machine description: {e}"))))
+    };
     let m = MACHINE.get_or_init(|| {
-        let m = Machine::new(cpes, ldm);
+        let clock_hz = spec.as_ref().map(|s| s.clock_hz);
+        let m = Machine::new(cpes, ldm, spec);
+        if let (Some(clock_hz), Ok(path)) = (clock_hz, std::env::var("SWFLOW_TRACE")) {
+            let writer = TraceWriter::create(&path, cpes, clock_hz)
+                .unwrap_or_else(|e| die(&format!("writing the trace {path}: {e}")));
+            *TRACE.lock().expect("trace") = Some(writer);
+            m.trace_to(Box::new(move |kernel, start, time, spans| {
+                if let Some(w) = TRACE.lock().expect("trace").as_mut() {
+                    if let Err(e) = w.launch(kernel, start, time, spans) {
+                        die(&format!("writing the trace {path}: {e}"));
+                    }
+                }
+            }));
+        }
         for (base, bytes, name) in EARLY_REGIONS.lock().expect("region list").drain(..) {
             m.add_region(base, bytes, &name);
         }
@@ -98,11 +135,17 @@ pub extern "C" fn swflow_emu_join() {
     machine().join();
 }
 
-/// Joins, then prints the per-kernel counters when `SWFLOW_STATS` asks for them.
+/// Joins, ends the trace, then prints the per-kernel counters and modelled time when
+/// `SWFLOW_STATS` asks for them.
 #[no_mangle]
 pub extern "C" fn swflow_emu_halt() {
     let m = machine();
     m.join();
+    if let Some(mut w) = TRACE.lock().expect("trace").take() {
+        if let Err(e) = w.finish() {
+            eprintln!("error: writing the trace: {e}");
+        }
+    }
     if let Ok(how) = std::env::var("SWFLOW_STATS") {
         if let Err(e) = report::write(m, &how) {
             eprintln!("error: writing emulator statistics to {how}: {e}");
@@ -165,6 +208,18 @@ pub extern "C" fn swflow_emu_wait(reply: *const c_void, n: c_long, exact: c_int)
     #[allow(clippy::useless_conversion)]
     let n = i64::from(n);
     machine::wait(reply as usize, n, exact != 0);
+}
+
+/// Charges the calling CPE for `n` executions of a stretch of code doing `ops` (nothing when
+/// `n` is not positive).
+///
+/// # Safety
+/// `ops` points to a `struct swflow_ops`.
+#[no_mangle]
+pub unsafe extern "C" fn swflow_emu_charge(ops: *const Ops, n: c_long) {
+    if n > 0 {
+        machine::charge(&*ops, n as u64);
+    }
 }
 
 /// Barrier across all CPEs of the launch.

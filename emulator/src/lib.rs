@@ -1,5 +1,5 @@
-//! swflow emulator: a functional model of one core group (the MPE and its CPEs, each with a
-//! private LDM, a DMA engine with reply counters, barriers) that runs what the compiler emits.
+//! swflow emulator: a model of one core group (the MPE and its CPEs, each with a private LDM,
+//! a DMA engine with reply counters, barriers) that runs what the compiler emits and times it.
 //!
 //! Generated programs reach it through `runtime-c`, which implements the athread and CRTS
 //! interfaces on top of the C ABI in [`capi`]. The emulator is the independent judge of the
@@ -14,11 +14,18 @@
 //! - waiting for more transfers than were issued would hang the hardware and is an error.
 //!
 //! Every violation stops the program with one message naming the kernel and the CPE.
-//! Per-kernel counters (launches, DMA transfers and bytes, LDM use) are printed at exit when
-//! the environment variable `SWFLOW_STATS` is set (`SWFLOW_STATS=json` prints JSON).
+//!
+//! Time ([`timing`], [`replay`]): given the target's machine description, each CPE's compute
+//! (reported by the generated code as operation counts), its DMA through the core group's one
+//! queue, its direct accesses and barriers are modelled in cycles, deterministically.
+//! Per-kernel counters and modelled time are reported at exit when the environment variable
+//! `SWFLOW_STATS` is set ([`report`]), and `SWFLOW_TRACE` writes a Chrome trace ([`trace`]).
 
 pub mod capi;
 mod machine;
-mod report;
+pub mod replay;
+pub mod report;
+pub mod timing;
+pub mod trace;
 
-pub use machine::{Direction, KernelCounters, Machine, Violation};
+pub use machine::{Direction, KernelCounters, KernelStats, KernelTime, Machine, Violation};

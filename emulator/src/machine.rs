@@ -4,12 +4,20 @@
 //! launch runs one kernel function on all of them and the host joins it. State a CPE needs
 //! while it runs a kernel (its identity, declared LDM buffers, transfers in flight, the main
 //! memory it wrote) is thread-local to that CPE's thread.
+//!
+//! With a machine description ([`Spec`]) the machine also keeps modelled time: each CPE logs
+//! what it does while it runs, and the join replays the logs ([`crate::replay`]) to find the
+//! launch's cycles; the host's clock advances by the spawn cost, the slowest CPE and the join
+//! cost.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::{Arc, Barrier, Condvar, Mutex};
+
+use crate::replay::{self, Event, LaunchTime, Log, Span};
+use crate::timing::{Ops, Spec};
 
 /// A kernel function as the C side sees it: `void kernel(void *arg)`.
 pub type KernelFn = extern "C" fn(*mut c_void);
@@ -67,6 +75,33 @@ pub struct KernelCounters {
     pub direct_writes: usize,
     /// Most LDM bytes any CPE declared in one launch.
     pub ldm_high_water: usize,
+    /// Floating-point operations the kernel's code reported.
+    pub flops: usize,
+}
+
+/// Per-kernel modelled time over all its launches, in CPE cycles. The CPE fields are sums
+/// over CPEs and launches; together they make `cpes * span_cycles`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct KernelTime {
+    /// Spawn cost, slowest CPE and join cost, summed over launches.
+    pub modelled_cycles: f64,
+    /// From the first CPE's start to the last CPE's return, summed over launches.
+    pub span_cycles: f64,
+    pub compute_cycles: f64,
+    pub dma_wait_cycles: f64,
+    pub direct_cycles: f64,
+    pub idle_cycles: f64,
+    /// Cycles the DMA queue was serving this kernel's transfers.
+    pub queue_busy_cycles: f64,
+    /// Least cycles its DMA could take: its line bytes at the queue's bandwidths alone.
+    pub dma_bound_cycles: f64,
+}
+
+/// One kernel's counters and modelled time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelStats {
+    pub counters: KernelCounters,
+    pub time: KernelTime,
 }
 
 impl KernelCounters {
@@ -80,6 +115,7 @@ impl KernelCounters {
         self.direct_reads += o.direct_reads;
         self.direct_writes += o.direct_writes;
         self.ldm_high_water = self.ldm_high_water.max(o.ldm_high_water);
+        self.flops += o.flops;
     }
 }
 
@@ -138,6 +174,10 @@ struct Cpe {
     pending: Vec<Transfer>,
     writes: Vec<(usize, usize)>,
     counters: KernelCounters,
+    log: Log,
+    /// Line bytes of this CPE's gets and puts (for the kernel's DMA bound).
+    get_line_bytes: u64,
+    put_line_bytes: u64,
 }
 
 thread_local! {
@@ -149,6 +189,9 @@ struct CpeResult {
     id: usize,
     writes: Vec<(usize, usize)>,
     counters: KernelCounters,
+    log: Log,
+    get_line_bytes: u64,
+    put_line_bytes: u64,
 }
 
 #[derive(Default)]
@@ -169,7 +212,17 @@ struct Shared {
     wake: Condvar,
     done: Condvar,
     barrier: Barrier,
-    stats: Mutex<BTreeMap<String, KernelCounters>>,
+    /// The machine description when time is modelled.
+    spec: Option<Spec>,
+    clock: Mutex<HostClock>,
+    stats: Mutex<BTreeMap<String, KernelStats>>,
+}
+
+/// The host's modelled time, and where launches are traced to.
+#[derive(Default)]
+struct HostClock {
+    cycles: f64,
+    trace: Option<Box<dyn FnMut(&str, f64, &LaunchTime, &[Span]) + Send>>,
 }
 
 /// The core group.
@@ -185,8 +238,9 @@ fn fatal(v: &Violation) -> ! {
 }
 
 impl Machine {
-    /// Starts `cpes` CPE threads, each with `ldm_bytes` of LDM.
-    pub fn new(cpes: usize, ldm_bytes: usize) -> Machine {
+    /// Starts `cpes` CPE threads, each with `ldm_bytes` of LDM; time is modelled when `spec`
+    /// describes the machine.
+    pub fn new(cpes: usize, ldm_bytes: usize, spec: Option<Spec>) -> Machine {
         let shared = Arc::new(Shared {
             cpes,
             ldm_bytes,
@@ -195,6 +249,8 @@ impl Machine {
             wake: Condvar::new(),
             done: Condvar::new(),
             barrier: Barrier::new(cpes),
+            spec,
+            clock: Mutex::new(HostClock::default()),
             stats: Mutex::new(BTreeMap::new()),
         });
         let threads = (0..cpes)
@@ -215,6 +271,22 @@ impl Machine {
 
     pub fn ldm_bytes(&self) -> usize {
         self.shared.ldm_bytes
+    }
+
+    /// The machine description, when time is modelled.
+    pub fn spec(&self) -> Option<&Spec> {
+        self.shared.spec.as_ref()
+    }
+
+    /// Modelled host time so far, cycles.
+    pub fn now(&self) -> f64 {
+        self.shared.clock.lock().expect("clock").cycles
+    }
+
+    /// Hands every later launch to `sink` at its join: the kernel, the host cycle at which
+    /// its CPEs started, its time, and its spans (cycles since that start).
+    pub fn trace_to(&self, sink: Box<dyn FnMut(&str, f64, &LaunchTime, &[Span]) + Send>) {
+        self.shared.clock.lock().expect("clock").trace = Some(sink);
     }
 
     /// Registers main memory that DMA may reach.
@@ -243,10 +315,10 @@ impl Machine {
         self.shared.wake.notify_all();
     }
 
-    /// Waits for the running launch (if any), checks it for races, and adds its counters to
-    /// the kernel's totals.
+    /// Waits for the running launch (if any), checks it for races, times it, and adds its
+    /// counters and time to the kernel's totals.
     pub fn join(&self) {
-        let (launch, results) = {
+        let (launch, mut results) = {
             let mut c = self.shared.control.lock().expect("control");
             while c.running > 0 {
                 c = self.shared.done.wait(c).expect("control");
@@ -258,16 +330,62 @@ impl Machine {
         if let Some(v) = find_race(&launch.kernel, &results, &regions) {
             fatal(&v);
         }
+        results.sort_by_key(|r| r.id);
+        let time = self.shared.spec.as_ref().map(|spec| self.time_launch(&launch.kernel, spec, &mut results));
         let mut stats = self.shared.stats.lock().expect("stats");
         let total = stats.entry(launch.kernel.clone()).or_default();
-        total.launches += 1;
+        total.counters.launches += 1;
         for r in &results {
-            total.merge(&r.counters);
+            total.counters.merge(&r.counters);
+        }
+        if let Some(t) = time {
+            let k = &mut total.time;
+            k.modelled_cycles += t.modelled_cycles;
+            k.span_cycles += t.span_cycles;
+            k.compute_cycles += t.compute_cycles;
+            k.dma_wait_cycles += t.dma_wait_cycles;
+            k.direct_cycles += t.direct_cycles;
+            k.idle_cycles += t.idle_cycles;
+            k.queue_busy_cycles += t.queue_busy_cycles;
+            k.dma_bound_cycles += t.dma_bound_cycles;
+        }
+    }
+
+    /// Replays a finished launch (results by CPE id), advances the host clock over it and
+    /// traces it.
+    fn time_launch(&self, kernel: &str, spec: &Spec, results: &mut [CpeResult]) -> KernelTime {
+        let t = &spec.timing;
+        let logs: Vec<Log> = results.iter_mut().map(|r| std::mem::take(&mut r.log)).collect();
+        let mut clock = self.shared.clock.lock().expect("clock");
+        let start = clock.cycles + t.spawn_cycles;
+        let mut spans = Vec::new();
+        let launch = if clock.trace.is_some() {
+            replay::replay(&logs, t, Some(&mut |s| spans.push(s)))
+        } else {
+            replay::replay(&logs, t, None)
+        };
+        clock.cycles = start + launch.span + t.join_cycles;
+        if let Some(sink) = clock.trace.as_mut() {
+            sink(kernel, start, &launch, &spans);
+        }
+        let sum = |f: fn(&replay::CpeTime) -> f64| launch.cpes.iter().map(f).sum::<f64>();
+        let get_lines: u64 = results.iter().map(|r| r.get_line_bytes).sum();
+        let put_lines: u64 = results.iter().map(|r| r.put_line_bytes).sum();
+        KernelTime {
+            modelled_cycles: t.spawn_cycles + launch.span + t.join_cycles,
+            span_cycles: launch.span,
+            compute_cycles: sum(|c| c.compute),
+            dma_wait_cycles: sum(|c| c.dma_wait),
+            direct_cycles: sum(|c| c.direct),
+            idle_cycles: sum(|c| c.idle),
+            queue_busy_cycles: launch.queue_busy,
+            dma_bound_cycles: get_lines as f64 / t.dma.get_bytes_per_cycle
+                + put_lines as f64 / t.dma.put_bytes_per_cycle,
         }
     }
 
     /// Per-kernel totals so far, by kernel name.
-    pub fn counters(&self) -> BTreeMap<String, KernelCounters> {
+    pub fn stats(&self) -> BTreeMap<String, KernelStats> {
         self.shared.stats.lock().expect("stats").clone()
     }
 }
@@ -309,6 +427,9 @@ fn cpe_thread(id: usize, shared: Arc<Shared>) {
                 pending: Vec::new(),
                 writes: Vec::new(),
                 counters: KernelCounters::default(),
+                log: Log::default(),
+                get_line_bytes: 0,
+                put_line_bytes: 0,
             })
         });
         (launch.func)(launch.arg as *mut c_void);
@@ -326,6 +447,9 @@ fn cpe_thread(id: usize, shared: Arc<Shared>) {
             id: cpe.id,
             writes: cpe.writes,
             counters: cpe.counters,
+            log: cpe.log,
+            get_line_bytes: cpe.get_line_bytes,
+            put_line_bytes: cpe.put_line_bytes,
         });
         c.running -= 1;
         if c.running == 0 {
@@ -461,6 +585,22 @@ pub fn dma(dir: Direction, main: usize, ldm: usize, len: usize, reply: usize, st
             ))),
         }
         drop(regions);
+        if let Some(spec) = &cpe.machine.spec {
+            let line = spec.timing.dma.line_bytes as usize;
+            let lines: usize = t.blocks().map(|(s, e)| (e - 1) / line - s / line + 1).sum();
+            let put = dir == Direction::Put;
+            if put {
+                cpe.put_line_bytes += (lines * line) as u64;
+            } else {
+                cpe.get_line_bytes += (lines * line) as u64;
+            }
+            cpe.log.push(Event::Dma {
+                put,
+                blocks: (len / bsize) as u64,
+                lines: lines as u64,
+                reply,
+            });
+        }
         match dir {
             Direction::Get if in_arg => cpe.counters.arg_gets += 1,
             Direction::Get => {
@@ -491,6 +631,10 @@ pub fn direct(addr: usize, bytes: usize, write: bool) {
                 "direct {what} of {bytes} bytes at main-memory address {addr:#x}, outside every allocated region"
             )));
         }
+        if let Some(spec) = &cpe.machine.spec {
+            let t = &spec.timing;
+            cpe.log.direct(if write { t.gstore_cycles } else { t.gload_cycles });
+        }
         if write {
             cpe.counters.direct_writes += 1;
             match cpe.writes.last_mut() {
@@ -510,6 +654,9 @@ pub fn wait(reply: usize, n: i64, exact: bool) {
     with_cpe("DMA wait", |cpe| {
         let (mine, rest): (Vec<Transfer>, Vec<Transfer>) = cpe.pending.iter().partition(|t| t.reply == reply);
         cpe.pending = rest;
+        if cpe.machine.spec.is_some() {
+            cpe.log.push(Event::Wait { reply });
+        }
         for t in mine {
             // SAFETY: both sides were checked against live blocks when the transfer was issued:
             // the LDM side lies in one declared buffer of this CPE, the main side in a
@@ -553,8 +700,24 @@ unsafe fn perform(t: &Transfer) {
 
 /// Waits until every CPE of the launch has arrived.
 pub fn barrier() {
-    let shared = with_cpe("athread_syn", |cpe| cpe.machine.clone());
+    let shared = with_cpe("athread_syn", |cpe| {
+        if cpe.machine.spec.is_some() {
+            cpe.log.push(Event::Barrier);
+        }
+        cpe.machine.clone()
+    });
     shared.barrier.wait();
+}
+
+/// Charges the calling CPE for `n` executions of a stretch of code doing `ops`.
+pub fn charge(ops: &Ops, n: u64) {
+    with_cpe("a compute charge", |cpe| {
+        cpe.counters.flops = cpe.counters.flops.saturating_add((ops.flops as u64).saturating_mul(n) as usize);
+        if let Some(spec) = &cpe.machine.spec {
+            let cycles = spec.timing.cycles(ops) * n as f64;
+            cpe.log.compute(cycles);
+        }
+    })
 }
 
 /// Stops the program with a failure the kernel itself detected (an index out of range).
@@ -613,6 +776,9 @@ mod tests {
             id,
             writes: writes.to_vec(),
             counters: KernelCounters::default(),
+            log: Log::default(),
+            get_line_bytes: 0,
+            put_line_bytes: 0,
         }
     }
 

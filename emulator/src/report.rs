@@ -1,66 +1,211 @@
-//! Per-kernel counters printed at exit: a table on stderr, or JSON into a file.
+//! Per-kernel counters and modelled time, printed at exit: a table on stderr, or JSON into a
+//! file.
+//!
+//! The derived figures, per kernel:
+//! - `modelled_cycles`: spawn, the slowest CPE and join, over all launches; `modelled_seconds`
+//!   at the target's clock.
+//! - `gflops`, `dma_gbps`: the kernel's floating-point operations and DMA bytes over its
+//!   modelled seconds.
+//! - `compute`, `dma_wait`, `direct`, `idle`: fractions of its CPEs' time (CPEs times the
+//!   slowest CPE's span) spent computing, waiting for DMA, in direct main-memory accesses,
+//!   and waiting at barriers or for the slowest CPE.
+//! - `bound`: `compute` when computing takes at least as much CPE time as waiting on memory
+//!   (DMA and direct accesses); otherwise `dma` when the DMA queue was busy at least half of
+//!   the span (the memory system is the limit), else `latency` (CPEs wait for transfers that
+//!   leave the memory system mostly idle: too few or too small transfers in flight).
+//! - `roofline_fraction`: the larger of the kernel's two lower bounds, its flops at the
+//!   CPEs' peak and its DMA lines at the queue's bandwidths with no per-transfer cost, over
+//!   its modelled cycles. 1 is on the roofline.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::machine::{KernelCounters, Machine};
+use serde::Serialize;
 
-/// Writes the counters: `how` is `1` or `text` for a table on stderr, otherwise a path that
+use crate::machine::{KernelCounters, KernelStats, KernelTime, Machine};
+use crate::timing::Spec;
+
+/// Writes the report: `how` is `1` or `text` for a table on stderr, otherwise a path that
 /// receives JSON.
 pub fn write(m: &Machine, how: &str) -> std::io::Result<()> {
-    let counters = m.counters();
+    let report = Report::new(m.cpes(), m.ldm_bytes(), m.spec(), &m.stats());
     if how == "1" || how == "text" {
-        std::io::stderr().write_all(table(m, &counters).as_bytes())
+        std::io::stderr().write_all(report.table().as_bytes())
     } else {
-        std::fs::write(how, json(m, &counters))
+        let mut text = serde_json::to_string(&report).map_err(std::io::Error::other)?;
+        text.push('\n');
+        std::fs::write(how, text)
     }
 }
 
-fn table(m: &Machine, counters: &std::collections::BTreeMap<String, KernelCounters>) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "emulator: {} CPEs, {} LDM bytes each, {} kernels",
-        m.cpes(),
-        m.ldm_bytes(),
-        counters.len()
-    );
-    let width = counters.keys().map(String::len).max().unwrap_or(0).max(6);
-    let _ = writeln!(
-        s,
-        "{:<width$}  {:>8}  {:>10}  {:>14}  {:>10}  {:>14}  {:>9}",
-        "kernel", "launches", "gets", "get bytes", "puts", "put bytes", "LDM bytes"
-    );
-    let mut total = KernelCounters::default();
-    for (name, c) in counters {
+/// Modelled time of one kernel, derived from its cycles.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Timed {
+    pub modelled_cycles: f64,
+    pub modelled_seconds: f64,
+    pub gflops: f64,
+    pub dma_bytes: usize,
+    pub dma_gbps: f64,
+    pub compute: f64,
+    pub dma_wait: f64,
+    pub direct: f64,
+    pub idle: f64,
+    pub bound: &'static str,
+    pub roofline_fraction: f64,
+}
+
+impl Timed {
+    fn new(c: &KernelCounters, t: &KernelTime, cpes: usize, spec: &Spec) -> Timed {
+        let seconds = t.modelled_cycles / spec.clock_hz;
+        let per_second = |v: f64| if seconds > 0.0 { v / seconds / 1e9 } else { 0.0 };
+        let dma_bytes = c.get_bytes + c.put_bytes;
+        let cpe_cycles = t.compute_cycles + t.dma_wait_cycles + t.direct_cycles + t.idle_cycles;
+        let share = |v: f64| if cpe_cycles > 0.0 { v / cpe_cycles } else { 0.0 };
+        let bound = if t.compute_cycles >= t.dma_wait_cycles + t.direct_cycles {
+            "compute"
+        } else if t.queue_busy_cycles >= 0.5 * t.span_cycles {
+            "dma"
+        } else {
+            "latency"
+        };
+        let compute_bound = c.flops as f64 / (cpes as f64 * spec.flops_per_cycle);
+        let roofline_fraction = if t.modelled_cycles > 0.0 {
+            compute_bound.max(t.dma_bound_cycles) / t.modelled_cycles
+        } else {
+            0.0
+        };
+        Timed {
+            modelled_cycles: t.modelled_cycles,
+            modelled_seconds: seconds,
+            gflops: per_second(c.flops as f64),
+            dma_bytes,
+            dma_gbps: per_second(dma_bytes as f64),
+            compute: share(t.compute_cycles),
+            dma_wait: share(t.dma_wait_cycles),
+            direct: share(t.direct_cycles),
+            idle: share(t.idle_cycles),
+            bound,
+            roofline_fraction,
+        }
+    }
+}
+
+/// One kernel's row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub kernel: String,
+    #[serde(flatten)]
+    pub counters: KernelCounters,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Timed>,
+}
+
+/// Everything the emulator reports at exit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub cpes: usize,
+    pub ldm_bytes: usize,
+    /// Present when time is modelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_hz: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gflops: Option<f64>,
+    pub kernels: Vec<Row>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_modelled_seconds: Option<f64>,
+    /// All kernels together, as one row named `total`.
+    pub total: Row,
+}
+
+impl Report {
+    pub fn new(cpes: usize, ldm_bytes: usize, spec: Option<&Spec>, stats: &BTreeMap<String, KernelStats>) -> Report {
+        let row = |kernel: &str, s: &KernelStats| Row {
+            kernel: kernel.to_string(),
+            counters: s.counters.clone(),
+            time: spec.map(|spec| Timed::new(&s.counters, &s.time, cpes, spec)),
+        };
+        let mut total = KernelStats::default();
+        for s in stats.values() {
+            total.counters.launches += s.counters.launches;
+            total.counters.merge(&s.counters);
+            let (t, k) = (&mut total.time, &s.time);
+            t.modelled_cycles += k.modelled_cycles;
+            t.span_cycles += k.span_cycles;
+            t.compute_cycles += k.compute_cycles;
+            t.dma_wait_cycles += k.dma_wait_cycles;
+            t.direct_cycles += k.direct_cycles;
+            t.idle_cycles += k.idle_cycles;
+            t.queue_busy_cycles += k.queue_busy_cycles;
+            t.dma_bound_cycles += k.dma_bound_cycles;
+        }
+        let total = row("total", &total);
+        Report {
+            cpes,
+            ldm_bytes,
+            clock_hz: spec.map(|s| s.clock_hz),
+            peak_gflops: spec.map(|s| cpes as f64 * s.flops_per_cycle * s.clock_hz / 1e9),
+            kernels: stats.iter().map(|(k, s)| row(k, s)).collect(),
+            total_modelled_seconds: total.time.as_ref().map(|t| t.modelled_seconds),
+            total,
+        }
+    }
+
+    /// The report as a table: counters, then modelled time when there is any.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
         let _ = writeln!(
             s,
-            "{name:<width$}  {:>8}  {:>10}  {:>14}  {:>10}  {:>14}  {:>9}",
-            c.launches, c.gets, c.get_bytes, c.puts, c.put_bytes, c.ldm_high_water
+            "emulator: {} CPEs, {} LDM bytes each, {} kernels",
+            self.cpes,
+            self.ldm_bytes,
+            self.kernels.len()
         );
-        total.launches += c.launches;
-        total.merge(c);
+        let width = self.kernels.iter().map(|r| r.kernel.len()).max().unwrap_or(0).max(6);
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>8}  {:>10}  {:>14}  {:>10}  {:>14}  {:>9}",
+            "kernel", "launches", "gets", "get bytes", "puts", "put bytes", "LDM bytes"
+        );
+        for r in self.kernels.iter().chain([&self.total]) {
+            let c = &r.counters;
+            let _ = writeln!(
+                s,
+                "{:<width$}  {:>8}  {:>10}  {:>14}  {:>10}  {:>14}  {:>9}",
+                r.kernel, c.launches, c.gets, c.get_bytes, c.puts, c.put_bytes, c.ldm_high_water
+            );
+        }
+        if self.total.time.is_none() {
+            return s;
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>12}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>7}  {:>8}",
+            "kernel", "modelled s", "GFLOPS", "DMA GB/s", "compute", "DMA wait", "direct", "idle", "bound", "roofline"
+        );
+        for r in self.kernels.iter().chain([&self.total]) {
+            if let Some(t) = &r.time {
+                let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+                let _ = writeln!(
+                    s,
+                    "{:<width$}  {:>12.6e}  {:>8.3}  {:>8.3}  {:>8}  {:>8}  {:>8}  {:>8}  {:>7}  {:>8}",
+                    r.kernel,
+                    t.modelled_seconds,
+                    t.gflops,
+                    t.dma_gbps,
+                    pct(t.compute),
+                    pct(t.dma_wait),
+                    pct(t.direct),
+                    pct(t.idle),
+                    t.bound,
+                    pct(t.roofline_fraction)
+                );
+            }
+        }
+        if let Some(total) = self.total_modelled_seconds {
+            let _ = writeln!(s, "total modelled time: {total:.6e} s");
+        }
+        s
     }
-    let _ = writeln!(
-        s,
-        "{:<width$}  {:>8}  {:>10}  {:>14}  {:>10}  {:>14}  {:>9}",
-        "total", total.launches, total.gets, total.get_bytes, total.puts, total.put_bytes, total.ldm_high_water
-    );
-    s
-}
-
-#[derive(serde::Serialize)]
-struct Row<'a> {
-    kernel: &'a str,
-    #[serde(flatten)]
-    counters: &'a KernelCounters,
-}
-
-fn json(m: &Machine, counters: &std::collections::BTreeMap<String, KernelCounters>) -> String {
-    let kernels: Vec<Row> = counters
-        .iter()
-        .map(|(kernel, counters)| Row { kernel, counters })
-        .collect();
-    let report = serde_json::json!({"cpes": m.cpes(), "ldm_bytes": m.ldm_bytes(), "kernels": kernels});
-    format!("{report}\n")
 }

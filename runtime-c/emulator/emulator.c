@@ -1,20 +1,19 @@
-/* The athread and CRTS interfaces on top of the swflow emulator. Compiled with
- * SWFLOW_CPES and SWFLOW_LDM_BYTES set to the target's CPE count and LDM bytes for data. */
+/* The athread and CRTS interfaces on top of the swflow emulator. `swflow_machine.h` (written
+ * by swflow for each target) defines SWFLOW_CPES and SWFLOW_LDM_BYTES, the target's CPE count
+ * and LDM bytes for data, and SWFLOW_MACHINE, the machine description that times the run. */
 #include "athread.h"
 #include "slave.h"
 #include "crts.h"
 #include "swflow_emu.h"
+#include "swflow_machine.h"
 
-#ifndef SWFLOW_CPES
-#error "SWFLOW_CPES must be defined (the target's CPE count)"
-#endif
-#ifndef SWFLOW_LDM_BYTES
-#error "SWFLOW_LDM_BYTES must be defined (the target's LDM bytes for data)"
+#if !defined(SWFLOW_CPES) || !defined(SWFLOW_LDM_BYTES) || !defined(SWFLOW_MACHINE)
+#error "swflow_machine.h must define SWFLOW_CPES, SWFLOW_LDM_BYTES and SWFLOW_MACHINE"
 #endif
 
 int athread_init(void)
 {
-    return swflow_emu_init(SWFLOW_CPES, SWFLOW_LDM_BYTES);
+    return swflow_emu_init(SWFLOW_CPES, SWFLOW_LDM_BYTES, SWFLOW_MACHINE);
 }
 
 int CRTS_init(void)

@@ -6,8 +6,9 @@
 
 #include <stddef.h>
 
-/* Starts the core group (CPE count, LDM bytes per CPE for data); 0 on success. */
-int swflow_emu_init(int cpes, long ldm_bytes);
+/* Starts the core group (CPE count, LDM bytes per CPE for data), timed by the machine
+ * description `spec` (TOML text; NULL: functional only); 0 on success. */
+int swflow_emu_init(int cpes, long ldm_bytes, const char *spec);
 /* Registers main memory that DMA may reach. */
 void swflow_emu_main_region(const void *base, size_t bytes, const char *name);
 /* Starts kernel `func` on every CPE with `arg` (arg_bytes readable by DMA); joins first. */
@@ -27,6 +28,22 @@ void swflow_emu_dma(int dir, const void *main, void *ldm, long len, void *reply,
 void *swflow_emu_direct(const void *addr, size_t bytes, int write);
 /* Completes the transfers on `reply`; the counter must reach n (exactly n when exact). */
 void swflow_emu_wait(const void *reply, long n, int exact);
+/* The operations of one straight-line stretch of CPE code, by class (the emulator's timing
+ * model, emulator/src/timing.rs, says how each class issues). */
+struct swflow_ops {
+    unsigned int flops;   /* floating-point operations performed (reports only) */
+    unsigned int fp;      /* pipelined float/vector instructions: add, sub, mul, fma, compare, convert */
+    unsigned int div;     /* divisions (float, or integer in software) */
+    unsigned int sqrt;    /* square roots */
+    unsigned int calls;   /* calls to library routines (exp, log, ...) */
+    unsigned int load;    /* LDM loads */
+    unsigned int store;   /* LDM stores */
+    unsigned int integer; /* integer and address arithmetic */
+    unsigned int branch;  /* branches */
+    unsigned int carried; /* float instructions on the loop-carried dependence */
+};
+/* Charges the calling CPE for n executions of a stretch doing `ops`. */
+void swflow_emu_charge(const struct swflow_ops *ops, long n);
 /* Barrier across the CPEs of the launch. */
 void swflow_emu_barrier(void);
 /* Stops the program with a failure the running kernel detected. */

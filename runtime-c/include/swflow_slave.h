@@ -47,6 +47,20 @@ typedef volatile int swflow_reply_t;
 #define SWFLOW_LDM_BUFFER(base, bytes, name) ((void)0)
 #endif
 
+/* Charges the running CPE for `n` executions of a stretch of code whose operations the
+ * remaining arguments count, as designated initializers of struct swflow_ops
+ * (`.fp = 2, .load = 3, ...`). Generated code charges every loop nest it emits this way, with
+ * the operations of the C it wrote; only the emulator build counts, on Sunway it is nothing. */
+#ifdef SWFLOW_EMULATOR
+#define SWFLOW_CHARGE(n, ...)                                                  \
+    do {                                                                       \
+        static const struct swflow_ops swflow_charged_ = {__VA_ARGS__};        \
+        swflow_emu_charge(&swflow_charged_, (long)(n));                        \
+    } while (0)
+#else
+#define SWFLOW_CHARGE(n, ...) ((void)0)
+#endif
+
 /* Element `i` of the main-memory array `base` of type T, read (SWFLOW_GLOAD) or written
  * (SWFLOW_GSTORE, an lvalue) directly instead of through LDM. On the emulator the address is
  * checked against main memory and writes take part in the race check. */
@@ -125,7 +139,13 @@ static inline int swflow_dma_box(int put, void *ldm, char *main, int rank, const
         blocks = extent[strided];
         gap = pitch[strided] - run;
     }
+    /* The four loops above, per dimension. */
+    SWFLOW_CHARGE(rank, .load = 4, .store = 2, .integer = 8, .branch = 4);
     for (;;) {
+        /* One transfer: its offset (per dimension), the call and its descriptor, the next
+         * index. */
+        SWFLOW_CHARGE(rank, .load = 3, .integer = 4, .branch = 1);
+        SWFLOW_CHARGE(1, .load = 2, .store = 6, .integer = 12, .branch = 6);
         offset = 0;
         for (j = 0; j < rank; j++)
             offset += (start[j] + index[j]) * pitch[j];

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use serde::Deserialize;
+use swflow_emulator::timing::{Spec, Timing};
 
 /// Which runtime API generated code uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -52,7 +53,10 @@ pub struct Target {
     pub memory_alignment_bytes: usize,
     /// Theoretical main-memory bandwidth of the core group, bytes per second.
     pub memory_bandwidth_bytes_per_s: f64,
+    /// The scheduler's own DMA cost estimate.
     pub dma: Dma,
+    /// The emulator's timing model (its parameters and their sources are in the file).
+    pub timing: Timing,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +139,17 @@ impl Target {
         {
             return Err(invalid("clock, flops, bandwidths must be positive".into()));
         }
+        t.machine_spec().check().map_err(invalid)?;
         Ok(t)
+    }
+
+    /// What the emulator needs to time programs for this target.
+    pub fn machine_spec(&self) -> Spec {
+        Spec {
+            clock_hz: self.clock_hz,
+            flops_per_cycle: self.flops_per_cycle,
+            timing: self.timing.clone(),
+        }
     }
 
     /// LDM bytes per CPE left to buffers and reply counters once the stack reserve is kept.

@@ -1,0 +1,299 @@
+//! Operation counts of the C that code generation writes, for the emulator's timing model.
+//!
+//! Generated code reports its work through `SWFLOW_CHARGE(n, .class = count, ...)`: `n`
+//! executions of a stretch of code whose operations are counted here, by the classes of
+//! `struct swflow_ops` (runtime-c's `swflow_emu.h`). The counts describe the C as written,
+//! with one convention: values that do not change inside a loop (tile origins and extents,
+//! box starts and extents, parameter-struct pointers) are held in registers, so reading them
+//! costs nothing, while every operator the C applies per execution is counted:
+//! - an LDM element access is one load or store, plus the integer operators of its
+//!   subscript as written (per dimension: the affine expression, minus the box start; times
+//!   the box extent and plus, for each dimension after the first) and one for the address;
+//! - a direct main-memory element access costs the integer operators of its address here, and
+//!   its latency in the emulator, which sees it happen;
+//! - each loop iteration increments, compares and branches;
+//! - float operators are one P0 instruction each; helpers count what their bodies do (NaN
+//!   checks of max and min, saturation of float-to-integer casts); libm routines are calls;
+//!   integer division is done in software and counts as a division.
+//!
+//! `flops` counts the floating-point operations of the computation (one per float operator,
+//! helper or library routine), for reports.
+
+use std::ops::{Add, AddAssign, Mul};
+
+use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
+use swflow_scheduler::loops::Affine;
+
+/// Operations by class, as `struct swflow_ops` counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ops {
+    pub flops: u32,
+    pub fp: u32,
+    pub div: u32,
+    pub sqrt: u32,
+    pub calls: u32,
+    pub load: u32,
+    pub store: u32,
+    pub integer: u32,
+    pub branch: u32,
+    pub carried: u32,
+}
+
+impl Add for Ops {
+    type Output = Ops;
+    fn add(self, o: Ops) -> Ops {
+        Ops {
+            flops: self.flops + o.flops,
+            fp: self.fp + o.fp,
+            div: self.div + o.div,
+            sqrt: self.sqrt + o.sqrt,
+            calls: self.calls + o.calls,
+            load: self.load + o.load,
+            store: self.store + o.store,
+            integer: self.integer + o.integer,
+            branch: self.branch + o.branch,
+            carried: self.carried + o.carried,
+        }
+    }
+}
+
+impl AddAssign for Ops {
+    fn add_assign(&mut self, o: Ops) {
+        *self = *self + o;
+    }
+}
+
+impl Mul<u32> for Ops {
+    type Output = Ops;
+    fn mul(self, k: u32) -> Ops {
+        Ops {
+            flops: self.flops * k,
+            fp: self.fp * k,
+            div: self.div * k,
+            sqrt: self.sqrt * k,
+            calls: self.calls * k,
+            load: self.load * k,
+            store: self.store * k,
+            integer: self.integer * k,
+            branch: self.branch * k,
+            carried: self.carried * k,
+        }
+    }
+}
+
+/// Integer and address operators.
+pub fn int(n: u32) -> Ops {
+    Ops {
+        integer: n,
+        ..Ops::default()
+    }
+}
+
+/// One iteration of a counted loop: increment, compare, branch.
+pub const LOOP: Ops = Ops {
+    flops: 0,
+    fp: 0,
+    div: 0,
+    sqrt: 0,
+    calls: 0,
+    load: 0,
+    store: 0,
+    integer: 2,
+    branch: 1,
+    carried: 0,
+};
+
+impl Ops {
+    /// The `SWFLOW_CHARGE` statement charging `n` executions, or `None` when there is nothing
+    /// to charge.
+    pub fn charge(&self, n: &str) -> Option<String> {
+        let fields = [
+            ("flops", self.flops),
+            ("fp", self.fp),
+            ("div", self.div),
+            ("sqrt", self.sqrt),
+            ("calls", self.calls),
+            ("load", self.load),
+            ("store", self.store),
+            ("integer", self.integer),
+            ("branch", self.branch),
+            ("carried", self.carried),
+        ];
+        let set: Vec<String> = fields
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(f, v)| format!(".{f} = {v}"))
+            .collect();
+        (!set.is_empty()).then(|| format!("SWFLOW_CHARGE({n}, {});", set.join(", ")))
+    }
+}
+
+fn float(fp: u32, flops: u32) -> Ops {
+    Ops {
+        fp,
+        flops,
+        ..Ops::default()
+    }
+}
+
+fn call() -> Ops {
+    Ops {
+        calls: 1,
+        flops: 1,
+        ..Ops::default()
+    }
+}
+
+fn branch(n: u32) -> Ops {
+    Ops {
+        branch: n,
+        ..Ops::default()
+    }
+}
+
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F64)
+}
+
+/// Operators of an affine subscript as `slave.rs` prints it: a multiply per coefficient other
+/// than ±1, an add or subtract between terms and for the offset.
+pub fn affine(x: &Affine) -> Ops {
+    let muls = x.terms.iter().filter(|(_, c)| c.abs() != 1).count();
+    let adds = x.terms.len().saturating_sub(1) + usize::from(x.offset != 0 && !x.terms.is_empty());
+    int((muls + adds) as u32)
+}
+
+/// `op(a)` as `scalar::unary` writes it.
+pub fn unary(op: UnaryOp, d: DType) -> Ops {
+    if !is_float(d) {
+        return match op {
+            UnaryOp::Abs | UnaryOp::Relu => int(2) + branch(1),
+            UnaryOp::Sign => int(3),
+            _ => int(1),
+        };
+    }
+    match op {
+        UnaryOp::Neg | UnaryOp::Abs => float(1, 1),
+        UnaryOp::Sign => float(2, 1) + branch(2),
+        UnaryOp::Relu => float(1, 1) + branch(1),
+        // 1 / (1 + exp(-a)).
+        UnaryOp::Sigmoid => {
+            call()
+                + float(2, 2)
+                + Ops {
+                    div: 1,
+                    flops: 1,
+                    ..Ops::default()
+                }
+        }
+        UnaryOp::Sqrt => Ops {
+            sqrt: 1,
+            flops: 1,
+            ..Ops::default()
+        },
+        UnaryOp::Recip => Ops {
+            div: 1,
+            flops: 1,
+            ..Ops::default()
+        },
+        UnaryOp::Exp | UnaryOp::Log | UnaryOp::Erf | UnaryOp::Tanh | UnaryOp::Sin | UnaryOp::Cos => call(),
+        UnaryOp::Not => int(1),
+    }
+}
+
+/// `a op b` as `scalar::binary` writes it.
+pub fn binary(op: BinaryOp, d: DType) -> Ops {
+    if !is_float(d) {
+        return match op {
+            // The helpers check for zero and -1 before dividing in software.
+            BinaryOp::Div | BinaryOp::Rem => {
+                int(2) + branch(2)
+                    + Ops {
+                        div: 1,
+                        ..Ops::default()
+                    }
+            }
+            BinaryOp::Pow => call(),
+            BinaryOp::Max | BinaryOp::Min => int(1) + branch(1),
+            _ => int(1),
+        };
+    }
+    match op {
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul => float(1, 1),
+        BinaryOp::Less | BinaryOp::Greater | BinaryOp::Equal => float(1, 1),
+        BinaryOp::Div => Ops {
+            div: 1,
+            flops: 1,
+            ..Ops::default()
+        },
+        BinaryOp::Rem | BinaryOp::Pow => call(),
+        // Two NaN checks, then the comparison.
+        BinaryOp::Max | BinaryOp::Min => float(3, 1) + branch(3),
+    }
+}
+
+/// `a` of type `from` converted to `to`, as `scalar::cast` writes it.
+pub fn cast(from: DType, to: DType) -> Ops {
+    match (from, to) {
+        _ if from == to => Ops::default(),
+        (f, DType::Bool) if is_float(f) => float(1, 0),
+        (_, DType::Bool) => int(1),
+        // NaN and both saturation checks, then the conversion (from f32, through double).
+        (DType::F32, DType::I64) => float(5, 0) + branch(3),
+        (DType::F64, DType::I64) => float(4, 0) + branch(3),
+        (_, t) if is_float(t) => float(1, 0),
+        _ => int(1),
+    }
+}
+
+/// The fold of a reduction, as `scalar::fold` writes it; `carried` when the fold's target is
+/// the same element on consecutive iterations of the innermost loop (an accumulator).
+pub fn fold(kind: ReduceKind, d: DType, carried: bool) -> Ops {
+    let op = match kind {
+        ReduceKind::Sum => binary(BinaryOp::Add, d),
+        ReduceKind::Prod => binary(BinaryOp::Mul, d),
+        ReduceKind::Max => binary(BinaryOp::Max, d),
+        ReduceKind::Min => binary(BinaryOp::Min, d),
+    };
+    Ops {
+        carried: u32::from(carried && is_float(d)),
+        ..op
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_name_only_what_is_counted() {
+        let ops = float(2, 2) + int(3) + LOOP;
+        assert_eq!(
+            ops.charge("n").as_deref(),
+            Some("SWFLOW_CHARGE(n, .flops = 2, .fp = 2, .integer = 5, .branch = 1);")
+        );
+        assert_eq!(Ops::default().charge("n"), None);
+    }
+
+    #[test]
+    fn affine_subscripts_count_their_operators() {
+        let x = Affine {
+            terms: vec![(0, 2), (1, 1)],
+            offset: -1,
+        };
+        // 2 * a + b - 1: one multiply, two adds.
+        assert_eq!(affine(&x), int(3));
+        let y = Affine {
+            terms: vec![(0, 1)],
+            offset: 0,
+        };
+        assert_eq!(affine(&y), int(0));
+    }
+
+    #[test]
+    fn accumulators_carry_only_float_folds() {
+        assert_eq!(fold(ReduceKind::Sum, DType::F32, true).carried, 1);
+        assert_eq!(fold(ReduceKind::Sum, DType::F32, false).carried, 0);
+        assert_eq!(fold(ReduceKind::Sum, DType::I64, true).carried, 0);
+    }
+}

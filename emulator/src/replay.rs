@@ -1,0 +1,224 @@
+//! Modelled time of one launch.
+//!
+//! While a kernel runs, each CPE thread only records what it does ([`Log`]): stretches of
+//! compute, direct main-memory accesses, DMA issues, waits and barriers. At the join the logs
+//! are replayed together in modelled-time order: the CPE with the earliest clock takes its
+//! next step (ties go to the lower CPE id), so transfers reach the one DMA queue of the core
+//! group in the order of their modelled issue times, whatever order the threads really ran
+//! in. The same program and inputs therefore give bit-identical cycles.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use crate::timing::Timing;
+
+/// One thing a CPE did, in program order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Event {
+    /// Cycles of computation.
+    Compute(f64),
+    /// Cycles of direct main-memory accesses (gload/gstore latency).
+    Direct(f64),
+    /// A transfer issued on reply counter `reply`: `blocks` contiguous blocks that touch
+    /// `lines` memory lines in all.
+    Dma {
+        put: bool,
+        blocks: u64,
+        lines: u64,
+        reply: usize,
+    },
+    /// A wait for every transfer issued on `reply` and not yet waited for.
+    Wait { reply: usize },
+    /// A barrier across the launch's CPEs.
+    Barrier,
+}
+
+/// A CPE's events during one launch; consecutive stretches of the same kind merge.
+#[derive(Debug, Default)]
+pub(crate) struct Log {
+    pub events: Vec<Event>,
+}
+
+impl Log {
+    pub fn compute(&mut self, cycles: f64) {
+        match self.events.last_mut() {
+            Some(Event::Compute(c)) => *c += cycles,
+            _ => self.events.push(Event::Compute(cycles)),
+        }
+    }
+
+    pub fn direct(&mut self, cycles: f64) {
+        match self.events.last_mut() {
+            Some(Event::Direct(c)) => *c += cycles,
+            _ => self.events.push(Event::Direct(cycles)),
+        }
+    }
+
+    pub fn push(&mut self, e: Event) {
+        self.events.push(e);
+    }
+}
+
+/// What a CPE's time went to during a launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpeTime {
+    pub compute: f64,
+    pub dma_wait: f64,
+    pub direct: f64,
+    /// Waiting at barriers, and from the CPE's return to the slowest CPE's.
+    pub idle: f64,
+}
+
+/// Something to draw on a timeline, in cycles since the launch started.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Span {
+    /// CPE `cpe` computed, waited for DMA, accessed main memory directly, or waited at a
+    /// barrier.
+    Compute { cpe: usize, start: f64, cycles: f64 },
+    DmaWait { cpe: usize, start: f64, cycles: f64 },
+    Direct { cpe: usize, start: f64, cycles: f64 },
+    Barrier { cpe: usize, start: f64, cycles: f64 },
+    /// The DMA queue served a transfer of CPE `cpe`.
+    Transfer { cpe: usize, put: bool, start: f64, cycles: f64 },
+}
+
+/// The modelled time of one launch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LaunchTime {
+    /// From the first CPE's start to the last CPE's return.
+    pub span: f64,
+    /// Per CPE, by id.
+    pub cpes: Vec<CpeTime>,
+    /// Cycles the DMA queue was serving transfers.
+    pub queue_busy: f64,
+}
+
+/// A clock value ordered for the heap (earliest first, then the lower CPE id).
+#[derive(Clone, Copy, PartialEq)]
+struct Next(f64, usize);
+
+impl Eq for Next {}
+
+impl PartialOrd for Next {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Next {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.total_cmp(&self.0).then(other.1.cmp(&self.1))
+    }
+}
+
+struct CpeState {
+    clock: f64,
+    pos: usize,
+    /// Transfers not yet waited for: (reply counter, completion time).
+    outstanding: Vec<(usize, f64)>,
+    time: CpeTime,
+}
+
+/// Replays the logs of one launch (indexed by CPE id), all CPEs starting at cycle 0; `span`
+/// receives every interval when given. The logs must come from a run that completed: every
+/// CPE reaches every barrier.
+pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(Span)>) -> LaunchTime {
+    let mut states: Vec<CpeState> = logs
+        .iter()
+        .map(|_| CpeState {
+            clock: 0.0,
+            pos: 0,
+            outstanding: Vec::new(),
+            time: CpeTime::default(),
+        })
+        .collect();
+    let mut heap: BinaryHeap<Next> = (0..logs.len())
+        .filter(|&i| !logs[i].events.is_empty())
+        .map(|i| Next(0.0, i))
+        .collect();
+    let mut queue_free = 0.0f64;
+    let mut queue_busy = 0.0;
+    let mut at_barrier: Vec<usize> = Vec::new();
+    let mut emit = |s: Span| {
+        if let Some(f) = trace.as_mut() {
+            f(s)
+        }
+    };
+    while let Some(Next(_, i)) = heap.pop() {
+        let s = &mut states[i];
+        let start = s.clock;
+        match logs[i].events[s.pos] {
+            Event::Compute(c) => {
+                s.clock += c;
+                s.time.compute += c;
+                emit(Span::Compute { cpe: i, start, cycles: c });
+            }
+            Event::Direct(c) => {
+                s.clock += c;
+                s.time.direct += c;
+                emit(Span::Direct { cpe: i, start, cycles: c });
+            }
+            Event::Dma { put, blocks, lines, reply } => {
+                let d = &t.dma;
+                let (block, rate, latency) = if put {
+                    (d.put_block_cycles, d.put_bytes_per_cycle, d.put_latency_cycles)
+                } else {
+                    (d.get_block_cycles, d.get_bytes_per_cycle, d.get_latency_cycles)
+                };
+                let service = blocks as f64 * block + (lines * d.line_bytes) as f64 / rate;
+                let begin = queue_free.max(s.clock);
+                queue_free = begin + service;
+                queue_busy += service;
+                s.outstanding.push((reply, queue_free + latency));
+                emit(Span::Transfer { cpe: i, put, start: begin, cycles: service });
+            }
+            Event::Wait { reply } => {
+                let mut done = s.clock;
+                s.outstanding.retain(|&(r, at)| {
+                    if r == reply {
+                        done = done.max(at);
+                    }
+                    r != reply
+                });
+                let waited = done - s.clock;
+                if waited > 0.0 {
+                    s.time.dma_wait += waited;
+                    emit(Span::DmaWait { cpe: i, start, cycles: waited });
+                }
+                s.clock = done;
+            }
+            Event::Barrier => {
+                s.pos += 1;
+                at_barrier.push(i);
+                if at_barrier.len() == logs.len() {
+                    let release = at_barrier.iter().map(|&c| states[c].clock).fold(0.0, f64::max) + t.barrier_cycles;
+                    for &c in &at_barrier {
+                        let s = &mut states[c];
+                        let waited = release - s.clock;
+                        s.time.idle += waited;
+                        emit(Span::Barrier { cpe: c, start: s.clock, cycles: waited });
+                        s.clock = release;
+                        if s.pos < logs[c].events.len() {
+                            heap.push(Next(s.clock, c));
+                        }
+                    }
+                    at_barrier.clear();
+                }
+                continue;
+            }
+        }
+        s.pos += 1;
+        if s.pos < logs[i].events.len() {
+            heap.push(Next(s.clock, i));
+        }
+    }
+    let span = states.iter().map(|s| s.clock).fold(0.0, f64::max);
+    let cpes = states
+        .iter()
+        .map(|s| CpeTime {
+            idle: s.time.idle + (span - s.clock),
+            ..s.time
+        })
+        .collect();
+    LaunchTime { span, cpes, queue_busy }
+}

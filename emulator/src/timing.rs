@@ -1,0 +1,224 @@
+//! The timing model's parameters and the cycles of straight-line CPE code.
+//!
+//! Parameters come from the target file (its `[timing]` table and the clock and peak it
+//! states), which the generated program hands to the emulator as TOML text when it starts the
+//! core group (see [`Spec::parse`]). Each parameter in the built-in target files carries a
+//! comment naming its published source, or saying that it is an assumption.
+//!
+//! Compute time follows from the operations the code executes, reported by the code itself
+//! as [`Ops`] per straight-line stretch times the number of executions. A CPE has two
+//! in-order pipelines that issue together: P0 takes floating-point and vector arithmetic,
+//! P1 takes LDM loads and stores and branches, and integer arithmetic goes to either. A
+//! stretch therefore takes the longest of: P0's occupancy (divisions and square roots are not
+//! pipelined and hold P0 for their whole latency), P1's instructions, half of all
+//! instructions (two issue per cycle), and the latency of its loop-carried dependence (an
+//! accumulator updated every iteration waits for the previous update). Calls to library
+//! routines (exp, log, ...) add their cost on top.
+
+use serde::{Deserialize, Serialize};
+
+/// What the emulator needs to know about the machine it times.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// CPE clock, Hz.
+    pub clock_hz: f64,
+    /// Peak floating-point operations per cycle of one CPE (for the roofline).
+    pub flops_per_cycle: f64,
+    pub timing: Timing,
+}
+
+/// Cycle costs of one CPE and of the core group's memory system.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// Cycles from the issue of a floating-point instruction to its result.
+    pub fp_latency_cycles: f64,
+    /// Cycles a division holds P0 (not pipelined); also integer division, done in software.
+    pub div_cycles: f64,
+    /// Cycles a square root holds P0 (not pipelined).
+    pub sqrt_cycles: f64,
+    /// Cycles of one call to a library routine (exp, log, tanh, erf, pow, sin, cos, fmod).
+    pub call_cycles: f64,
+    /// Cycles of one direct main-memory load (gload) and store (gstore).
+    pub gload_cycles: f64,
+    pub gstore_cycles: f64,
+    /// Cycles from `athread_spawn` until the CPEs run, and from the last CPE's return until
+    /// `athread_join` returns.
+    pub spawn_cycles: f64,
+    pub join_cycles: f64,
+    /// Cycles of a barrier across the CPEs once the last one has arrived.
+    pub barrier_cycles: f64,
+    pub dma: DmaTiming,
+}
+
+/// The core group's DMA: one queue that serves every CPE's transfers in the order they were
+/// issued. A transfer occupies the queue for a per-block cost per contiguous block plus its
+/// bytes, rounded up to whole lines, over the bandwidth; it completes a latency later.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DmaTiming {
+    /// Memory transaction size, bytes: every block moves the lines it touches.
+    pub line_bytes: u64,
+    pub get_block_cycles: f64,
+    pub put_block_cycles: f64,
+    pub get_bytes_per_cycle: f64,
+    pub put_bytes_per_cycle: f64,
+    pub get_latency_cycles: f64,
+    pub put_latency_cycles: f64,
+}
+
+impl Spec {
+    /// Parses and checks the TOML text of a machine description.
+    pub fn parse(text: &str) -> Result<Spec, String> {
+        let s: Spec = toml::from_str(text).map_err(|e| e.to_string())?;
+        s.check()?;
+        Ok(s)
+    }
+
+    /// Every number must be finite; rates positive, costs not negative.
+    pub fn check(&self) -> Result<(), String> {
+        let t = &self.timing;
+        let d = &t.dma;
+        let positive = [
+            ("clock_hz", self.clock_hz),
+            ("flops_per_cycle", self.flops_per_cycle),
+            ("timing.dma.get_bytes_per_cycle", d.get_bytes_per_cycle),
+            ("timing.dma.put_bytes_per_cycle", d.put_bytes_per_cycle),
+        ];
+        let costs = [
+            ("timing.fp_latency_cycles", t.fp_latency_cycles),
+            ("timing.div_cycles", t.div_cycles),
+            ("timing.sqrt_cycles", t.sqrt_cycles),
+            ("timing.call_cycles", t.call_cycles),
+            ("timing.gload_cycles", t.gload_cycles),
+            ("timing.gstore_cycles", t.gstore_cycles),
+            ("timing.spawn_cycles", t.spawn_cycles),
+            ("timing.join_cycles", t.join_cycles),
+            ("timing.barrier_cycles", t.barrier_cycles),
+            ("timing.dma.get_block_cycles", d.get_block_cycles),
+            ("timing.dma.put_block_cycles", d.put_block_cycles),
+            ("timing.dma.get_latency_cycles", d.get_latency_cycles),
+            ("timing.dma.put_latency_cycles", d.put_latency_cycles),
+        ];
+        if let Some((name, v)) = positive.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            return Err(format!("{name} must be a positive number, not {v}"));
+        }
+        if let Some((name, v)) = costs.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
+            return Err(format!("{name} must be a number of cycles, not {v}"));
+        }
+        if d.line_bytes == 0 {
+            return Err("timing.dma.line_bytes must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// The operations of one straight-line stretch of CPE code, by class, as the code that
+/// executes it counts them (the C layout of `struct swflow_ops` in `swflow_emu.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ops {
+    /// Floating-point operations performed (reports only: a vector operation counts each
+    /// lane, a fused multiply-add two).
+    pub flops: u32,
+    /// Pipelined P0 instructions: float and vector add, subtract, multiply, fused
+    /// multiply-add, compare, convert.
+    pub fp: u32,
+    /// Divisions (float, or integer in software) and square roots.
+    pub div: u32,
+    pub sqrt: u32,
+    /// Calls to library routines.
+    pub calls: u32,
+    /// LDM loads and stores, scalar or vector.
+    pub load: u32,
+    pub store: u32,
+    /// Integer and address arithmetic.
+    pub integer: u32,
+    /// Branches, taken or not.
+    pub branch: u32,
+    /// Floating-point instructions on the loop-carried dependence: each execution waits for
+    /// the previous one's result.
+    pub carried: u32,
+}
+
+impl Timing {
+    /// Cycles of one execution of `ops` on a CPE.
+    pub fn cycles(&self, ops: &Ops) -> f64 {
+        let p0 = ops.fp as f64 + ops.div as f64 * self.div_cycles + ops.sqrt as f64 * self.sqrt_cycles;
+        let p1 = (ops.load + ops.store + ops.branch) as f64;
+        let dual = (p0 + p1 + ops.integer as f64) / 2.0;
+        let carried = ops.carried as f64 * self.fp_latency_cycles;
+        p0.max(p1).max(dual).max(carried) + ops.calls as f64 * self.call_cycles
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing {
+            fp_latency_cycles: 7.0,
+            div_cycles: 30.0,
+            sqrt_cycles: 30.0,
+            call_cycles: 100.0,
+            gload_cycles: 200.0,
+            gstore_cycles: 200.0,
+            spawn_cycles: 0.0,
+            join_cycles: 0.0,
+            barrier_cycles: 0.0,
+            dma: DmaTiming {
+                line_bytes: 128,
+                get_block_cycles: 0.0,
+                put_block_cycles: 0.0,
+                get_bytes_per_cycle: 1.0,
+                put_bytes_per_cycle: 1.0,
+                get_latency_cycles: 0.0,
+                put_latency_cycles: 0.0,
+            },
+        }
+    }
+
+    #[test]
+    fn two_pipelines_issue_together() {
+        let t = timing();
+        // Four float instructions and four loads pair up: four cycles.
+        let ops = Ops { fp: 4, load: 4, ..Ops::default() };
+        assert_eq!(t.cycles(&ops), 4.0);
+        // Integer work fills the idle slots of either pipeline, then costs half a cycle each.
+        let ops = Ops { fp: 4, integer: 4, ..Ops::default() };
+        assert_eq!(t.cycles(&ops), 4.0);
+        let ops = Ops { fp: 4, integer: 10, ..Ops::default() };
+        assert_eq!(t.cycles(&ops), 7.0);
+    }
+
+    #[test]
+    fn division_holds_its_pipeline_and_calls_add_up() {
+        let t = timing();
+        let ops = Ops { fp: 1, div: 1, load: 2, calls: 1, ..Ops::default() };
+        assert_eq!(t.cycles(&ops), 31.0 + 100.0);
+    }
+
+    #[test]
+    fn an_accumulator_waits_for_its_previous_value() {
+        let t = timing();
+        let ops = Ops { fp: 2, load: 2, integer: 2, branch: 1, carried: 1, ..Ops::default() };
+        assert_eq!(t.cycles(&ops), 7.0);
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        let mut s = Spec {
+            clock_hz: 1.45e9,
+            flops_per_cycle: 8.0,
+            timing: timing(),
+        };
+        assert!(s.check().is_ok());
+        s.timing.dma.put_bytes_per_cycle = 0.0;
+        assert!(s.check().unwrap_err().contains("put_bytes_per_cycle"));
+        s.timing.dma.put_bytes_per_cycle = 1.0;
+        s.timing.div_cycles = f64::NAN;
+        assert!(s.check().unwrap_err().contains("div_cycles"));
+    }
+}
