@@ -55,6 +55,9 @@ pub enum CodegenError {
 /// The generated files, by path relative to the output folder.
 pub struct Generated {
     pub files: BTreeMap<String, Vec<u8>>,
+    /// The C function of each kernel of the program, in program order (the name the
+    /// emulator reports the kernel by).
+    pub kernel_functions: Vec<String>,
 }
 
 impl Generated {
@@ -241,11 +244,15 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         "kernels": kernels,
     });
     files.insert("Makefile".into(), t.render("makefile", &make)?);
+
     files.insert("include/swflow_machine.h".into(), machine_header(target).into_bytes());
     for (path, text) in RUNTIME {
         files.insert(format!("runtime/{path}"), text.as_bytes().to_vec());
     }
-    Ok(Generated { files })
+    Ok(Generated {
+        files,
+        kernel_functions: kernels,
+    })
 }
 
 /// `swflow_machine.h`: the target as runtime-c's emulator build starts it: `SWFLOW_CPES`,

@@ -153,6 +153,14 @@ pub extern "C" fn swflow_emu_halt() {
     }
 }
 
+/// The host's modelled time since the core group started, in seconds (0 when time is not
+/// modelled): what a timer around spawn and join reads on the real machine.
+#[no_mangle]
+pub extern "C" fn swflow_emu_seconds() -> f64 {
+    let m = machine();
+    m.spec().map_or(0.0, |s| m.now() / s.clock_hz)
+}
+
 /// The calling CPE's id (0-based), or -1 on the host.
 #[no_mangle]
 pub extern "C" fn swflow_emu_cpe_id() -> c_int {

@@ -17,6 +17,8 @@ void swflow_emu_spawn(const char *kernel, void (*func)(void *), void *arg, size_
 void swflow_emu_join(void);
 /* Joins and prints the per-kernel counters when SWFLOW_STATS is set. */
 void swflow_emu_halt(void);
+/* The host's modelled time since the core group started, seconds (0 when untimed). */
+double swflow_emu_seconds(void);
 /* The calling CPE's id, -1 on the host. */
 int swflow_emu_cpe_id(void);
 /* Declares an LDM buffer of the running kernel on the calling CPE. */

@@ -31,6 +31,14 @@ pub struct Dma {
     pub reply_bytes: usize,
 }
 
+impl Dma {
+    /// Seconds of the core group's DMA capacity that `transfers` transfers moving `bytes` in
+    /// all cost in this estimate.
+    pub fn estimate_seconds(&self, transfers: usize, bytes: usize) -> f64 {
+        (bytes as f64 + transfers as f64 * self.half_bandwidth_block_bytes) / self.bandwidth_bytes_per_s
+    }
+}
+
 /// One core group of a scratchpad many-core processor.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -29,7 +29,7 @@ pub struct Args {
 
 /// Where the default build finds the emulator: the option, the environment, or beside the
 /// executable (where `cargo build --release` puts both).
-fn emulator_lib(given: Option<PathBuf>) -> Result<PathBuf> {
+pub(super) fn emulator_lib(given: Option<PathBuf>) -> Result<PathBuf> {
     let path = match given.or_else(|| std::env::var_os("SWFLOW_EMULATOR_LIB").map(PathBuf::from)) {
         Some(p) => p,
         None => {
@@ -46,19 +46,23 @@ fn emulator_lib(given: Option<PathBuf>) -> Result<PathBuf> {
     Ok(std::path::absolute(&path).unwrap_or(path))
 }
 
-pub fn run(args: Args) -> Result<()> {
-    let target = Target::resolve(&args.target)?;
-    let (_, g) = args.model.load()?;
-    let lib = emulator_lib(args.emulator_lib)?;
-    let lib_text = lib
-        .to_str()
+/// `lib` as the Makefile's text, when make can read it back.
+pub(super) fn makefile_path(lib: &Path) -> Result<&str> {
+    lib.to_str()
         .filter(|s| !s.contains([' ', '\n', '$', '#', '\\', '"', '\'']))
         .with_context(|| {
             format!(
                 "the emulator library path {} cannot be written in a Makefile",
                 lib.display()
             )
-        })?;
+        })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let target = Target::resolve(&args.target)?;
+    let (_, g) = args.model.load()?;
+    let lib = emulator_lib(args.emulator_lib)?;
+    let lib_text = makefile_path(&lib)?;
     let start = Instant::now();
     let p = swflow_scheduler::pipeline::compile(&g, &target)?;
     let scheduled = start.elapsed();

@@ -1,9 +1,11 @@
 //! Verbs of the `swflow` command line.
 
+mod bench;
 mod compare;
 mod compile;
 mod inspect;
 mod model;
+mod roofline;
 mod run;
 mod schedule;
 
@@ -32,6 +34,8 @@ pub enum Command {
     Compile(compile::Args),
     /// Check a .npy result against a reference .npy with the project's f32 tolerance.
     Compare(compare::Args),
+    /// Compile, build and run a model on the timed emulator; report modelled time per kernel.
+    Bench(bench::Args),
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -41,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => compare::run(a),
         Command::Schedule(a) => schedule::run(a),
         Command::Compile(a) => compile::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }
 

@@ -1,0 +1,242 @@
+//! `swflow bench`: compile a model, build it with its Makefile, run it on the timed emulator
+//! and report where the modelled time goes, kernel by kernel, beside the scheduler's own
+//! DMA estimate.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::Value;
+use swflow_scheduler::exec::cpe::kernel_stats;
+use swflow_scheduler::target::Target;
+
+use super::compile::{emulator_lib, makefile_path};
+use super::model::ModelArgs;
+use super::roofline;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Target: sw26010, sw26010pro, or a target description file (.toml).
+    #[arg(long, default_value = "sw26010")]
+    pub target: String,
+    /// Keep the compiled folder here (default: a temporary folder, removed afterwards).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Print a machine-readable JSON report instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a Chrome trace of the modelled run (opens in Perfetto).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Draw the kernels on a roofline, as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub roofline: Option<PathBuf>,
+    /// Seed of the pseudo-random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Parallel jobs of `make` (default: the machine's cores).
+    #[arg(short, long)]
+    pub jobs: Option<usize>,
+}
+
+/// One kernel: what the emulator reported, and where it came from.
+#[derive(Serialize, Clone, Debug)]
+pub struct KernelRow {
+    pub kernel: String,
+    /// The kernel's primitive op, and the model node it came from.
+    pub op: String,
+    pub node: Option<String>,
+    /// The scheduler's estimate of the kernel's DMA time (the target's `[dma]` cost of the
+    /// transfers it planned); it ignores compute and overlap.
+    pub scheduler_dma_estimate_seconds: f64,
+    /// The emulator's statistics of the kernel (`SWFLOW_STATS`' fields).
+    #[serde(flatten)]
+    pub stats: serde_json::Map<String, Value>,
+}
+
+#[derive(Serialize, Debug)]
+struct Report {
+    model: String,
+    target: String,
+    peak_gflops: f64,
+    total_modelled_seconds: f64,
+    total: Value,
+    kernels: Vec<KernelRow>,
+    build_seconds: f64,
+    run_seconds: f64,
+}
+
+/// A folder removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let target = Target::resolve(&args.target)?;
+    let (_, g) = args.model.load()?;
+    let lib = emulator_lib(None)?;
+    let (dir, _cleanup) = match &args.output {
+        Some(d) => (d.clone(), None),
+        None => {
+            let d = std::env::temp_dir().join(format!("swflow-bench-{}", std::process::id()));
+            (d.clone(), Some(TempDir(d)))
+        }
+    };
+    let p = swflow_scheduler::pipeline::compile(&g, &target)?;
+    let out = swflow_codegen::generate(&p, &target, makefile_path(&lib)?)?;
+    if dir.exists() && args.output.is_none() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    out.write_to(&dir).with_context(|| format!("writing {}", dir.display()))?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let start = Instant::now();
+    checked(
+        Command::new("make").arg("-C").arg(&dir).args(["-s", &format!("-j{jobs}")]),
+        "make",
+    )?;
+    let build_seconds = start.elapsed().as_secs_f64();
+    let stats_file = std::path::absolute(dir.join("stats.json"))?;
+    let mut run = Command::new(std::path::absolute(dir.join("model"))?);
+    run.current_dir(&dir)
+        .args(["--seed", &args.seed.to_string()])
+        .env("SWFLOW_STATS", &stats_file)
+        .env_remove("SWFLOW_TIMING");
+    match &args.trace {
+        Some(t) => run.env("SWFLOW_TRACE", std::path::absolute(t)?),
+        None => run.env_remove("SWFLOW_TRACE"),
+    };
+    let start = Instant::now();
+    checked(&mut run, "the built model")?;
+    let run_seconds = start.elapsed().as_secs_f64();
+    let stats: Value = serde_json::from_str(
+        &std::fs::read_to_string(&stats_file).with_context(|| format!("reading {}", stats_file.display()))?,
+    )
+    .context("the emulator's statistics")?;
+    let by_name: std::collections::HashMap<&str, &serde_json::Map<String, Value>> = stats["kernels"]
+        .as_array()
+        .context("the statistics list no kernels")?
+        .iter()
+        .filter_map(|k| Some((k["kernel"].as_str()?, k.as_object()?)))
+        .collect();
+    let mut kernels = Vec::new();
+    for (k, func) in p.kernels.iter().zip(&out.kernel_functions) {
+        let Some(s) = by_name.get(func.as_str()) else {
+            bail!("the emulator did not report kernel {func}")
+        };
+        let traffic = kernel_stats(&p, k, k.schedule.as_ref().context("unscheduled kernel")?, &target).traffic;
+        let mut stats = (*s).clone();
+        stats.remove("kernel");
+        kernels.push(KernelRow {
+            kernel: func.clone(),
+            op: k.op.clone(),
+            node: k.origin.clone(),
+            scheduler_dma_estimate_seconds: target
+                .dma
+                .estimate_seconds(traffic.gets + traffic.puts, traffic.get_bytes + traffic.put_bytes),
+            stats,
+        });
+    }
+    let report = Report {
+        model: g.name.clone(),
+        target: target.name.clone(),
+        peak_gflops: target.peak_flops() / 1e9,
+        total_modelled_seconds: stats["total_modelled_seconds"]
+            .as_f64()
+            .context("the statistics have no modelled time")?,
+        total: stats["total"].clone(),
+        kernels,
+        build_seconds,
+        run_seconds,
+    };
+    if let Some(svg) = &args.roofline {
+        let points: Vec<roofline::Point> = report.kernels.iter().filter_map(roofline::Point::from_row).collect();
+        let text = roofline::draw(&format!("{} on {}", report.model, report.target), &target, &points);
+        std::fs::write(svg, text).with_context(|| format!("writing {}", svg.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+/// Runs `cmd`; a failure is an error carrying its output.
+fn checked(cmd: &mut Command, what: &str) -> Result<()> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+fn num(s: &serde_json::Map<String, Value>, key: &str) -> f64 {
+    s.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+/// The kernels, slowest first, then the totals.
+fn print_table(r: &Report) {
+    let mut rows: Vec<&KernelRow> = r.kernels.iter().collect();
+    rows.sort_by(|a, b| num(&b.stats, "modelled_seconds").total_cmp(&num(&a.stats, "modelled_seconds")));
+    let width = rows.iter().map(|k| k.kernel.len()).max().unwrap_or(6).max(6);
+    let opw = rows.iter().map(|k| k.op.len()).max().unwrap_or(2).max(2);
+    println!(
+        "{} on {}: modelled {:.6} s, {:.3} GFLOPS of {:.1} peak; built in {:.1} s, ran in {:.1} s",
+        r.model,
+        r.target,
+        r.total_modelled_seconds,
+        num(r.total.as_object().unwrap_or(&Default::default()), "gflops"),
+        r.peak_gflops,
+        r.build_seconds,
+        r.run_seconds
+    );
+    println!(
+        "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}",
+        "kernel",
+        "op",
+        "modelled ms",
+        "share",
+        "GFLOPS",
+        "DMA GB/s",
+        "compute",
+        "wait",
+        "idle",
+        "bound",
+        "roofline",
+        "sched. DMA ms"
+    );
+    let total = r.total_modelled_seconds.max(f64::MIN_POSITIVE);
+    let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+    for k in rows {
+        let s = &k.stats;
+        println!(
+            "{:<width$}  {:<opw$}  {:>11.4}  {:>6}  {:>8.3}  {:>8.3}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13.4}",
+            k.kernel,
+            k.op,
+            1e3 * num(s, "modelled_seconds"),
+            pct(num(s, "modelled_seconds") / total),
+            num(s, "gflops"),
+            num(s, "dma_gbps"),
+            pct(num(s, "compute")),
+            pct(num(s, "dma_wait") + num(s, "direct")),
+            pct(num(s, "idle")),
+            s.get("bound").and_then(Value::as_str).unwrap_or("-"),
+            pct(num(s, "roofline_fraction")),
+            1e3 * k.scheduler_dma_estimate_seconds
+        );
+    }
+}
