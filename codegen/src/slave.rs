@@ -571,6 +571,15 @@ impl Gen<'_> {
             None => String::new(),
         };
         w.line(format!("/* {}{origin}: every point of the tile. */", comment(&k.op)));
+        // The current half of each double-buffered tile, chosen once per tile.
+        for i in (0..self.all.len()).filter(|&i| self.buffered(i) && self.s.buffers[i].double) {
+            let name = &self.bufs[i];
+            w.line(format!(
+                "const {} *const {name}_cur = ldm->{name}[{name}_h];",
+                ctype(self.dtype(i))
+            ));
+            charge_once(w, int(1));
+        }
         let (target, target_ops) = self.access_ref(0);
         let buffered = u32::from(self.buffered(0));
         if let Some(r) = k.stmt.reduce {
@@ -693,11 +702,12 @@ impl Gen<'_> {
             if self.shape(i).is_empty() {
                 return (format!("ldm->{name}[0]"), Ops::default());
             }
-            let (half, mut ops) = if self.s.buffers[i].double {
-                (format!("[{name}_h]"), int(2))
+            let (half, base) = if self.s.buffers[i].double {
+                (format!("[{name}_h]"), format!("{name}_cur"))
             } else {
-                (String::new(), int(1))
+                (String::new(), format!("ldm->{name}"))
             };
+            let mut ops = int(1);
             let mut idx = String::new();
             for (d, x) in a.index.iter().enumerate() {
                 let Index::Affine(x) = x else {
@@ -712,7 +722,7 @@ impl Gen<'_> {
                     format!("({idx}) * {name}_extent{half}[{d}] + {term}")
                 };
             }
-            (format!("ldm->{name}{half}[{idx}]"), ops)
+            (format!("{base}[{idx}]"), ops)
         } else {
             let st = strides(self.shape(i));
             let mut ops = int(1 + a.index.len().saturating_sub(1) as u32);

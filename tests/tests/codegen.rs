@@ -213,13 +213,9 @@ fn emulator_dma_counts_equal_the_schedule() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let text = std::fs::read_to_string(&stats).unwrap();
-        let sum = |key: &str| -> usize {
-            text.split(&format!("\"{key}\":"))
-                .skip(1)
-                .map(|s| s.split([',', '}']).next().unwrap().parse::<usize>().unwrap())
-                .sum()
-        };
+        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let kernels = report["kernels"].as_array().unwrap();
+        let sum = |key: &str| -> usize { kernels.iter().map(|k| k[key].as_u64().unwrap() as usize).sum() };
         let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
         let (mut gets, mut puts, mut get_bytes, mut put_bytes) = (0, 0, 0, 0);
         for k in &p.kernels {

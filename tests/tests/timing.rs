@@ -1,0 +1,237 @@
+//! The emulator's timing model on generated programs: the operations generated code reports
+//! are the ones it executes, double buffering shows in the modelled time, modelled time is
+//! deterministic, and the trace and the `bench` verb report it.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use swflow_frontend::ir::{DType, Graph, Op, Output, TensorType};
+use swflow_scheduler::loops::Program;
+use swflow_scheduler::target::Target;
+use swflow_tests::cbuild::{emulator_lib, make_reusing_runtime, scratch};
+use swflow_tests::workspace_root;
+
+/// `C[m, 2048] = A[m, 512] x B[512, 2048]`; with m = 64, the matrix product of swTVM's
+/// examples.
+fn matmul(m: usize) -> Graph {
+    let mut g = Graph::new("matmul");
+    let a = g.add_input("A", TensorType::new(DType::F32, vec![m, 512]).unwrap());
+    let b = g.add_input("B", TensorType::new(DType::F32, vec![512, 2048]).unwrap());
+    let c = g.add_node("C", Op::MatMul, vec![a, b], None).unwrap();
+    g.outputs.push(Output {
+        name: "C".into(),
+        node: c,
+    });
+    g
+}
+
+/// Points of the product `matmul(m)`.
+fn points(m: usize) -> u64 {
+    (m * 512 * 2048) as u64
+}
+
+/// Generates, builds and runs `p` in `dir` with pseudo-random inputs; returns the emulator's
+/// statistics and the output file's bytes.
+fn build_and_run(p: &Program, target: &Target, dir: &Path, env: &[(&str, &str)]) -> (Value, Vec<u8>) {
+    let lib = emulator_lib().unwrap();
+    let out = swflow_codegen::generate(p, target, lib.to_str().unwrap()).unwrap();
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    out.write_to(dir).unwrap();
+    make_reusing_runtime(dir).unwrap();
+    let stats = dir.join("stats.json");
+    let run = Command::new(dir.join("model"))
+        .args(["--seed", "7", "--output"])
+        .arg(dir.join("out"))
+        .env("SWFLOW_STATS", &stats)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let output = std::fs::read_dir(dir.join("out")).unwrap().next().unwrap().unwrap().path();
+    let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    (stats, std::fs::read(output).unwrap())
+}
+
+fn kernel<'a>(stats: &'a Value, name: &str) -> &'a Value {
+    stats["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kernel"] == name)
+        .unwrap_or_else(|| panic!("no kernel {name} in {stats}"))
+}
+
+/// Statistics of the product's kernel built from `p` as is and with every buffer single;
+/// asserts both compute the same numbers and exactly the product's flops (a multiply and an
+/// add per point).
+fn with_and_without_double_buffering(p: &Program, target: &Target, m: usize, label: &str) -> (Value, Value) {
+    let mut single = p.clone();
+    for b in &mut single.kernels[0].schedule.as_mut().unwrap().buffers {
+        b.double = false;
+    }
+    let (with, out_with) = build_and_run(p, target, &scratch("timing", &format!("{label}-double")), &[]);
+    let (without, out_without) = build_and_run(&single, target, &scratch("timing", &format!("{label}-single")), &[]);
+    assert_eq!(out_with, out_without, "double buffering changes no number");
+    let name = format!("k_{}", p.kernels[0].name);
+    let (a, b) = (kernel(&with, &name).clone(), kernel(&without, &name).clone());
+    for k in [&a, &b] {
+        assert_eq!(k["flops"], 2 * points(m));
+    }
+    let (ta, tb) = (a["modelled_cycles"].as_f64().unwrap(), b["modelled_cycles"].as_f64().unwrap());
+    println!(
+        "{label} on {}: {ta:.0} cycles double-buffered, {tb:.0} without ({:+.1}%); DMA wait {:.1}% against {:.1}%",
+        target.name,
+        100.0 * (tb / ta - 1.0),
+        100.0 * a["dma_wait"].as_f64().unwrap(),
+        100.0 * b["dma_wait"].as_f64().unwrap()
+    );
+    (a, b)
+}
+
+/// Double buffering shows in the modelled time. In `C[128, 2048] = A[128, 512] x B[512,
+/// 2048]` with tiles pinned to 2x64x64, B's 16 KiB tiles are double-buffered: the gets of
+/// the next tile overlap the compute of this one, so the kernel waits less for DMA and runs
+/// faster than the same schedule with single buffers. The gain is what the waits were: the
+/// scalar compute of a tile takes longer than the 64 CPEs' gets of it take the DMA queue.
+///
+/// The scheduler's own schedules of the 64-row product, which fill the LDM with single
+/// tiles and double-buffer only A's small tile, are printed for comparison: that product
+/// reads B 64 times over and is bound by the queue's bandwidth, which no overlap can hide.
+#[test]
+fn double_buffering_overlaps_dma_with_compute() {
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = swflow_scheduler::pipeline::compile(&matmul(64), &target).unwrap();
+        with_and_without_double_buffering(&p, &target, 64, "scheduler's tiles, 64 rows");
+    }
+    let target = Target::sw26010();
+    let mut p = swflow_scheduler::pipeline::compile(&matmul(128), &target).unwrap();
+    let k = p.kernels[0].clone();
+    let mut s = k.schedule.clone().unwrap();
+    for (l, tile) in [("m", 2), ("n", 64), ("k", 64)] {
+        let i = k.loops.iter().position(|x| x.name == l).unwrap();
+        s.tiles[i] = tile;
+    }
+    s.order = swflow_scheduler::schedule::reorder::best_order(&k, &p, &s.tiles, &s.ranges).order;
+    s.buffers = swflow_scheduler::schedule::dma::plan_buffers(&k, &p, &s, &target);
+    swflow_scheduler::schedule::verify_schedule(&k, &p, &s, &target).unwrap();
+    assert!(s.buffers[2].double && s.buffers[2].dims == [64, 64], "B's tile is double-buffered: {s:?}");
+    p.kernels[0].schedule = Some(s);
+    let (a, b) = with_and_without_double_buffering(&p, &target, 128, "2x64x64 tiles, 128 rows");
+    assert!(a["dma_wait"].as_f64() < b["dma_wait"].as_f64());
+    let (ta, tb) = (a["modelled_cycles"].as_f64().unwrap(), b["modelled_cycles"].as_f64().unwrap());
+    assert!(ta < tb, "double buffering saves time here: {ta} against {tb}");
+}
+
+/// Two runs of the same program give byte-identical statistics, whatever order the CPE
+/// threads ran in; the untimed run computes the same numbers and reports no time.
+#[test]
+fn modelled_time_is_deterministic() {
+    let target = Target::sw26010pro();
+    let g = swflow_frontend::onnx::import_file(
+        &workspace_root().join("examples/lenet/model.onnx"),
+        &Default::default(),
+    )
+    .unwrap();
+    let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    let dir = scratch("timing", "lenet");
+    let (first, out) = build_and_run(&p, &target, &dir, &[]);
+    let runs: Vec<String> = (0..2)
+        .map(|i| {
+            let stats = dir.join(format!("again{i}.json"));
+            let run = Command::new(dir.join("model"))
+                .args(["--seed", "7"])
+                .env("SWFLOW_STATS", &stats)
+                .output()
+                .unwrap();
+            assert!(run.status.success());
+            std::fs::read_to_string(&stats).unwrap()
+        })
+        .collect();
+    assert_eq!(runs[0], runs[1]);
+    assert_eq!(serde_json::from_str::<Value>(&runs[0]).unwrap(), first);
+    assert!(first["total_modelled_seconds"].as_f64().unwrap() > 0.0);
+    let (untimed, untimed_out) = build_and_run(&p, &target, &dir, &[("SWFLOW_TIMING", "off")]);
+    assert_eq!(out, untimed_out);
+    assert!(untimed.get("total_modelled_seconds").is_none());
+    assert!(untimed["kernels"][0].get("modelled_cycles").is_none());
+}
+
+/// `SWFLOW_TRACE` writes a Chrome trace: a JSON array with a named track per CPE and one for
+/// the DMA queue, complete events on them, and per launch the kernel on every CPE track.
+#[test]
+fn trace_is_chrome_json_with_a_track_per_cpe_and_the_dma_queue() {
+    let target = Target::sw26010();
+    let g = swflow_frontend::onnx::import_file(
+        &workspace_root().join("examples/lenet/model.onnx"),
+        &Default::default(),
+    )
+    .unwrap();
+    let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    let dir = scratch("timing", "trace");
+    let trace = dir.with_extension("json");
+    let (stats, _) = build_and_run(&p, &target, &dir, &[("SWFLOW_TRACE", trace.to_str().unwrap())]);
+    let events: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 65);
+    assert_eq!(names[0], "CPE 0");
+    assert_eq!(names[64], "DMA queue");
+    let spans: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    let on = |tid: u64, name: &str| spans.iter().filter(|e| e["tid"] == tid && e["name"] == name).count();
+    assert!(on(64, "get") > 0 && on(64, "put") > 0);
+    assert!(on(0, "compute") > 0);
+    let kernels = stats["kernels"].as_array().unwrap();
+    let launches: u64 = kernels.iter().map(|k| k["launches"].as_u64().unwrap()).sum();
+    assert_eq!(on(0, kernels[0]["kernel"].as_str().unwrap()) as u64, kernels[0]["launches"].as_u64().unwrap());
+    let launch_spans = spans.iter().filter(|e| kernels.iter().any(|k| k["kernel"] == e["name"])).count();
+    assert_eq!(launch_spans as u64, 64 * launches);
+    // The last launch ends at the total modelled time.
+    let end = spans.iter().map(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap()).fold(0.0, f64::max);
+    let total_us = stats["total_modelled_seconds"].as_f64().unwrap() * 1e6;
+    assert!(end <= total_us && end > 0.9 * total_us, "trace ends at {end} us of {total_us}");
+    std::fs::remove_file(trace).unwrap();
+}
+
+/// `swflow bench` builds and runs a model and reports every kernel with its op, source node,
+/// modelled time and the scheduler's estimate; the kernels' times add up to the total, and
+/// the roofline is an SVG with a disc per kernel that does floating-point work over DMA.
+#[test]
+fn bench_reports_every_kernel_and_draws_a_roofline() {
+    let root = workspace_root();
+    let svg = scratch("timing", "roofline.svg");
+    std::fs::create_dir_all(svg.parent().unwrap()).unwrap();
+    let out = Command::new(root.join("target/release/swflow"))
+        .args(["bench", "examples/lenet/model.onnx", "--json", "--roofline"])
+        .arg(&svg)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kernels = r["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 23);
+    let sum: f64 = kernels.iter().map(|k| k["modelled_seconds"].as_f64().unwrap()).sum();
+    let total = r["total_modelled_seconds"].as_f64().unwrap();
+    assert!((sum - total).abs() <= 1e-9 * total, "{sum} against {total}");
+    for k in kernels {
+        assert!(k["op"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(k["scheduler_dma_estimate_seconds"].as_f64().unwrap() >= 0.0);
+        assert!(["compute", "dma", "latency"].contains(&k["bound"].as_str().unwrap()));
+        let f = k["roofline_fraction"].as_f64().unwrap();
+        assert!(f > 0.0 && f <= 1.0, "{k}");
+    }
+    assert!(kernels.iter().any(|k| k["node"] == "conv1"));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+    let drawn = kernels
+        .iter()
+        .filter(|k| k["flops"].as_u64().unwrap() > 0 && k["dma_bytes"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(text.matches("<circle").count(), drawn + 3, "a disc per kernel and three in the legend");
+}
