@@ -207,7 +207,8 @@ pub fn binary(op: BinaryOp, d: DType) -> Ops {
         return match op {
             // The helpers check for zero and -1 before dividing in software.
             BinaryOp::Div | BinaryOp::Rem => {
-                int(2) + branch(2)
+                int(2)
+                    + branch(2)
                     + Ops {
                         div: 1,
                         ..Ops::default()

@@ -18,9 +18,9 @@
 //! File skeletons are handlebars templates under `codegen/templates/`; kernel bodies come
 //! from [`slave`]. The same program and options give byte-identical files.
 
+mod cost;
 pub mod names;
 mod params;
-mod cost;
 mod scalar;
 mod slave;
 mod writer;

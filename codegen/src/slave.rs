@@ -351,7 +351,14 @@ impl Gen<'_> {
         w.line(format!("{n} = {hi} - {o} < {t} ? {hi} - {o} : {t};"));
         // The loop's control and the line above (twice the bound when it is the segment's).
         let bound = u32::from(self.is_inner_partition(l));
-        charge_once(w, LOOP + int(3 + 2 * bound) + Ops { branch: 1, ..Ops::default() });
+        charge_once(
+            w,
+            LOOP + int(3 + 2 * bound)
+                + Ops {
+                    branch: 1,
+                    ..Ops::default()
+                },
+        );
         self.fills(w, pos + 1);
         self.level(w, pos + 1);
         self.write_back(w, pos + 1);
@@ -366,7 +373,14 @@ impl Gen<'_> {
 
     /// Lines computing the box access `i` spans over the tile into `start`/`extent` arrays,
     /// with loop `l`'s origin and extent given by `at`; returns their operations.
-    fn box_lines(&self, w: &mut Writer, i: usize, start: &str, extent: &str, at: &dyn Fn(usize) -> (String, String)) -> Ops {
+    fn box_lines(
+        &self,
+        w: &mut Writer,
+        i: usize,
+        start: &str,
+        extent: &str,
+        at: &dyn Fn(usize) -> (String, String),
+    ) -> Ops {
         let stores = Ops {
             store: 2,
             ..Ops::default()
@@ -479,7 +493,14 @@ impl Gen<'_> {
                     &format!("{name}_extent[{other}]"),
                     &at,
                 );
-                charge_once(w, ops + int(3) + Ops { branch: 1, ..Ops::default() });
+                charge_once(
+                    w,
+                    ops + int(3)
+                        + Ops {
+                            branch: 1,
+                            ..Ops::default()
+                        },
+                );
                 w.line(self.dma_call(
                     i,
                     false,
@@ -739,7 +760,12 @@ impl Gen<'_> {
                         Index::Gathered { access, extent } => {
                             let (pos, _, pos_ops) = self.load(access);
                             // The helper's two range checks and its wrap of negative positions.
-                            ops += pos_ops + int(3) + Ops { branch: 2, ..Ops::default() };
+                            ops += pos_ops
+                                + int(3)
+                                + Ops {
+                                    branch: 2,
+                                    ..Ops::default()
+                                };
                             format!("swflow_gather_index({pos}, {extent})")
                         }
                     };
@@ -757,7 +783,10 @@ impl Gen<'_> {
                 terms.join(" + ")
             };
             let how = if i == 0 { "SWFLOW_GSTORE" } else { "SWFLOW_GLOAD" };
-            (format!("{how}({}, para.{}, {idx})", ctype(self.dtype(i)), self.field(i)), ops)
+            (
+                format!("{how}({}, para.{}, {idx})", ctype(self.dtype(i)), self.field(i)),
+                ops,
+            )
         }
     }
 

@@ -76,7 +76,9 @@ pub unsafe extern "C" fn swflow_emu_init(cpes: c_int, ldm_bytes: c_long, spec: *
     let spec = if spec.is_null() || !timed {
         None
     } else {
-        let text = CStr::from_ptr(spec).to_str().unwrap_or_else(|_| die("the machine description is not UTF-8"));
+        let text = CStr::from_ptr(spec)
+            .to_str()
+            .unwrap_or_else(|_| die("the machine description is not UTF-8"));
         Some(Spec::parse(text).unwrap_or_else(|e| die(&format!("the machine description: {e}"))))
     };
     let m = MACHINE.get_or_init(|| {

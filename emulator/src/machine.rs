@@ -218,11 +218,15 @@ struct Shared {
     stats: Mutex<BTreeMap<String, KernelStats>>,
 }
 
+/// Receives every launch at its join: the kernel, the host cycle at which its CPEs started,
+/// its time, and its spans (cycles since that start).
+pub type TraceSink = Box<dyn FnMut(&str, f64, &LaunchTime, &[Span]) + Send>;
+
 /// The host's modelled time, and where launches are traced to.
 #[derive(Default)]
 struct HostClock {
     cycles: f64,
-    trace: Option<Box<dyn FnMut(&str, f64, &LaunchTime, &[Span]) + Send>>,
+    trace: Option<TraceSink>,
 }
 
 /// The core group.
@@ -283,9 +287,8 @@ impl Machine {
         self.shared.clock.lock().expect("clock").cycles
     }
 
-    /// Hands every later launch to `sink` at its join: the kernel, the host cycle at which
-    /// its CPEs started, its time, and its spans (cycles since that start).
-    pub fn trace_to(&self, sink: Box<dyn FnMut(&str, f64, &LaunchTime, &[Span]) + Send>) {
+    /// Hands every later launch to `sink` at its join.
+    pub fn trace_to(&self, sink: TraceSink) {
         self.shared.clock.lock().expect("clock").trace = Some(sink);
     }
 
@@ -331,7 +334,11 @@ impl Machine {
             fatal(&v);
         }
         results.sort_by_key(|r| r.id);
-        let time = self.shared.spec.as_ref().map(|spec| self.time_launch(&launch.kernel, spec, &mut results));
+        let time = self
+            .shared
+            .spec
+            .as_ref()
+            .map(|spec| self.time_launch(&launch.kernel, spec, &mut results));
         let mut stats = self.shared.stats.lock().expect("stats");
         let total = stats.entry(launch.kernel.clone()).or_default();
         total.counters.launches += 1;
@@ -712,7 +719,10 @@ pub fn barrier() {
 /// Charges the calling CPE for `n` executions of a stretch of code doing `ops`.
 pub fn charge(ops: &Ops, n: u64) {
     with_cpe("a compute charge", |cpe| {
-        cpe.counters.flops = cpe.counters.flops.saturating_add((ops.flops as u64).saturating_mul(n) as usize);
+        cpe.counters.flops = cpe
+            .counters
+            .flops
+            .saturating_add((ops.flops as u64).saturating_mul(n) as usize);
         if let Some(spec) = &cpe.machine.spec {
             let cycles = spec.timing.cycles(ops) * n as f64;
             cpe.log.compute(cycles);

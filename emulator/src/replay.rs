@@ -74,12 +74,33 @@ pub struct CpeTime {
 pub enum Span {
     /// CPE `cpe` computed, waited for DMA, accessed main memory directly, or waited at a
     /// barrier.
-    Compute { cpe: usize, start: f64, cycles: f64 },
-    DmaWait { cpe: usize, start: f64, cycles: f64 },
-    Direct { cpe: usize, start: f64, cycles: f64 },
-    Barrier { cpe: usize, start: f64, cycles: f64 },
+    Compute {
+        cpe: usize,
+        start: f64,
+        cycles: f64,
+    },
+    DmaWait {
+        cpe: usize,
+        start: f64,
+        cycles: f64,
+    },
+    Direct {
+        cpe: usize,
+        start: f64,
+        cycles: f64,
+    },
+    Barrier {
+        cpe: usize,
+        start: f64,
+        cycles: f64,
+    },
     /// The DMA queue served a transfer of CPE `cpe`.
-    Transfer { cpe: usize, put: bool, start: f64, cycles: f64 },
+    Transfer {
+        cpe: usize,
+        put: bool,
+        start: f64,
+        cycles: f64,
+    },
 }
 
 /// The modelled time of one launch.
@@ -151,14 +172,27 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
             Event::Compute(c) => {
                 s.clock += c;
                 s.time.compute += c;
-                emit(Span::Compute { cpe: i, start, cycles: c });
+                emit(Span::Compute {
+                    cpe: i,
+                    start,
+                    cycles: c,
+                });
             }
             Event::Direct(c) => {
                 s.clock += c;
                 s.time.direct += c;
-                emit(Span::Direct { cpe: i, start, cycles: c });
+                emit(Span::Direct {
+                    cpe: i,
+                    start,
+                    cycles: c,
+                });
             }
-            Event::Dma { put, blocks, lines, reply } => {
+            Event::Dma {
+                put,
+                blocks,
+                lines,
+                reply,
+            } => {
                 let d = &t.dma;
                 let (block, rate, latency) = if put {
                     (d.put_block_cycles, d.put_bytes_per_cycle, d.put_latency_cycles)
@@ -170,7 +204,12 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 queue_free = begin + service;
                 queue_busy += service;
                 s.outstanding.push((reply, queue_free + latency));
-                emit(Span::Transfer { cpe: i, put, start: begin, cycles: service });
+                emit(Span::Transfer {
+                    cpe: i,
+                    put,
+                    start: begin,
+                    cycles: service,
+                });
             }
             Event::Wait { reply } => {
                 let mut done = s.clock;
@@ -183,7 +222,11 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 let waited = done - s.clock;
                 if waited > 0.0 {
                     s.time.dma_wait += waited;
-                    emit(Span::DmaWait { cpe: i, start, cycles: waited });
+                    emit(Span::DmaWait {
+                        cpe: i,
+                        start,
+                        cycles: waited,
+                    });
                 }
                 s.clock = done;
             }
@@ -196,7 +239,11 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                         let s = &mut states[c];
                         let waited = release - s.clock;
                         s.time.idle += waited;
-                        emit(Span::Barrier { cpe: c, start: s.clock, cycles: waited });
+                        emit(Span::Barrier {
+                            cpe: c,
+                            start: s.clock,
+                            cycles: waited,
+                        });
                         s.clock = release;
                         if s.pos < logs[c].events.len() {
                             heap.push(Next(s.clock, c));

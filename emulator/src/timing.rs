@@ -184,26 +184,51 @@ mod tests {
     fn two_pipelines_issue_together() {
         let t = timing();
         // Four float instructions and four loads pair up: four cycles.
-        let ops = Ops { fp: 4, load: 4, ..Ops::default() };
+        let ops = Ops {
+            fp: 4,
+            load: 4,
+            ..Ops::default()
+        };
         assert_eq!(t.cycles(&ops), 4.0);
         // Integer work fills the idle slots of either pipeline, then costs half a cycle each.
-        let ops = Ops { fp: 4, integer: 4, ..Ops::default() };
+        let ops = Ops {
+            fp: 4,
+            integer: 4,
+            ..Ops::default()
+        };
         assert_eq!(t.cycles(&ops), 4.0);
-        let ops = Ops { fp: 4, integer: 10, ..Ops::default() };
+        let ops = Ops {
+            fp: 4,
+            integer: 10,
+            ..Ops::default()
+        };
         assert_eq!(t.cycles(&ops), 7.0);
     }
 
     #[test]
     fn division_holds_its_pipeline_and_calls_add_up() {
         let t = timing();
-        let ops = Ops { fp: 1, div: 1, load: 2, calls: 1, ..Ops::default() };
+        let ops = Ops {
+            fp: 1,
+            div: 1,
+            load: 2,
+            calls: 1,
+            ..Ops::default()
+        };
         assert_eq!(t.cycles(&ops), 31.0 + 100.0);
     }
 
     #[test]
     fn an_accumulator_waits_for_its_previous_value() {
         let t = timing();
-        let ops = Ops { fp: 2, load: 2, integer: 2, branch: 1, carried: 1, ..Ops::default() };
+        let ops = Ops {
+            fp: 2,
+            load: 2,
+            integer: 2,
+            branch: 1,
+            carried: 1,
+            ..Ops::default()
+        };
         assert_eq!(t.cycles(&ops), 7.0);
     }
 

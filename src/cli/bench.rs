@@ -95,13 +95,17 @@ pub fn run(args: Args) -> Result<()> {
     if dir.exists() && args.output.is_none() {
         std::fs::remove_dir_all(&dir)?;
     }
-    out.write_to(&dir).with_context(|| format!("writing {}", dir.display()))?;
+    out.write_to(&dir)
+        .with_context(|| format!("writing {}", dir.display()))?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let start = Instant::now();
     checked(
-        Command::new("make").arg("-C").arg(&dir).args(["-s", &format!("-j{jobs}")]),
+        Command::new("make")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-s", &format!("-j{jobs}")]),
         "make",
     )?;
     let build_seconds = start.elapsed().as_secs_f64();

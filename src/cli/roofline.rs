@@ -54,7 +54,10 @@ fn colour(bound: &str) -> &'static str {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// The SVG text of the roofline titled `title`.
@@ -66,7 +69,12 @@ pub fn draw(title: &str, target: &Target, points: &[Point]) -> String {
     let ridge = peak / roof_gbps;
     let lo_x = points.iter().map(|p| p.intensity).fold(ridge / 64.0, f64::min) / 2.0;
     let hi_x = points.iter().map(|p| p.intensity).fold(ridge * 8.0, f64::max) * 2.0;
-    let lo_y = points.iter().map(|p| p.gflops).fold(lo_x * roof_gbps, f64::min).max(1e-6) / 2.0;
+    let lo_y = points
+        .iter()
+        .map(|p| p.gflops)
+        .fold(lo_x * roof_gbps, f64::min)
+        .max(1e-6)
+        / 2.0;
     let hi_y = peak * 3.0;
     let (x0, x1) = (lo_x.log10().floor(), hi_x.log10().ceil());
     let (y0, y1) = (lo_y.log10().floor(), hi_y.log10().ceil());

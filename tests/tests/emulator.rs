@@ -34,11 +34,7 @@ fn build_and_run(program: &str, target: &Target) -> String {
     assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
     let run = Command::new(&exe).output().unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(
-        run.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
     std::fs::remove_dir_all(&dir).unwrap();
     stdout
 }
@@ -81,7 +77,11 @@ fn stream_matches_the_measured_dma_bandwidth() {
         })
         .collect();
     let measured = measured();
-    assert_eq!(modelled.len(), measured.len(), "one modelled row per measured block size:\n{out}");
+    assert_eq!(
+        modelled.len(),
+        measured.len(),
+        "one modelled row per measured block size:\n{out}"
+    );
     println!("block bytes   copy MB/s: measured  modelled  error   triad MB/s: measured  modelled  error");
     let mut worst: f64 = 0.0;
     let mut failures = Vec::new();

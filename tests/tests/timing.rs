@@ -50,7 +50,12 @@ fn build_and_run(p: &Program, target: &Target, dir: &Path, env: &[(&str, &str)])
         .output()
         .unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let output = std::fs::read_dir(dir.join("out")).unwrap().next().unwrap().unwrap().path();
+    let output = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     (stats, std::fs::read(output).unwrap())
 }
@@ -80,7 +85,10 @@ fn with_and_without_double_buffering(p: &Program, target: &Target, m: usize, lab
     for k in [&a, &b] {
         assert_eq!(k["flops"], 2 * points(m));
     }
-    let (ta, tb) = (a["modelled_cycles"].as_f64().unwrap(), b["modelled_cycles"].as_f64().unwrap());
+    let (ta, tb) = (
+        a["modelled_cycles"].as_f64().unwrap(),
+        b["modelled_cycles"].as_f64().unwrap(),
+    );
     println!(
         "{label} on {}: {ta:.0} cycles double-buffered, {tb:.0} without ({:+.1}%); DMA wait {:.1}% against {:.1}%",
         target.name,
@@ -117,11 +125,17 @@ fn double_buffering_overlaps_dma_with_compute() {
     s.order = swflow_scheduler::schedule::reorder::best_order(&k, &p, &s.tiles, &s.ranges).order;
     s.buffers = swflow_scheduler::schedule::dma::plan_buffers(&k, &p, &s, &target);
     swflow_scheduler::schedule::verify_schedule(&k, &p, &s, &target).unwrap();
-    assert!(s.buffers[2].double && s.buffers[2].dims == [64, 64], "B's tile is double-buffered: {s:?}");
+    assert!(
+        s.buffers[2].double && s.buffers[2].dims == [64, 64],
+        "B's tile is double-buffered: {s:?}"
+    );
     p.kernels[0].schedule = Some(s);
     let (a, b) = with_and_without_double_buffering(&p, &target, 128, "2x64x64 tiles, 128 rows");
     assert!(a["dma_wait"].as_f64() < b["dma_wait"].as_f64());
-    let (ta, tb) = (a["modelled_cycles"].as_f64().unwrap(), b["modelled_cycles"].as_f64().unwrap());
+    let (ta, tb) = (
+        a["modelled_cycles"].as_f64().unwrap(),
+        b["modelled_cycles"].as_f64().unwrap(),
+    );
     assert!(ta < tb, "double buffering saves time here: {ta} against {tb}");
 }
 
@@ -130,11 +144,9 @@ fn double_buffering_overlaps_dma_with_compute() {
 #[test]
 fn modelled_time_is_deterministic() {
     let target = Target::sw26010pro();
-    let g = swflow_frontend::onnx::import_file(
-        &workspace_root().join("examples/lenet/model.onnx"),
-        &Default::default(),
-    )
-    .unwrap();
+    let g =
+        swflow_frontend::onnx::import_file(&workspace_root().join("examples/lenet/model.onnx"), &Default::default())
+            .unwrap();
     let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
     let dir = scratch("timing", "lenet");
     let (first, out) = build_and_run(&p, &target, &dir, &[]);
@@ -164,11 +176,9 @@ fn modelled_time_is_deterministic() {
 #[test]
 fn trace_is_chrome_json_with_a_track_per_cpe_and_the_dma_queue() {
     let target = Target::sw26010();
-    let g = swflow_frontend::onnx::import_file(
-        &workspace_root().join("examples/lenet/model.onnx"),
-        &Default::default(),
-    )
-    .unwrap();
+    let g =
+        swflow_frontend::onnx::import_file(&workspace_root().join("examples/lenet/model.onnx"), &Default::default())
+            .unwrap();
     let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
     let dir = scratch("timing", "trace");
     let trace = dir.with_extension("json");
@@ -188,13 +198,25 @@ fn trace_is_chrome_json_with_a_track_per_cpe_and_the_dma_queue() {
     assert!(on(0, "compute") > 0);
     let kernels = stats["kernels"].as_array().unwrap();
     let launches: u64 = kernels.iter().map(|k| k["launches"].as_u64().unwrap()).sum();
-    assert_eq!(on(0, kernels[0]["kernel"].as_str().unwrap()) as u64, kernels[0]["launches"].as_u64().unwrap());
-    let launch_spans = spans.iter().filter(|e| kernels.iter().any(|k| k["kernel"] == e["name"])).count();
+    assert_eq!(
+        on(0, kernels[0]["kernel"].as_str().unwrap()) as u64,
+        kernels[0]["launches"].as_u64().unwrap()
+    );
+    let launch_spans = spans
+        .iter()
+        .filter(|e| kernels.iter().any(|k| k["kernel"] == e["name"]))
+        .count();
     assert_eq!(launch_spans as u64, 64 * launches);
     // The last launch ends at the total modelled time.
-    let end = spans.iter().map(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap()).fold(0.0, f64::max);
+    let end = spans
+        .iter()
+        .map(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap())
+        .fold(0.0, f64::max);
     let total_us = stats["total_modelled_seconds"].as_f64().unwrap() * 1e6;
-    assert!(end <= total_us && end > 0.9 * total_us, "trace ends at {end} us of {total_us}");
+    assert!(
+        end <= total_us && end > 0.9 * total_us,
+        "trace ends at {end} us of {total_us}"
+    );
     std::fs::remove_file(trace).unwrap();
 }
 
@@ -233,5 +255,9 @@ fn bench_reports_every_kernel_and_draws_a_roofline() {
         .iter()
         .filter(|k| k["flops"].as_u64().unwrap() > 0 && k["dma_bytes"].as_u64().unwrap() > 0)
         .count();
-    assert_eq!(text.matches("<circle").count(), drawn + 3, "a disc per kernel and three in the legend");
+    assert_eq!(
+        text.matches("<circle").count(),
+        drawn + 3,
+        "a disc per kernel and three in the legend"
+    );
 }
