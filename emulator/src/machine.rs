@@ -93,7 +93,8 @@ pub struct KernelTime {
     pub idle_cycles: f64,
     /// Cycles the DMA queue was serving this kernel's transfers.
     pub queue_busy_cycles: f64,
-    /// Least cycles its DMA could take: its line bytes at the queue's bandwidths alone.
+    /// Least cycles its DMA could take: its bytes at the queue's bandwidths alone, with no
+    /// per-block cost and no partial lines.
     pub dma_bound_cycles: f64,
 }
 
@@ -175,9 +176,6 @@ struct Cpe {
     writes: Vec<(usize, usize)>,
     counters: KernelCounters,
     log: Log,
-    /// Line bytes of this CPE's gets and puts (for the kernel's DMA bound).
-    get_line_bytes: u64,
-    put_line_bytes: u64,
 }
 
 thread_local! {
@@ -190,8 +188,6 @@ struct CpeResult {
     writes: Vec<(usize, usize)>,
     counters: KernelCounters,
     log: Log,
-    get_line_bytes: u64,
-    put_line_bytes: u64,
 }
 
 #[derive(Default)]
@@ -376,8 +372,8 @@ impl Machine {
             sink(kernel, start, &launch, &spans);
         }
         let sum = |f: fn(&replay::CpeTime) -> f64| launch.cpes.iter().map(f).sum::<f64>();
-        let get_lines: u64 = results.iter().map(|r| r.get_line_bytes).sum();
-        let put_lines: u64 = results.iter().map(|r| r.put_line_bytes).sum();
+        let get_bytes: usize = results.iter().map(|r| r.counters.get_bytes).sum();
+        let put_bytes: usize = results.iter().map(|r| r.counters.put_bytes).sum();
         KernelTime {
             modelled_cycles: t.spawn_cycles + launch.span + t.join_cycles,
             span_cycles: launch.span,
@@ -386,8 +382,8 @@ impl Machine {
             direct_cycles: sum(|c| c.direct),
             idle_cycles: sum(|c| c.idle),
             queue_busy_cycles: launch.queue_busy,
-            dma_bound_cycles: get_lines as f64 / t.dma.get_bytes_per_cycle
-                + put_lines as f64 / t.dma.put_bytes_per_cycle,
+            dma_bound_cycles: get_bytes as f64 / t.dma.get_bytes_per_cycle
+                + put_bytes as f64 / t.dma.put_bytes_per_cycle,
         }
     }
 
@@ -435,8 +431,6 @@ fn cpe_thread(id: usize, shared: Arc<Shared>) {
                 writes: Vec::new(),
                 counters: KernelCounters::default(),
                 log: Log::default(),
-                get_line_bytes: 0,
-                put_line_bytes: 0,
             })
         });
         (launch.func)(launch.arg as *mut c_void);
@@ -455,8 +449,6 @@ fn cpe_thread(id: usize, shared: Arc<Shared>) {
             writes: cpe.writes,
             counters: cpe.counters,
             log: cpe.log,
-            get_line_bytes: cpe.get_line_bytes,
-            put_line_bytes: cpe.put_line_bytes,
         });
         c.running -= 1;
         if c.running == 0 {
@@ -595,14 +587,8 @@ pub fn dma(dir: Direction, main: usize, ldm: usize, len: usize, reply: usize, st
         if let Some(spec) = &cpe.machine.spec {
             let line = spec.timing.dma.line_bytes as usize;
             let lines: usize = t.blocks().map(|(s, e)| (e - 1) / line - s / line + 1).sum();
-            let put = dir == Direction::Put;
-            if put {
-                cpe.put_line_bytes += (lines * line) as u64;
-            } else {
-                cpe.get_line_bytes += (lines * line) as u64;
-            }
             cpe.log.push(Event::Dma {
-                put,
+                put: dir == Direction::Put,
                 blocks: (len / bsize) as u64,
                 lines: lines as u64,
                 reply,
@@ -787,8 +773,6 @@ mod tests {
             writes: writes.to_vec(),
             counters: KernelCounters::default(),
             log: Log::default(),
-            get_line_bytes: 0,
-            put_line_bytes: 0,
         }
     }
 

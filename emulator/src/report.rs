@@ -14,8 +14,9 @@
 //!   the span (the memory system is the limit), else `latency` (CPEs wait for transfers that
 //!   leave the memory system mostly idle: too few or too small transfers in flight).
 //! - `roofline_fraction`: the larger of the kernel's two lower bounds, its flops at the
-//!   CPEs' peak and its DMA lines at the queue's bandwidths with no per-transfer cost, over
-//!   its modelled cycles. 1 is on the roofline.
+//!   CPEs' peak and its DMA bytes at the queue's bandwidths (no per-block cost, no partial
+//!   lines), over its modelled cycles: its GFLOPS over the roofline's at its arithmetic
+//!   intensity. 1 is on the roofline.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
