@@ -143,8 +143,8 @@ pub fn draw(title: &str, target: &Target, points: &[Point]) -> String {
     );
     let _ = writeln!(
         s,
-        "<text x=\"{:.1}\" y=\"{:.1}\">peak {peak:.1} GFLOPS ({} CPEs x {} flops/cycle)</text>",
-        px(ridge) + 6.0,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">peak {peak:.1} GFLOPS ({} CPEs x {} flops/cycle)</text>",
+        W - RIGHT - 6.0,
         py(peak) - 6.0,
         target.cpes,
         target.flops_per_cycle
