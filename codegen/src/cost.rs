@@ -19,67 +19,9 @@
 //! `flops` counts the floating-point operations of the computation (one per float operator,
 //! helper or library routine), for reports.
 
-use std::ops::{Add, AddAssign, Mul};
-
+use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::Affine;
-
-/// Operations by class, as `struct swflow_ops` counts them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Ops {
-    pub flops: u32,
-    pub fp: u32,
-    pub div: u32,
-    pub sqrt: u32,
-    pub calls: u32,
-    pub load: u32,
-    pub store: u32,
-    pub integer: u32,
-    pub branch: u32,
-    pub carried: u32,
-}
-
-impl Add for Ops {
-    type Output = Ops;
-    fn add(self, o: Ops) -> Ops {
-        Ops {
-            flops: self.flops + o.flops,
-            fp: self.fp + o.fp,
-            div: self.div + o.div,
-            sqrt: self.sqrt + o.sqrt,
-            calls: self.calls + o.calls,
-            load: self.load + o.load,
-            store: self.store + o.store,
-            integer: self.integer + o.integer,
-            branch: self.branch + o.branch,
-            carried: self.carried + o.carried,
-        }
-    }
-}
-
-impl AddAssign for Ops {
-    fn add_assign(&mut self, o: Ops) {
-        *self = *self + o;
-    }
-}
-
-impl Mul<u32> for Ops {
-    type Output = Ops;
-    fn mul(self, k: u32) -> Ops {
-        Ops {
-            flops: self.flops * k,
-            fp: self.fp * k,
-            div: self.div * k,
-            sqrt: self.sqrt * k,
-            calls: self.calls * k,
-            load: self.load * k,
-            store: self.store * k,
-            integer: self.integer * k,
-            branch: self.branch * k,
-            carried: self.carried * k,
-        }
-    }
-}
 
 /// Integer and address operators.
 pub fn int(n: u32) -> Ops {
@@ -103,29 +45,16 @@ pub const LOOP: Ops = Ops {
     carried: 0,
 };
 
-impl Ops {
-    /// The `SWFLOW_CHARGE` statement charging `n` executions, or `None` when there is nothing
-    /// to charge.
-    pub fn charge(&self, n: &str) -> Option<String> {
-        let fields = [
-            ("flops", self.flops),
-            ("fp", self.fp),
-            ("div", self.div),
-            ("sqrt", self.sqrt),
-            ("calls", self.calls),
-            ("load", self.load),
-            ("store", self.store),
-            ("integer", self.integer),
-            ("branch", self.branch),
-            ("carried", self.carried),
-        ];
-        let set: Vec<String> = fields
-            .iter()
-            .filter(|(_, v)| *v > 0)
-            .map(|(f, v)| format!(".{f} = {v}"))
-            .collect();
-        (!set.is_empty()).then(|| format!("SWFLOW_CHARGE({n}, {});", set.join(", ")))
-    }
+/// The `SWFLOW_CHARGE` statement charging `n` executions of `ops`, or `None` when there is
+/// nothing to charge.
+pub fn charge(ops: &Ops, n: &str) -> Option<String> {
+    let set: Vec<String> = ops
+        .fields()
+        .iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(f, v)| format!(".{f} = {v}"))
+        .collect();
+    (!set.is_empty()).then(|| format!("SWFLOW_CHARGE({n}, {});", set.join(", ")))
 }
 
 fn float(fp: u32, flops: u32) -> Ops {
@@ -270,10 +199,10 @@ mod tests {
     fn charges_name_only_what_is_counted() {
         let ops = float(2, 2) + int(3) + LOOP;
         assert_eq!(
-            ops.charge("n").as_deref(),
+            charge(&ops, "n").as_deref(),
             Some("SWFLOW_CHARGE(n, .flops = 2, .fp = 2, .integer = 5, .branch = 1);")
         );
-        assert_eq!(Ops::default().charge("n"), None);
+        assert_eq!(charge(&Ops::default(), "n"), None);
     }
 
     #[test]

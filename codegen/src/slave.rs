@@ -14,11 +14,12 @@
 //! LDM buffers hold packed boxes (row-major over the box's actual extents), so a load of
 //! access `a` at subscripts `s` reads `a[((s0 - a_start[0]) * a_extent[1] + ...)]`.
 
+use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, DType};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program};
 use swflow_scheduler::schedule::{accesses, Residence, Schedule};
 
-use crate::cost::{self, int, Ops, LOOP};
+use crate::cost::{self, charge, int, LOOP};
 use crate::names::{comment, Names};
 use crate::scalar::{binary, cast, ctype, fold, literal, unary};
 use crate::writer::Writer;
@@ -550,7 +551,7 @@ impl Gen<'_> {
                 store: 1,
                 ..int(1) + LOOP
             };
-            if let Some(c) = fill.charge(&elems.join(" * ")) {
+            if let Some(c) = charge(&fill, &elems.join(" * ")) {
                 w.line(c);
             }
             w.open(format!("for (e = 0; e < {}; e++) {{", elems.join(" * ")));
@@ -676,12 +677,12 @@ impl Gen<'_> {
         } else {
             extents.join(" * ")
         };
-        if let Some(c) = (body + LOOP * u32::from(!loops.is_empty())).charge(&points) {
+        if let Some(c) = charge(&(body + LOOP * u32::from(!loops.is_empty())), &points) {
             w.line(c);
         }
         if loops.len() > 1 {
             let outer: Vec<String> = (1..loops.len()).map(|j| extents[..j].join(" * ")).collect();
-            if let Some(c) = (LOOP + int(1)).charge(&outer.join(" + ")) {
+            if let Some(c) = charge(&(LOOP + int(1)), &outer.join(" + ")) {
                 w.line(c);
             }
         }
@@ -840,7 +841,7 @@ impl Gen<'_> {
 
 /// Charges one execution of `ops`, when there is anything to charge.
 fn charge_once(w: &mut Writer, ops: Ops) {
-    if let Some(c) = ops.charge("1") {
+    if let Some(c) = charge(&ops, "1") {
         w.line(c);
     }
 }

@@ -98,6 +98,20 @@ pub struct KernelTime {
     pub dma_bound_cycles: f64,
 }
 
+impl KernelTime {
+    /// Adds another launch's or kernel's time.
+    pub fn add(&mut self, o: &KernelTime) {
+        self.modelled_cycles += o.modelled_cycles;
+        self.span_cycles += o.span_cycles;
+        self.compute_cycles += o.compute_cycles;
+        self.dma_wait_cycles += o.dma_wait_cycles;
+        self.direct_cycles += o.direct_cycles;
+        self.idle_cycles += o.idle_cycles;
+        self.queue_busy_cycles += o.queue_busy_cycles;
+        self.dma_bound_cycles += o.dma_bound_cycles;
+    }
+}
+
 /// One kernel's counters and modelled time.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelStats {
@@ -342,15 +356,7 @@ impl Machine {
             total.counters.merge(&r.counters);
         }
         if let Some(t) = time {
-            let k = &mut total.time;
-            k.modelled_cycles += t.modelled_cycles;
-            k.span_cycles += t.span_cycles;
-            k.compute_cycles += t.compute_cycles;
-            k.dma_wait_cycles += t.dma_wait_cycles;
-            k.direct_cycles += t.direct_cycles;
-            k.idle_cycles += t.idle_cycles;
-            k.queue_busy_cycles += t.queue_busy_cycles;
-            k.dma_bound_cycles += t.dma_bound_cycles;
+            total.time.add(&t);
         }
     }
 

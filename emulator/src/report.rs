@@ -130,15 +130,7 @@ impl Report {
         for s in stats.values() {
             total.counters.launches += s.counters.launches;
             total.counters.merge(&s.counters);
-            let (t, k) = (&mut total.time, &s.time);
-            t.modelled_cycles += k.modelled_cycles;
-            t.span_cycles += k.span_cycles;
-            t.compute_cycles += k.compute_cycles;
-            t.dma_wait_cycles += k.dma_wait_cycles;
-            t.direct_cycles += k.direct_cycles;
-            t.idle_cycles += k.idle_cycles;
-            t.queue_busy_cycles += k.queue_busy_cycles;
-            t.dma_bound_cycles += k.dma_bound_cycles;
+            total.time.add(&s.time);
         }
         let total = row("total", &total);
         Report {

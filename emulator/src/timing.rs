@@ -15,6 +15,8 @@
 //! accumulator updated every iteration waits for the previous update). Calls to library
 //! routines (exp, log, ...) add their cost on top.
 
+use std::ops::{Add, AddAssign, Mul};
+
 use serde::{Deserialize, Serialize};
 
 /// What the emulator needs to know about the machine it times.
@@ -140,6 +142,62 @@ pub struct Ops {
     /// Floating-point instructions on the loop-carried dependence: each execution waits for
     /// the previous one's result.
     pub carried: u32,
+}
+
+impl Ops {
+    /// Every class with its count, named as the fields of `struct swflow_ops`.
+    pub fn fields(&self) -> [(&'static str, u32); 10] {
+        [
+            ("flops", self.flops),
+            ("fp", self.fp),
+            ("div", self.div),
+            ("sqrt", self.sqrt),
+            ("calls", self.calls),
+            ("load", self.load),
+            ("store", self.store),
+            ("integer", self.integer),
+            ("branch", self.branch),
+            ("carried", self.carried),
+        ]
+    }
+
+    /// `f` applied class by class to `self` and `o`.
+    fn zip(self, o: Ops, f: impl Fn(u32, u32) -> u32) -> Ops {
+        Ops {
+            flops: f(self.flops, o.flops),
+            fp: f(self.fp, o.fp),
+            div: f(self.div, o.div),
+            sqrt: f(self.sqrt, o.sqrt),
+            calls: f(self.calls, o.calls),
+            load: f(self.load, o.load),
+            store: f(self.store, o.store),
+            integer: f(self.integer, o.integer),
+            branch: f(self.branch, o.branch),
+            carried: f(self.carried, o.carried),
+        }
+    }
+}
+
+/// Both stretches, one after the other.
+impl Add for Ops {
+    type Output = Ops;
+    fn add(self, o: Ops) -> Ops {
+        self.zip(o, |a, b| a + b)
+    }
+}
+
+impl AddAssign for Ops {
+    fn add_assign(&mut self, o: Ops) {
+        *self = *self + o;
+    }
+}
+
+/// The stretch `k` times over.
+impl Mul<u32> for Ops {
+    type Output = Ops;
+    fn mul(self, k: u32) -> Ops {
+        self.zip(Ops::default(), |a, _| a * k)
+    }
 }
 
 impl Timing {
