@@ -269,3 +269,121 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
         .collect();
     LaunchTime { span, cpes, queue_busy }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timing::DmaTiming;
+
+    /// One cycle per byte both ways, 10 cycles per block, latency 100.
+    fn timing() -> Timing {
+        Timing {
+            fp_latency_cycles: 7.0,
+            div_cycles: 30.0,
+            sqrt_cycles: 30.0,
+            call_cycles: 100.0,
+            gload_cycles: 200.0,
+            gstore_cycles: 200.0,
+            spawn_cycles: 0.0,
+            join_cycles: 0.0,
+            barrier_cycles: 5.0,
+            dma: DmaTiming {
+                line_bytes: 128,
+                get_block_cycles: 10.0,
+                put_block_cycles: 10.0,
+                get_bytes_per_cycle: 1.0,
+                put_bytes_per_cycle: 1.0,
+                get_latency_cycles: 100.0,
+                put_latency_cycles: 100.0,
+            },
+        }
+    }
+
+    fn log(events: &[Event]) -> Log {
+        Log {
+            events: events.to_vec(),
+        }
+    }
+
+    /// A get of one 128-byte line: 10 + 128 cycles in the queue, then 100 of latency.
+    const GET: Event = Event::Dma {
+        put: false,
+        blocks: 1,
+        lines: 1,
+        reply: 0,
+    };
+
+    #[test]
+    fn compute_after_an_issue_overlaps_the_transfer() {
+        let t = timing();
+        let serial = replay(
+            &[log(&[GET, Event::Wait { reply: 0 }, Event::Compute(200.0)])],
+            &t,
+            None,
+        );
+        assert_eq!(serial.span, 238.0 + 200.0);
+        assert_eq!(serial.cpes[0].dma_wait, 238.0);
+        let overlapped = replay(
+            &[log(&[GET, Event::Compute(200.0), Event::Wait { reply: 0 }])],
+            &t,
+            None,
+        );
+        assert_eq!(overlapped.span, 238.0);
+        assert_eq!(overlapped.cpes[0].dma_wait, 38.0);
+        assert_eq!(overlapped.queue_busy, 138.0);
+    }
+
+    #[test]
+    fn the_queue_serves_cpes_in_issue_order() {
+        let t = timing();
+        // Both issue at cycle 0; CPE 0 goes first, CPE 1's transfer waits for the queue.
+        let both = [
+            log(&[GET, Event::Wait { reply: 0 }]),
+            log(&[GET, Event::Wait { reply: 0 }]),
+        ];
+        let r = replay(&both, &t, None);
+        assert_eq!(r.cpes[0].dma_wait, 238.0);
+        assert_eq!(r.cpes[1].dma_wait, 138.0 + 238.0);
+        assert_eq!(r.cpes[0].idle, 138.0);
+        // A CPE that issues later goes later, whatever its id.
+        let late_first = [
+            log(&[Event::Compute(50.0), GET, Event::Wait { reply: 0 }]),
+            log(&[GET, Event::Wait { reply: 0 }]),
+        ];
+        let r = replay(&late_first, &t, None);
+        assert_eq!(r.span, 138.0 + 138.0 + 100.0);
+        assert_eq!(r.cpes[1].dma_wait, 238.0);
+    }
+
+    #[test]
+    fn a_wait_covers_only_its_own_reply_counter() {
+        let t = timing();
+        let other = Event::Dma {
+            put: true,
+            blocks: 2,
+            lines: 2,
+            reply: 1,
+        };
+        let r = replay(&[log(&[GET, other, Event::Wait { reply: 0 }])], &t, None);
+        assert_eq!(r.span, 238.0);
+    }
+
+    #[test]
+    fn a_barrier_releases_everyone_after_the_last_arrival() {
+        let t = timing();
+        let logs = [
+            log(&[Event::Compute(10.0), Event::Barrier, Event::Compute(1.0)]),
+            log(&[Event::Compute(300.0), Event::Barrier, Event::Compute(1.0)]),
+        ];
+        let mut spans = Vec::new();
+        let r = replay(&logs, &t, Some(&mut |s| spans.push(s)));
+        assert_eq!(r.span, 306.0);
+        assert_eq!(r.cpes[0].idle, 295.0);
+        assert_eq!(r.cpes[1].idle, 5.0);
+        assert!(spans.contains(&Span::Barrier {
+            cpe: 0,
+            start: 10.0,
+            cycles: 295.0
+        }));
+    }
+}
