@@ -73,7 +73,8 @@ fn call() -> Ops {
     }
 }
 
-fn branch(n: u32) -> Ops {
+/// Branches.
+pub fn branch(n: u32) -> Ops {
     Ops {
         branch: n,
         ..Ops::default()

@@ -19,7 +19,7 @@ use swflow_frontend::ir::{strides, DType};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program};
 use swflow_scheduler::schedule::{accesses, Residence, Schedule};
 
-use crate::cost::{self, charge, int, LOOP};
+use crate::cost::{self, branch, charge, int, LOOP};
 use crate::names::{comment, Names};
 use crate::scalar::{binary, cast, ctype, fold, literal, unary};
 use crate::writer::Writer;
@@ -352,14 +352,7 @@ impl Gen<'_> {
         w.line(format!("{n} = {hi} - {o} < {t} ? {hi} - {o} : {t};"));
         // The loop's control and the line above (twice the bound when it is the segment's).
         let bound = u32::from(self.is_inner_partition(l));
-        charge_once(
-            w,
-            LOOP + int(3 + 2 * bound)
-                + Ops {
-                    branch: 1,
-                    ..Ops::default()
-                },
-        );
+        charge_once(w, LOOP + int(3 + 2 * bound) + branch(1));
         self.fills(w, pos + 1);
         self.level(w, pos + 1);
         self.write_back(w, pos + 1);
@@ -494,14 +487,7 @@ impl Gen<'_> {
                     &format!("{name}_extent[{other}]"),
                     &at,
                 );
-                charge_once(
-                    w,
-                    ops + int(3)
-                        + Ops {
-                            branch: 1,
-                            ..Ops::default()
-                        },
-                );
+                charge_once(w, ops + int(3) + branch(1));
                 w.line(self.dma_call(
                     i,
                     false,
@@ -761,12 +747,7 @@ impl Gen<'_> {
                         Index::Gathered { access, extent } => {
                             let (pos, _, pos_ops) = self.load(access);
                             // The helper's two range checks and its wrap of negative positions.
-                            ops += pos_ops
-                                + int(3)
-                                + Ops {
-                                    branch: 2,
-                                    ..Ops::default()
-                                };
+                            ops += pos_ops + int(3) + branch(2);
                             format!("swflow_gather_index({pos}, {extent})")
                         }
                     };
@@ -825,10 +806,7 @@ impl Gen<'_> {
                 let (c, _, oc) = self.expr(c);
                 let (a, d, oa) = self.expr(a);
                 let (b, _, ob) = self.expr(b);
-                let pick = Ops {
-                    branch: 1,
-                    ..Ops::default()
-                };
+                let pick = branch(1);
                 (format!("({c} ? {a} : {b})"), d, oc + oa + ob + pick)
             }
             Expr::Cast(to, a) => {
