@@ -29,3 +29,29 @@ pub mod timing;
 pub mod trace;
 
 pub use machine::{Direction, KernelCounters, KernelStats, KernelTime, Machine, Violation};
+
+/// Timing parameters for unit tests: FP latency 7, division and square root 30, a call 100,
+/// barrier 5; DMA at one byte per cycle both ways, 10 cycles per block and 100 of latency.
+#[cfg(test)]
+fn test_timing() -> timing::Timing {
+    timing::Timing {
+        fp_latency_cycles: 7.0,
+        div_cycles: 30.0,
+        sqrt_cycles: 30.0,
+        call_cycles: 100.0,
+        gload_cycles: 200.0,
+        gstore_cycles: 200.0,
+        spawn_cycles: 0.0,
+        join_cycles: 0.0,
+        barrier_cycles: 5.0,
+        dma: timing::DmaTiming {
+            line_bytes: 128,
+            get_block_cycles: 10.0,
+            put_block_cycles: 10.0,
+            get_bytes_per_cycle: 1.0,
+            put_bytes_per_cycle: 1.0,
+            get_latency_cycles: 100.0,
+            put_latency_cycles: 100.0,
+        },
+    }
+}

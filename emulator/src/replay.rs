@@ -273,31 +273,8 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timing::DmaTiming;
 
-    /// One cycle per byte both ways, 10 cycles per block, latency 100.
-    fn timing() -> Timing {
-        Timing {
-            fp_latency_cycles: 7.0,
-            div_cycles: 30.0,
-            sqrt_cycles: 30.0,
-            call_cycles: 100.0,
-            gload_cycles: 200.0,
-            gstore_cycles: 200.0,
-            spawn_cycles: 0.0,
-            join_cycles: 0.0,
-            barrier_cycles: 5.0,
-            dma: DmaTiming {
-                line_bytes: 128,
-                get_block_cycles: 10.0,
-                put_block_cycles: 10.0,
-                get_bytes_per_cycle: 1.0,
-                put_bytes_per_cycle: 1.0,
-                get_latency_cycles: 100.0,
-                put_latency_cycles: 100.0,
-            },
-        }
-    }
+    use crate::test_timing as timing;
 
     fn log(events: &[Event]) -> Log {
         Log {

@@ -215,28 +215,7 @@ impl Timing {
 mod tests {
     use super::*;
 
-    fn timing() -> Timing {
-        Timing {
-            fp_latency_cycles: 7.0,
-            div_cycles: 30.0,
-            sqrt_cycles: 30.0,
-            call_cycles: 100.0,
-            gload_cycles: 200.0,
-            gstore_cycles: 200.0,
-            spawn_cycles: 0.0,
-            join_cycles: 0.0,
-            barrier_cycles: 0.0,
-            dma: DmaTiming {
-                line_bytes: 128,
-                get_block_cycles: 0.0,
-                put_block_cycles: 0.0,
-                get_bytes_per_cycle: 1.0,
-                put_bytes_per_cycle: 1.0,
-                get_latency_cycles: 0.0,
-                put_latency_cycles: 0.0,
-            },
-        }
-    }
+    use crate::test_timing as timing;
 
     #[test]
     fn two_pipelines_issue_together() {
