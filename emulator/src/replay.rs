@@ -72,28 +72,14 @@ pub struct CpeTime {
 /// Something to draw on a timeline, in cycles since the launch started.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Span {
-    /// CPE `cpe` computed, waited for DMA, accessed main memory directly, or waited at a
-    /// barrier.
-    Compute {
-        cpe: usize,
-        start: f64,
-        cycles: f64,
-    },
-    DmaWait {
-        cpe: usize,
-        start: f64,
-        cycles: f64,
-    },
-    Direct {
-        cpe: usize,
-        start: f64,
-        cycles: f64,
-    },
-    Barrier {
-        cpe: usize,
-        start: f64,
-        cycles: f64,
-    },
+    /// CPE `cpe` computed.
+    Compute { cpe: usize, start: f64, cycles: f64 },
+    /// CPE `cpe` waited for its transfers.
+    DmaWait { cpe: usize, start: f64, cycles: f64 },
+    /// CPE `cpe` accessed main memory directly.
+    Direct { cpe: usize, start: f64, cycles: f64 },
+    /// CPE `cpe` waited at a barrier for the other CPEs.
+    Barrier { cpe: usize, start: f64, cycles: f64 },
     /// The DMA queue served a transfer of CPE `cpe`.
     Transfer {
         cpe: usize,
@@ -140,7 +126,7 @@ struct CpeState {
     time: CpeTime,
 }
 
-/// Replays the logs of one launch (indexed by CPE id), all CPEs starting at cycle 0; `span`
+/// Replays the logs of one launch (indexed by CPE id), all CPEs starting at cycle 0; `trace`
 /// receives every interval when given. The logs must come from a run that completed: every
 /// CPE reaches every barrier.
 pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(Span)>) -> LaunchTime {
