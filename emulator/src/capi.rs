@@ -8,7 +8,8 @@
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
-use crate::machine::{self, Direction, KernelFn, Machine};
+use crate::cpe;
+use crate::machine::{Direction, KernelFn, Machine, Violation};
 use crate::report;
 use crate::timing::{Ops, Spec};
 use crate::trace::TraceWriter;
@@ -26,6 +27,11 @@ static TRACE: Mutex<Option<TraceWriter>> = Mutex::new(None);
 fn die(message: &str) -> ! {
     eprintln!("error: {message}");
     std::process::exit(1)
+}
+
+/// Stops the program with a violation (the C side cannot take errors back).
+fn stop(v: &Violation) -> ! {
+    die(&v.to_string())
 }
 
 fn machine() -> &'static Machine {
@@ -54,7 +60,7 @@ unsafe fn text(s: *const c_char, what: &str) -> String {
 /// A non-negative size argument of a CPE call.
 fn size(v: c_long, what: &str) -> usize {
     usize::try_from(v).unwrap_or_else(|_| {
-        let me = machine::cpe_id().map_or(String::new(), |c| format!(" (CPE {c})"));
+        let me = cpe::cpe_id().map_or(String::new(), |c| format!(" (CPE {c})"));
         eprintln!("error: {what} is negative ({v}){me}");
         std::process::exit(1)
     })
@@ -166,7 +172,7 @@ pub extern "C" fn swflow_emu_seconds() -> f64 {
 /// The calling CPE's id (0-based), or -1 on the host.
 #[no_mangle]
 pub extern "C" fn swflow_emu_cpe_id() -> c_int {
-    machine::cpe_id().map_or(-1, |c| c as c_int)
+    cpe::cpe_id().map_or(-1, |c| c as c_int)
 }
 
 /// Declares an LDM buffer of the running kernel on the calling CPE.
@@ -175,7 +181,7 @@ pub extern "C" fn swflow_emu_cpe_id() -> c_int {
 /// `name` is null or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn swflow_emu_ldm_buffer(base: *const c_void, bytes: usize, name: *const c_char) {
-    machine::declare_ldm(base as usize, bytes, &text(name, "(unnamed)"));
+    cpe::declare_ldm(base as usize, bytes, &text(name, "(unnamed)")).unwrap_or_else(|v| stop(&v));
 }
 
 /// Issues a DMA from the calling CPE: `dir` 0 gets `len` bytes from `main` into `ldm`, 1 puts
@@ -192,7 +198,7 @@ pub extern "C" fn swflow_emu_dma(
     bsize: c_long,
 ) {
     let dir = if dir == 0 { Direction::Get } else { Direction::Put };
-    machine::dma(
+    cpe::dma(
         dir,
         main as usize,
         ldm as usize,
@@ -200,13 +206,14 @@ pub extern "C" fn swflow_emu_dma(
         reply as usize,
         size(stride, "a DMA stride"),
         size(bsize, "a DMA block size"),
-    );
+    )
+    .unwrap_or_else(|v| stop(&v));
 }
 
 /// Checks a direct main-memory access (a write when `write` is non-zero) and returns `addr`.
 #[no_mangle]
 pub extern "C" fn swflow_emu_direct(addr: *mut c_void, bytes: usize, write: c_int) -> *mut c_void {
-    machine::direct(addr as usize, bytes, write != 0);
+    cpe::direct(addr as usize, bytes, write != 0).unwrap_or_else(|v| stop(&v));
     addr
 }
 
@@ -217,7 +224,7 @@ pub extern "C" fn swflow_emu_wait(reply: *const c_void, n: c_long, exact: c_int)
     // `long` is 64 bits here but not on every C platform.
     #[allow(clippy::useless_conversion)]
     let n = i64::from(n);
-    machine::wait(reply as usize, n, exact != 0);
+    cpe::wait(reply as usize, n, exact != 0).unwrap_or_else(|v| stop(&v));
 }
 
 /// Charges the calling CPE for `n` executions of a stretch of code doing `ops` (nothing when
@@ -228,14 +235,14 @@ pub extern "C" fn swflow_emu_wait(reply: *const c_void, n: c_long, exact: c_int)
 #[no_mangle]
 pub unsafe extern "C" fn swflow_emu_charge(ops: *const Ops, n: c_long) {
     if n > 0 {
-        machine::charge(&*ops, n as u64);
+        cpe::charge(&*ops, n as u64).unwrap_or_else(|v| stop(&v));
     }
 }
 
 /// Barrier across all CPEs of the launch.
 #[no_mangle]
 pub extern "C" fn swflow_emu_barrier() {
-    machine::barrier();
+    cpe::barrier().unwrap_or_else(|v| stop(&v));
 }
 
 /// Stops the program with a failure the running kernel detected.
@@ -244,5 +251,5 @@ pub extern "C" fn swflow_emu_barrier() {
 /// `message` is null or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn swflow_emu_fail(message: *const c_char) {
-    machine::fail(&text(message, "kernel failure"));
+    stop(&cpe::fail(&text(message, "kernel failure")));
 }

@@ -2,7 +2,8 @@
 //! a DMA engine with reply counters, barriers) that runs what the compiler emits and times it.
 //!
 //! Generated programs reach it through `runtime-c`, which implements the athread and CRTS
-//! interfaces on top of the C ABI in [`capi`]. The emulator is the independent judge of the
+//! interfaces on top of the C ABI in [`capi`]; kernels compiled into this process (the JIT)
+//! reach it through the hooks in [`native`]. The emulator is the independent judge of the
 //! generated code, so it checks what real hardware would silently get wrong:
 //! - every DMA's LDM side must lie inside one LDM buffer the kernel declared, and its
 //!   main-memory side inside a registered main-memory region (the arena, the launch's
@@ -13,7 +14,8 @@
 //! - two CPEs writing overlapping main memory in one launch is a race;
 //! - waiting for more transfers than were issued would hang the hardware and is an error.
 //!
-//! Every violation stops the program with one message naming the kernel and the CPE.
+//! Every violation is one message naming the kernel and the CPE. It stops a C program; a
+//! compiled kernel returns, and the host gets it from [`Machine::try_join`].
 //!
 //! Time ([`timing`], [`replay`]): given the target's machine description, each CPE's compute
 //! (reported by the generated code as operation counts), its DMA through the core group's one
@@ -22,12 +24,16 @@
 //! `SWFLOW_STATS` is set ([`report`]), and `SWFLOW_TRACE` writes a Chrome trace ([`trace`]).
 
 pub mod capi;
+mod cpe;
 mod machine;
+pub mod native;
+mod race;
 pub mod replay;
 pub mod report;
 pub mod timing;
 pub mod trace;
 
+pub use cpe::cpe_id;
 pub use machine::{Direction, KernelCounters, KernelStats, KernelTime, Machine, Violation};
 
 /// Timing parameters for unit tests: FP latency 7, division and square root 30, a call 100,

@@ -1,0 +1,414 @@
+//! What a CPE does while it runs a kernel: declare LDM buffers, issue and wait for DMA, access
+//! main memory directly, charge compute, meet at barriers; and the checks on each.
+//!
+//! The state of the running kernel on a CPE is thread-local to that CPE's thread. Each
+//! operation returns the [`Violation`] it finds; the C ABI stops the program with it, while
+//! kernels compiled into this process ([`crate::native`]) record it and return.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::machine::{Direction, KernelCounters, Launch, Shared, Violation};
+use crate::replay::{Event, Log};
+use crate::timing::Ops;
+
+/// A named block of memory: a main-memory region or an LDM buffer.
+#[derive(Clone, Debug)]
+pub(crate) struct Block {
+    pub base: usize,
+    pub bytes: usize,
+    pub name: String,
+}
+
+impl Block {
+    pub fn contains(&self, addr: usize) -> bool {
+        addr >= self.base && addr - self.base < self.bytes
+    }
+}
+
+/// A DMA in flight.
+#[derive(Clone, Copy, Debug)]
+struct Transfer {
+    dir: Direction,
+    main: usize,
+    ldm: usize,
+    len: usize,
+    /// Contiguous block length (the whole transfer when not strided).
+    bsize: usize,
+    /// Gap skipped in main memory between blocks.
+    stride: usize,
+    reply: usize,
+}
+
+impl Transfer {
+    /// Main-memory blocks as (start, end) byte addresses.
+    fn blocks(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.len / self.bsize).map(|i| {
+            let start = self.main + i * (self.bsize + self.stride);
+            (start, start + self.bsize)
+        })
+    }
+}
+
+/// A CPE's state while it runs a kernel.
+pub(crate) struct Cpe {
+    pub id: usize,
+    pub launch: Arc<Launch>,
+    pub machine: Arc<Shared>,
+    buffers: Vec<Block>,
+    pending: Vec<Transfer>,
+    pub writes: Vec<(usize, usize)>,
+    pub counters: KernelCounters,
+    pub log: Log,
+    /// The first violation of a kernel that records violations instead of stopping.
+    pub violation: Option<Violation>,
+}
+
+thread_local! {
+    static CPE: RefCell<Option<Cpe>> = const { RefCell::new(None) };
+}
+
+impl Cpe {
+    /// Makes the calling thread CPE `id` of `launch`.
+    pub fn enter(id: usize, launch: Arc<Launch>, machine: Arc<Shared>) {
+        CPE.with(|cell| {
+            *cell.borrow_mut() = Some(Cpe {
+                id,
+                launch,
+                machine,
+                buffers: Vec::new(),
+                pending: Vec::new(),
+                writes: Vec::new(),
+                counters: KernelCounters::default(),
+                log: Log::default(),
+                violation: None,
+            })
+        });
+    }
+
+    /// Ends the calling thread's kernel: its state, with a violation when it returned with
+    /// transfers in flight (and none was recorded before).
+    pub fn leave() -> Cpe {
+        let mut cpe = CPE
+            .with(|cell| cell.borrow_mut().take())
+            .expect("the CPE state outlives its kernel");
+        if cpe.violation.is_none() && !cpe.pending.is_empty() {
+            cpe.violation = Some(cpe.violation(format!(
+                "returns with {} DMA transfer(s) never waited for",
+                cpe.pending.len()
+            )));
+        }
+        cpe
+    }
+
+    fn violation(&self, message: String) -> Violation {
+        Violation {
+            kernel: self.launch.kernel.clone(),
+            cpes: vec![self.id],
+            message,
+        }
+    }
+
+    fn describe_ldm(&self, addr: usize) -> String {
+        match self.buffers.iter().find(|b| b.contains(addr)) {
+            Some(b) => format!("LDM buffer '{}' at offset {}", b.name, addr - b.base),
+            None => format!("LDM address {addr:#x}"),
+        }
+    }
+}
+
+/// Runs `f` on the calling CPE's state; a call from outside a kernel is a violation.
+fn with_cpe<R>(what: &str, f: impl FnOnce(&mut Cpe) -> Result<R, Violation>) -> Result<R, Violation> {
+    CPE.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        match cell.as_mut() {
+            Some(cpe) => f(cpe),
+            None => Err(Violation {
+                kernel: "(host)".into(),
+                cpes: Vec::new(),
+                message: format!("{what} called outside a CPE kernel"),
+            }),
+        }
+    })
+}
+
+/// The calling CPE's id, or `None` on the host.
+pub fn cpe_id() -> Option<usize> {
+    CPE.with(|cell| cell.borrow().as_ref().map(|c| c.id))
+}
+
+/// The calling CPE's LDM size in bytes, or `None` on the host.
+pub(crate) fn ldm_bytes() -> Option<usize> {
+    CPE.with(|cell| cell.borrow().as_ref().map(|c| c.machine.ldm_bytes))
+}
+
+/// Records `v` as the calling CPE's violation (the first one stays); on the host, returns it.
+pub(crate) fn record(v: Violation) -> Result<(), Violation> {
+    CPE.with(|cell| match cell.borrow_mut().as_mut() {
+        Some(cpe) => {
+            cpe.violation.get_or_insert(v);
+            Ok(())
+        }
+        None => Err(v),
+    })
+}
+
+/// Declares an LDM buffer of the running kernel on the calling CPE. Buffers may not overlap
+/// and all of them together must fit the LDM.
+pub fn declare_ldm(base: usize, bytes: usize, name: &str) -> Result<(), Violation> {
+    with_cpe("LDM declaration", |cpe| {
+        if let Some(b) = cpe
+            .buffers
+            .iter()
+            .find(|b| base < b.base.saturating_add(b.bytes) && b.base < base.saturating_add(bytes))
+        {
+            return Err(cpe.violation(format!("LDM buffer '{name}' overlaps LDM buffer '{}'", b.name)));
+        }
+        cpe.buffers.push(Block {
+            base,
+            bytes,
+            name: name.to_string(),
+        });
+        let total: usize = cpe.buffers.iter().map(|b| b.bytes).sum();
+        if total > cpe.machine.ldm_bytes {
+            return Err(cpe.violation(format!(
+                "declares {total} bytes of LDM buffers; each CPE has {} bytes",
+                cpe.machine.ldm_bytes
+            )));
+        }
+        cpe.counters.ldm_high_water = cpe.counters.ldm_high_water.max(total);
+        Ok(())
+    })
+}
+
+/// Issues a DMA: checked now, performed when the CPE waits on `reply`. `stride` and `bsize`
+/// follow athread: `bsize` bytes are contiguous, then `stride` bytes of main memory are
+/// skipped; `bsize == 0` means one contiguous block.
+///
+/// Its time counts the 128-byte lines its blocks touch; a get of the launch's parameter
+/// struct counts its length in whole lines, as if the struct were line-aligned, since where
+/// the linker puts it is no property of the program.
+#[allow(clippy::too_many_arguments)]
+pub fn dma(
+    dir: Direction,
+    main: usize,
+    ldm: usize,
+    len: usize,
+    reply: usize,
+    stride: usize,
+    bsize: usize,
+) -> Result<(), Violation> {
+    with_cpe("DMA", |cpe| {
+        let what = match dir {
+            Direction::Get => "get",
+            Direction::Put => "put",
+        };
+        if len == 0 || (bsize > 0 && len % bsize != 0) {
+            return Err(cpe.violation(format!(
+                "DMA {what} of {len} bytes in blocks of {bsize}: the length must be a positive multiple of the block"
+            )));
+        }
+        let bsize = if bsize == 0 { len } else { bsize };
+        let t = Transfer {
+            dir,
+            main,
+            ldm,
+            len,
+            bsize,
+            stride,
+            reply,
+        };
+        match cpe.buffers.iter().find(|b| b.contains(ldm)) {
+            Some(b) if ldm.saturating_add(len) > b.base + b.bytes => {
+                return Err(cpe.violation(format!(
+                    "DMA {what} of {len} bytes at offset {} of LDM buffer '{}' ({} bytes) runs {} bytes past its end",
+                    ldm - b.base,
+                    b.name,
+                    b.bytes,
+                    ldm.saturating_add(len) - (b.base + b.bytes)
+                )))
+            }
+            Some(_) => {}
+            None => {
+                return Err(cpe.violation(format!(
+                    "DMA {what} of {len} bytes to {}, which is in no declared LDM buffer",
+                    cpe.describe_ldm(ldm)
+                )))
+            }
+        }
+        // Saturating: a wild address must end in a message, not an overflow.
+        let span_end = main.saturating_add(
+            (len / bsize - 1)
+                .saturating_mul(bsize.saturating_add(stride))
+                .saturating_add(bsize),
+        );
+        let in_arg = main >= cpe.launch.arg && span_end <= cpe.launch.arg.saturating_add(cpe.launch.arg_bytes);
+        let regions = cpe.machine.regions.lock().expect("region list");
+        let region = regions.iter().find(|r| r.contains(main));
+        match region {
+            _ if in_arg && dir == Direction::Get => {}
+            Some(r) if span_end <= r.base + r.bytes => {}
+            Some(r) => {
+                return Err(cpe.violation(format!(
+                    "DMA {what} of {len} bytes at offset {} of {} ({} bytes) runs {} bytes past its end",
+                    main - r.base,
+                    r.name,
+                    r.bytes,
+                    span_end - (r.base + r.bytes)
+                )))
+            }
+            None => {
+                return Err(cpe.violation(format!(
+                    "DMA {what} of {len} bytes at main-memory address {main:#x}, outside every allocated region"
+                )))
+            }
+        }
+        drop(regions);
+        if let Some(spec) = &cpe.machine.spec {
+            let line = spec.timing.dma.line_bytes as usize;
+            let lines: usize = if in_arg {
+                len.div_ceil(line)
+            } else {
+                t.blocks().map(|(s, e)| (e - 1) / line - s / line + 1).sum()
+            };
+            cpe.log.push(Event::Dma {
+                put: dir == Direction::Put,
+                blocks: (len / bsize) as u64,
+                lines: lines as u64,
+                reply,
+            });
+        }
+        match dir {
+            Direction::Get if in_arg => cpe.counters.arg_gets += 1,
+            Direction::Get => {
+                cpe.counters.gets += 1;
+                cpe.counters.get_bytes += len;
+            }
+            Direction::Put => {
+                cpe.counters.puts += 1;
+                cpe.counters.put_bytes += len;
+            }
+        }
+        cpe.pending.push(t);
+        Ok(())
+    })
+}
+
+/// Checks a direct main-memory access of the calling CPE (an element read or written without
+/// DMA): it must lie inside a registered region; a write joins the launch's race check.
+pub fn direct(addr: usize, bytes: usize, write: bool) -> Result<(), Violation> {
+    with_cpe("a direct access", |cpe| {
+        let regions = cpe.machine.regions.lock().expect("region list");
+        let inside = regions
+            .iter()
+            .any(|r| r.contains(addr) && addr.saturating_add(bytes) <= r.base + r.bytes);
+        drop(regions);
+        if !inside {
+            let what = if write { "write" } else { "read" };
+            return Err(cpe.violation(format!(
+                "direct {what} of {bytes} bytes at main-memory address {addr:#x}, outside every allocated region"
+            )));
+        }
+        if let Some(spec) = &cpe.machine.spec {
+            let t = &spec.timing;
+            cpe.log.direct(if write { t.gstore_cycles } else { t.gload_cycles });
+        }
+        if write {
+            cpe.counters.direct_writes += 1;
+            match cpe.writes.last_mut() {
+                Some(last) if last.1 == addr => last.1 += bytes,
+                _ => cpe.writes.push((addr, addr + bytes)),
+            }
+        } else {
+            cpe.counters.direct_reads += 1;
+        }
+        Ok(())
+    })
+}
+
+/// Completes the calling CPE's transfers on `reply` (in issue order), each adding one to the
+/// counter, then requires the counter to have reached `n` (exactly `n` when `exact`, as a
+/// `while (reply != n);` loop needs): otherwise the hardware would wait forever.
+pub fn wait(reply: usize, n: i64, exact: bool) -> Result<(), Violation> {
+    with_cpe("DMA wait", |cpe| {
+        let (mine, rest): (Vec<Transfer>, Vec<Transfer>) = cpe.pending.iter().partition(|t| t.reply == reply);
+        cpe.pending = rest;
+        if cpe.machine.spec.is_some() {
+            cpe.log.push(Event::Wait { reply });
+        }
+        for t in mine {
+            // SAFETY: both sides were checked against live blocks when the transfer was issued:
+            // the LDM side lies in one declared buffer of this CPE, the main side in a
+            // registered region (or the launch's argument); blocks of one transfer do not
+            // overlap its LDM side.
+            unsafe { perform(&t) };
+            if t.dir == Direction::Put {
+                cpe.writes.extend(t.blocks());
+            }
+            let counter = reply as *mut i32;
+            // SAFETY: `reply` is the address of the counter the kernel named in the transfer; it
+            // lives in the CPE's LDM for the whole kernel.
+            unsafe { counter.write_volatile(counter.read_volatile().wrapping_add(1)) };
+        }
+        // SAFETY: as above.
+        let value = unsafe { (reply as *const i32).read_volatile() } as i64;
+        if value < n || (exact && value != n) {
+            return Err(cpe.violation(format!(
+                "waits for its reply counter to reach {n}, but it stops at {value}: the hardware would wait forever"
+            )));
+        }
+        Ok(())
+    })
+}
+
+/// Moves the bytes of one transfer.
+///
+/// # Safety
+/// Both memory ranges of `t` must be valid for the access and not overlap.
+unsafe fn perform(t: &Transfer) {
+    let mut ldm = t.ldm as *mut u8;
+    for (start, end) in t.blocks() {
+        let main = start as *mut u8;
+        let n = end - start;
+        match t.dir {
+            Direction::Get => std::ptr::copy_nonoverlapping(main, ldm, n),
+            Direction::Put => std::ptr::copy_nonoverlapping(ldm, main, n),
+        }
+        ldm = ldm.add(n);
+    }
+}
+
+/// Waits until every CPE of the launch has arrived.
+pub fn barrier() -> Result<(), Violation> {
+    let shared = with_cpe("athread_syn", |cpe| {
+        if cpe.machine.spec.is_some() {
+            cpe.log.push(Event::Barrier);
+        }
+        Ok(cpe.machine.clone())
+    })?;
+    shared.barrier.wait();
+    Ok(())
+}
+
+/// Charges the calling CPE for `n` executions of a stretch of code doing `ops`.
+pub fn charge(ops: &Ops, n: u64) -> Result<(), Violation> {
+    with_cpe("a compute charge", |cpe| {
+        cpe.counters.flops = cpe
+            .counters
+            .flops
+            .saturating_add((ops.flops as u64).saturating_mul(n) as usize);
+        if let Some(spec) = &cpe.machine.spec {
+            let cycles = spec.timing.cycles(ops) * n as f64;
+            cpe.log.compute(cycles);
+        }
+        Ok(())
+    })
+}
+
+/// A failure the kernel itself detected (an index out of range), as a violation of the
+/// calling CPE.
+pub fn fail(message: &str) -> Violation {
+    match with_cpe("a kernel failure", |cpe| Ok(cpe.violation(message.to_string()))) {
+        Ok(v) | Err(v) => v,
+    }
+}

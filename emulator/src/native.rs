@@ -1,0 +1,140 @@
+//! Hooks for kernels compiled into this process (the JIT): what the hardware does for them.
+//!
+//! A compiled kernel is a [`crate::machine::KernelFn`] launched with [`crate::Machine::spawn`]
+//! like a C kernel. It calls these functions for its LDM area, DMA, waits, direct accesses,
+//! charges and detected failures, and for nothing else. Where the C ABI stops the program at a
+//! violation, a hook records it on the calling CPE and returns [`STOP`]; the kernel must then
+//! return at once, and [`crate::Machine::try_join`] hands the violation to the host. So a
+//! broken kernel is an error of the run, not the end of the process.
+
+use std::cell::RefCell;
+
+use crate::cpe;
+use crate::machine::{Direction, Violation};
+use crate::timing::Ops;
+
+/// Hook result: carry on.
+pub const GO: i32 = 0;
+/// Hook result: a violation was recorded; the kernel must return.
+pub const STOP: i32 = 1;
+
+/// [`GO`], or [`STOP`] with the violation recorded on the calling CPE.
+fn status(r: Result<(), Violation>) -> i32 {
+    match r {
+        Ok(()) => GO,
+        Err(v) => {
+            if let Err(v) = cpe::record(v) {
+                // Called from the host: there is no CPE to record it on.
+                eprintln!("error: {v}");
+            }
+            STOP
+        }
+    }
+}
+
+thread_local! {
+    /// This CPE thread's LDM, as 16-byte units so that every element type is aligned.
+    static LDM: RefCell<Vec<u128>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The calling CPE's LDM area, `bytes` long (its contents stay from kernel to kernel, as in
+/// the hardware's LDM); null, with a violation recorded, when `bytes` exceeds the LDM.
+#[no_mangle]
+pub extern "C" fn swflow_native_ldm(bytes: usize) -> *mut u8 {
+    let Some(ldm) = cpe::ldm_bytes() else {
+        status(Err(cpe::fail("the LDM area")));
+        return std::ptr::null_mut();
+    };
+    if bytes > ldm {
+        status(Err(cpe::fail(&format!(
+            "lays out {bytes} bytes of LDM; each CPE has {ldm} bytes"
+        ))));
+        return std::ptr::null_mut();
+    }
+    LDM.with(|area| {
+        let mut area = area.borrow_mut();
+        let units = ldm.div_ceil(16).max(1);
+        if area.len() < units {
+            area.resize(units, 0);
+        }
+        area.as_mut_ptr().cast()
+    })
+}
+
+/// Declares an LDM buffer named by the `len` UTF-8 bytes at `name`.
+///
+/// # Safety
+/// `name` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swflow_native_declare(base: usize, bytes: usize, name: *const u8, len: usize) -> i32 {
+    let name = String::from_utf8_lossy(std::slice::from_raw_parts(name, len));
+    status(cpe::declare_ldm(base, bytes, &name))
+}
+
+/// A DMA, as [`crate::cpe::dma`]: `put` non-zero moves LDM to main memory.
+#[no_mangle]
+pub extern "C" fn swflow_native_dma(
+    put: i32,
+    main: usize,
+    ldm: usize,
+    len: i64,
+    reply: usize,
+    stride: i64,
+    bsize: i64,
+) -> i32 {
+    let dir = if put != 0 { Direction::Put } else { Direction::Get };
+    let sizes = [
+        ("a DMA length", len),
+        ("a DMA stride", stride),
+        ("a DMA block size", bsize),
+    ];
+    if let Some((what, v)) = sizes.iter().find(|(_, v)| *v < 0) {
+        return status(Err(cpe::fail(&format!("{what} is negative ({v})"))));
+    }
+    status(cpe::dma(
+        dir,
+        main,
+        ldm,
+        len as usize,
+        reply,
+        stride as usize,
+        bsize as usize,
+    ))
+}
+
+/// Completes the transfers on the counter at `reply`, which must then be `n` (at least `n`
+/// unless `exact`).
+#[no_mangle]
+pub extern "C" fn swflow_native_wait(reply: usize, n: i64, exact: i32) -> i32 {
+    status(cpe::wait(reply, n, exact != 0))
+}
+
+/// Checks a direct access of `bytes` at `addr` (a write when `write` is non-zero).
+#[no_mangle]
+pub extern "C" fn swflow_native_direct(addr: usize, bytes: usize, write: i32) -> i32 {
+    status(cpe::direct(addr, bytes, write != 0))
+}
+
+/// Charges `n` executions of `ops` (nothing when `n` is not positive).
+///
+/// # Safety
+/// `ops` points to an [`Ops`].
+#[no_mangle]
+pub unsafe extern "C" fn swflow_native_charge(ops: *const Ops, n: i64) -> i32 {
+    if n <= 0 {
+        return GO;
+    }
+    status(cpe::charge(&*ops, n as u64))
+}
+
+/// Records a failure the kernel detected, named by the `len` UTF-8 bytes at `message`;
+/// returns [`STOP`].
+///
+/// # Safety
+/// `message` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swflow_native_fail(message: *const u8, len: usize) -> i32 {
+    let message = String::from_utf8_lossy(std::slice::from_raw_parts(message, len));
+    status(Err(cpe::fail(&message)));
+    STOP
+}
