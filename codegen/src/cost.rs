@@ -85,7 +85,7 @@ fn is_float(d: DType) -> bool {
     matches!(d, DType::F32 | DType::F64)
 }
 
-/// Operators of an affine subscript as `slave.rs` prints it: a multiply per coefficient other
+/// Operators of an affine subscript as the C of a CPE program writes it: a multiply per coefficient other
 /// than ±1, an add or subtract between terms and for the offset.
 pub fn affine(x: &Affine) -> Ops {
     let muls = x.terms.iter().filter(|(_, c)| c.abs() != 1).count();

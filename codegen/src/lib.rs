@@ -16,13 +16,13 @@
 //! Makefile                 default (emulator), sunway, sunway-pro, check-sunway(-pro), run, clean
 //! ```
 //! File skeletons are handlebars templates under `codegen/templates/`; kernel bodies come
-//! from [`slave`]. The same program and options give byte-identical files.
+//! from their CPE programs ([`cpe`]). The same program and options give byte-identical files.
 
 mod cost;
+pub mod cpe;
 pub mod names;
 mod params;
 mod scalar;
-mod slave;
 mod writer;
 
 use std::collections::BTreeMap;
@@ -37,7 +37,6 @@ use swflow_scheduler::target::{Api, Target};
 
 use names::{c_string, comment, Names};
 use scalar::{ctype, dtype_enum};
-use slave::KernelNames;
 
 pub use swflow_scheduler as scheduler;
 
@@ -184,30 +183,15 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
             reason: "kernel is not scheduled".into(),
         })?;
         let func = global.fresh_with(&format!("k_{}", k.name), "k_", KERNEL_SUFFIXES);
-        // One parameter-struct field per tensor, in operand order (the target first).
-        let mut tensors = k.operands.clone();
-        let mut seen = std::collections::BTreeSet::new();
-        tensors.retain(|id| seen.insert(*id));
-        let mut field_names = Names::default();
-        let by_tensor: BTreeMap<TensorId, String> = tensors
+        let fields = cpe::Fields::of(p, k);
+        let field_rows: Vec<Value> = fields
+            .tensors
             .iter()
-            .map(|&id| (id, field_names.fresh(&p.tensor(id).name, "t_")))
-            .collect();
-        let fields = k.operands.iter().map(|id| by_tensor[id].clone()).collect();
-        let kn = KernelNames {
-            func: func.clone(),
-            fields,
-        };
-        let code = slave::generate(p, k, &kn)?;
-        let node = k.origin.as_deref().map(comment);
-        let op = comment(&k.op);
-        let field_rows: Vec<Value> = tensors
-            .iter()
-            .map(|&id| {
-                let name = &by_tensor[&id];
+            .zip(&fields.decls)
+            .map(|(&id, field)| {
                 let info = p.tensor(id);
                 json!({
-                    "name": name,
+                    "name": field.name,
                     "ctype": ctype(info.ty.dtype),
                     "offset": offset(id),
                     "tensor": comment(&info.name),
@@ -215,12 +199,15 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
                 })
             })
             .collect();
+        let program = cpe::build(p, k, fields)?;
+        let node = k.origin.as_deref().map(comment);
+        let op = comment(&k.op);
         let schedule: Vec<String> = s.describe(k, p).lines().map(|l| comment(l.trim())).collect();
         let guard = format!("{}_H", func.to_ascii_uppercase());
         let para_guard = format!("{}_PARA_H", func.to_ascii_uppercase());
         let data = json!({
             "func": func, "op": op, "node": node, "target": target_name,
-            "schedule": schedule, "body": code.body, "fields": field_rows,
+            "schedule": schedule, "body": cpe::print_body(&program, &func), "fields": field_rows,
             "guard": guard, "para_guard": para_guard,
         });
         files.insert(format!("slave/{func}_slave.c"), t.render("slave", &data)?);
@@ -228,7 +215,9 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         files.insert(format!("include/{func}.h"), t.render("kernel_h", &data)?);
         let para = json!({"func": func, "fields": data["fields"], "guard": para_guard});
         files.insert(format!("include/{func}_para.h"), t.render("para_h", &para)?);
-        ldm_kernels.push(json!({"func": func, "members": code.ldm_members, "replies": code.replies}));
+        ldm_kernels.push(json!({
+            "func": func, "members": cpe::print_ldm_members(&program), "replies": program.replies,
+        }));
         kernels.push(func);
     }
     let ldm_bytes = target.ldm_budget();

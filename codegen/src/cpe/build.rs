@@ -1,0 +1,927 @@
+//! A scheduled kernel as a CPE program.
+//!
+//! The program walks the schedule exactly as the loop-IR executor does (`exec::walk`):
+//! ```text
+//! for each segment of this CPE's chunk of partition points:
+//!   fill buffers placed at depth 0
+//!   for t0 in tiles(order[0]):            # tile loops, outermost first
+//!     fill buffers placed at depth 1      # gets wait at once, or were prefetched
+//!     ...
+//!       compute every point of the tile on LDM buffers (and direct accesses)
+//!     write the target back if it is placed at depth 1
+//!   write the target back if it is placed at depth 0
+//! ```
+//! LDM buffers hold packed boxes (row-major over the box's actual extents), so a load of
+//! access `a` at subscripts `s` reads `a[((s0 - a_start[0]) * a_extent[1] + ...)]`.
+//!
+//! Every stretch of code is charged with the operations of the C that [`super::print`]
+//! writes for it (see [`crate::cost`]).
+
+use swflow_emulator::timing::Ops;
+use swflow_frontend::ir::{strides, DType};
+use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
+use swflow_scheduler::schedule::{accesses, Residence, Schedule};
+
+use super::{
+    Array, ArrayDecl, BoxDma, Buf, BufDecl, Cond, Field, FieldDecl, Func, Half, Int, Local, Place, Stmt, Value, Var,
+    VarDecl,
+};
+use crate::cost::{self, branch, int, LOOP};
+use crate::names::{comment, Names};
+use crate::CodegenError;
+
+/// Fixed identifiers of a kernel body that loop names must not take.
+const BODY_LOCALS: &[&str] = &[
+    "ldm", "para", "arg", "cpe", "first", "last", "f", "seg_lo", "seg_len", "e",
+];
+
+/// The parameter struct of a kernel: one field per tensor, in operand order (the target
+/// first); slots naming one tensor share it.
+pub struct Fields {
+    /// The tensor of each field.
+    pub tensors: Vec<TensorId>,
+    pub decls: Vec<FieldDecl>,
+    /// The field of each operand slot.
+    pub of_operand: Vec<Field>,
+}
+
+impl Fields {
+    pub fn of(p: &Program, k: &Kernel) -> Fields {
+        let mut tensors = k.operands.clone();
+        let mut seen = std::collections::BTreeSet::new();
+        tensors.retain(|id| seen.insert(*id));
+        let mut names = Names::default();
+        let decls = tensors
+            .iter()
+            .map(|&id| FieldDecl {
+                name: names.fresh(&p.tensor(id).name, "t_"),
+                dtype: p.tensor(id).ty.dtype,
+            })
+            .collect();
+        let of_operand = k
+            .operands
+            .iter()
+            .map(|id| Field(tensors.iter().position(|t| t == id).expect("every operand has a field") as u32))
+            .collect();
+        Fields {
+            tensors,
+            decls,
+            of_operand,
+        }
+    }
+}
+
+/// Variables of one access's LDM buffer.
+struct BufVars {
+    buf: Buf,
+    start: Array,
+    extent: Array,
+    shape: Array,
+    issued: Var,
+    /// The current half, for double buffers.
+    half: Option<Var>,
+}
+
+struct Gen<'a> {
+    p: &'a Program,
+    k: &'a Kernel,
+    s: &'a Schedule,
+    all: Vec<&'a Access>,
+    field: Vec<Field>,
+    /// Per access: its buffer's variables when it is buffered.
+    bufs: Vec<Option<BufVars>>,
+    /// Reply counter index per access (buffered ones); counter 0 is the parameter struct's.
+    reply: Vec<usize>,
+    /// Per loop: the point variable (and its name), the tile origin and the tile extent.
+    point: Vec<Var>,
+    loop_names: Vec<String>,
+    origin: Vec<Var>,
+    extent: Vec<Var>,
+    first: Var,
+    last: Var,
+    f: Var,
+    seg_lo: Option<Var>,
+    seg_len: Var,
+    e: Option<Var>,
+    /// Position in `order` of each loop, if it has several tiles.
+    pos: Vec<Option<usize>>,
+}
+
+/// The CPE program of scheduled kernel `k` whose parameter struct has `fields`.
+pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenError> {
+    let s = k.schedule.as_ref().ok_or_else(|| CodegenError::Internal {
+        kernel: k.name.clone(),
+        reason: "kernel is not scheduled".into(),
+    })?;
+    let all = accesses(k);
+    for a in &all {
+        if p.tensor(k.operands[a.operand]).ty.shape.len() > 16 {
+            return Err(CodegenError::Unsupported {
+                kernel: k.name.clone(),
+                reason: "tensors of more than 16 dimensions".into(),
+            });
+        }
+    }
+    let mut f = Func {
+        vars: Vec::new(),
+        arrays: Vec::new(),
+        decl_lines: Vec::new(),
+        bufs: Vec::new(),
+        fields: fields.decls,
+        replies: 1,
+        body: Vec::new(),
+    };
+    let mut scope = Names::default();
+    for l in BODY_LOCALS {
+        scope.claim(l);
+    }
+    let var = |f: &mut Func, name: String, init: Option<i64>| {
+        f.vars.push(VarDecl { name, init });
+        Var(f.vars.len() as u32 - 1)
+    };
+    let first = var(&mut f, "first".into(), None);
+    let last = var(&mut f, "last".into(), None);
+    let fv = var(&mut f, "f".into(), None);
+    let seg_lo = (!s.partition.is_empty()).then(|| var(&mut f, "seg_lo".into(), None));
+    let seg_len = var(&mut f, "seg_len".into(), None);
+    let mut line: Vec<Local> = [first, last, fv]
+        .into_iter()
+        .chain(seg_lo)
+        .chain([seg_len])
+        .map(Local::Var)
+        .collect();
+    f.decl_lines.push(std::mem::take(&mut line));
+    let (mut point, mut origin, mut extent) = (Vec::new(), Vec::new(), Vec::new());
+    let mut loop_names = Vec::new();
+    for l in &k.loops {
+        let name = scope.fresh(&l.name, "l_");
+        loop_names.push(name.clone());
+        let v = var(&mut f, name.clone(), None);
+        let o = var(&mut f, format!("{name}_0"), None);
+        let n = var(&mut f, format!("{name}_n"), None);
+        f.decl_lines.push(vec![Local::Var(v), Local::Var(o), Local::Var(n)]);
+        point.push(v);
+        origin.push(o);
+        extent.push(n);
+    }
+    let mut buf_scope = Names::default();
+    let mut reply = vec![0; all.len()];
+    let mut bufs = Vec::new();
+    let mut fill_loop = false;
+    for (i, a) in all.iter().enumerate() {
+        let b = &s.buffers[i];
+        if b.residence != Residence::Buffer {
+            bufs.push(None);
+            continue;
+        }
+        let info = p.tensor(k.operands[a.operand]);
+        let name = buf_scope.fresh(&info.name, "t_");
+        let dims: Vec<String> = b.dims.iter().map(|d| d.to_string()).collect();
+        let tile = if dims.is_empty() {
+            "scalar".into()
+        } else {
+            dims.join("x")
+        };
+        let double = if b.double { ", double-buffered" } else { "" };
+        f.bufs.push(BufDecl {
+            name: name.clone(),
+            dtype: info.ty.dtype,
+            elements: b.elements(),
+            double: b.double,
+            note: format!("'{}': tile {tile}{double}", comment(&info.name)),
+        });
+        let buf = Buf(f.bufs.len() as u32 - 1);
+        reply[i] = f.replies;
+        f.replies += 1;
+        let rank = info.ty.shape.len().max(1);
+        let box_dims = if b.double { vec![2, rank] } else { vec![rank] };
+        let array = |f: &mut Func, name: String, dims: Vec<usize>, values: Option<Vec<i64>>| {
+            f.arrays.push(ArrayDecl { name, dims, values });
+            Array(f.arrays.len() as u32 - 1)
+        };
+        let start = array(&mut f, format!("{name}_start"), box_dims.clone(), None);
+        let ext = array(&mut f, format!("{name}_extent"), box_dims, None);
+        let issued = var(&mut f, format!("{name}_issued"), Some(0));
+        f.decl_lines
+            .push(vec![Local::Array(start), Local::Array(ext), Local::Var(issued)]);
+        let half = b.double.then(|| {
+            let h = var(&mut f, format!("{name}_h"), Some(0));
+            f.decl_lines.push(vec![Local::Var(h)]);
+            h
+        });
+        let shape: Vec<i64> = if info.ty.shape.is_empty() {
+            vec![1]
+        } else {
+            info.ty.shape.iter().map(|&d| d as i64).collect()
+        };
+        let shape = array(&mut f, format!("{name}_shape"), vec![rank], Some(shape));
+        f.decl_lines.push(vec![Local::Array(shape)]);
+        fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense();
+        bufs.push(Some(BufVars {
+            buf,
+            start,
+            extent: ext,
+            shape,
+            issued,
+            half,
+        }));
+    }
+    let e = fill_loop.then(|| {
+        let e = var(&mut f, "e".into(), None);
+        f.decl_lines.push(vec![Local::Var(e)]);
+        e
+    });
+    let mut pos = vec![None; k.loops.len()];
+    for (i, &l) in s.order.iter().enumerate() {
+        pos[l] = Some(i);
+    }
+    let g = Gen {
+        p,
+        k,
+        s,
+        all,
+        field: fields.of_operand,
+        bufs,
+        reply,
+        point,
+        loop_names,
+        origin,
+        extent,
+        first,
+        last,
+        f: fv,
+        seg_lo,
+        seg_len,
+        e,
+        pos,
+    };
+    f.body = g.body(f.fields.len(), f.replies);
+    Ok(f)
+}
+
+/// Charges one execution of `ops`, when there is anything to charge.
+fn charge_once(out: &mut Vec<Stmt>, ops: Ops) {
+    charge(out, ops, Int::Const(1));
+}
+
+/// Charges `count` executions of `ops`, when there is anything to charge.
+fn charge(out: &mut Vec<Stmt>, ops: Ops, count: Int) {
+    if ops != Ops::default() {
+        out.push(Stmt::Charge { ops, count });
+    }
+}
+
+impl Gen<'_> {
+    fn dtype(&self, i: usize) -> DType {
+        self.p.tensor(self.k.operands[self.all[i].operand]).ty.dtype
+    }
+
+    fn shape(&self, i: usize) -> &[usize] {
+        &self.p.tensor(self.k.operands[self.all[i].operand]).ty.shape
+    }
+
+    fn tensor_name(&self, i: usize) -> &str {
+        &self.p.tensor(self.k.operands[self.all[i].operand]).name
+    }
+
+    fn field(&self, i: usize) -> Field {
+        self.field[self.all[i].operand]
+    }
+
+    fn vars(&self, i: usize) -> Option<&BufVars> {
+        self.bufs[i].as_ref()
+    }
+
+    fn buffered(&self, i: usize) -> bool {
+        self.bufs[i].is_some()
+    }
+
+    fn buf_vars(&self, i: usize) -> &BufVars {
+        self.bufs[i].as_ref().expect("a buffered access")
+    }
+
+    fn double(&self, i: usize) -> bool {
+        self.buffered(i) && self.s.buffers[i].double
+    }
+
+    fn rank(&self, i: usize) -> usize {
+        self.shape(i).len().max(1)
+    }
+
+    fn origin(&self, l: usize) -> Int {
+        Int::Var(self.origin[l])
+    }
+
+    fn extent(&self, l: usize) -> Int {
+        Int::Var(self.extent[l])
+    }
+
+    fn is_inner_partition(&self, l: usize) -> bool {
+        self.s.partition.last() == Some(&l)
+    }
+
+    /// Bounds of tile loop `l` within the segment.
+    fn bounds(&self, l: usize) -> (Int, Int) {
+        match self.seg_lo {
+            Some(lo) if self.is_inner_partition(l) => (Int::Var(lo), Int::Var(lo) + Int::Var(self.seg_len)),
+            _ => (Int::Const(0), Int::Const(self.k.loops[l].extent as i64)),
+        }
+    }
+
+    /// Whether no reduction tile loop among `order[..depth]` has moved, or `None` when there
+    /// is none.
+    fn first_visit(&self, depth: usize) -> Option<Cond> {
+        let conds: Vec<Cond> = self.s.order[..depth]
+            .iter()
+            .filter(|&&l| self.k.loops[l].kind == LoopKind::Reduce)
+            .map(|&l| Cond::Eq(self.origin(l), Int::Const(0)))
+            .collect();
+        (!conds.is_empty()).then_some(Cond::All(conds))
+    }
+
+    fn body(&self, fields: usize, replies: usize) -> Vec<Stmt> {
+        let k = self.k;
+        let s = self.s;
+        let mut out = Vec::new();
+        let fields = fields as u32;
+        let prologue = LOOP * replies as u32
+            + Ops {
+                store: replies as u32 + fields,
+                load: fields,
+                ..int(4)
+            };
+        charge_once(&mut out, prologue);
+        out.push(Stmt::FetchParams);
+        let points = s.partition_points as i64;
+        out.push(Stmt::Comment(format!(
+            "This CPE's chunk of the {points} points of the partition loops ({}).",
+            comment(
+                &s.partition
+                    .iter()
+                    .map(|&l| k.loops[l].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        )));
+        let chunk = Int::Const(s.chunk as i64);
+        out.push(Stmt::Set(self.first, Int::Cpe * chunk.clone()));
+        let next = Int::Var(self.first) + chunk;
+        out.push(Stmt::Set(self.last, Int::min(next, Int::Const(points))));
+        let mut seg = Vec::new();
+        let extents = k.extents();
+        // Each partition loop's origin is a quotient and a remainder (one when it is the
+        // innermost), done in software; then the segment's length.
+        let divisions = (2 * s.partition.len()).saturating_sub(1) as u32;
+        let segment = LOOP
+            + Ops {
+                div: divisions,
+                branch: 1,
+                ..int(5)
+            };
+        charge_once(&mut seg, segment);
+        let mut inner_product = 1i64;
+        let f = Int::Var(self.f);
+        for (j, &l) in s.partition.iter().enumerate().rev() {
+            let ext = extents[l] as i64;
+            let value = if inner_product == 1 {
+                f.clone() % Int::Const(ext)
+            } else {
+                f.clone() / Int::Const(inner_product) % Int::Const(ext)
+            };
+            if j + 1 == s.partition.len() {
+                let lo = self.seg_lo.expect("a partition has a segment start");
+                seg.push(Stmt::Set(lo, value));
+                let left = Int::Var(self.last) - f.clone();
+                let room = Int::Const(ext) - Int::Var(lo);
+                seg.push(Stmt::Set(self.seg_len, Int::min(left, room)));
+            } else {
+                seg.push(Stmt::Set(self.origin[l], value));
+                seg.push(Stmt::Set(self.extent[l], Int::Const(1)));
+            }
+            inner_product *= ext;
+        }
+        if s.partition.is_empty() {
+            seg.push(Stmt::Set(self.seg_len, Int::Const(1)));
+        }
+        for (l, &ext) in extents.iter().enumerate() {
+            if self.pos[l].is_some() || (s.partition.contains(&l) && !self.is_inner_partition(l)) {
+                continue;
+            }
+            match self.seg_lo {
+                Some(lo) if self.is_inner_partition(l) => {
+                    seg.push(Stmt::Set(self.origin[l], Int::Var(lo)));
+                    seg.push(Stmt::Set(self.extent[l], Int::Var(self.seg_len)));
+                }
+                _ => {
+                    seg.push(Stmt::Set(self.origin[l], Int::Const(0)));
+                    seg.push(Stmt::Set(self.extent[l], Int::Const(ext as i64)));
+                }
+            }
+        }
+        self.fills(&mut seg, 0);
+        self.level(&mut seg, 0);
+        self.write_back(&mut seg, 0);
+        out.push(Stmt::For {
+            var: self.f,
+            from: Int::Var(self.first),
+            to: Int::Var(self.last),
+            step: Int::Var(self.seg_len),
+            body: seg,
+        });
+        out
+    }
+}
+
+impl Gen<'_> {
+    /// Tile loop at position `pos` of the order, and everything inside it.
+    fn level(&self, out: &mut Vec<Stmt>, pos: usize) {
+        if pos == self.s.order.len() {
+            self.compute(out);
+            return;
+        }
+        let l = self.s.order[pos];
+        let t = Int::Const(self.s.tiles[l] as i64);
+        let (lo, hi) = self.bounds(l);
+        let o = self.origin(l);
+        let mut body = Vec::new();
+        body.push(Stmt::Set(self.extent[l], Int::min(hi.clone() - o, t.clone())));
+        // The loop's control and the line above (twice the bound when it is the segment's).
+        let bound = u32::from(self.is_inner_partition(l));
+        charge_once(&mut body, LOOP + int(3 + 2 * bound) + branch(1));
+        self.fills(&mut body, pos + 1);
+        self.level(&mut body, pos + 1);
+        self.write_back(&mut body, pos + 1);
+        for i in 1..self.all.len() {
+            if self.double(i) && self.s.buffers[i].depth == pos + 1 {
+                let h = self.buf_vars(i).half.expect("a double buffer has a half");
+                body.push(Stmt::Set(h, Int::Const(1) - Int::Var(h)));
+            }
+        }
+        out.push(Stmt::For {
+            var: self.origin[l],
+            from: lo,
+            to: hi,
+            step: t,
+            body,
+        });
+    }
+
+    /// Statements setting row `row` of access `i`'s box arrays to the box it spans over the
+    /// tile, with loop `l`'s origin and extent given by `at`; and their operations.
+    fn box_lines(&self, out: &mut Vec<Stmt>, i: usize, row: Option<Int>, at: &dyn Fn(usize) -> (Int, Int)) -> Ops {
+        let v = self.buf_vars(i);
+        let index = |d: usize| -> Vec<Int> { row.iter().cloned().chain([Int::Const(d as i64)]).collect() };
+        let stores = Ops {
+            store: 2,
+            ..Ops::default()
+        };
+        if self.shape(i).is_empty() {
+            out.push(Stmt::SetElem(v.start, index(0), Int::Const(0)));
+            out.push(Stmt::SetElem(v.extent, index(0), Int::Const(1)));
+            return stores;
+        }
+        let mut ops = Ops::default();
+        for (d, idx) in self.all[i].index.iter().enumerate() {
+            let Index::Affine(x) = idx else {
+                unreachable!("buffered accesses have affine subscripts")
+            };
+            let mut lo: Vec<(i64, Int)> = Vec::new();
+            let mut span: Vec<(i64, Int)> = Vec::new();
+            for &(l, c) in &x.terms {
+                let (o, n) = at(l);
+                lo.push((c, o));
+                let last = n - Int::Const(1);
+                if c < 0 {
+                    lo.push((c, last.clone()));
+                    ops += int(1);
+                }
+                span.push((c.abs(), last));
+            }
+            ops += int(linear_ops(&lo, x.offset)) + stores;
+            let lo = linear(lo, x.offset);
+            // One loop with a unit step spans exactly that loop's tile.
+            let span = match x.terms.as_slice() {
+                [(l, c)] if c.abs() == 1 => at(*l).1,
+                _ => {
+                    ops += int(span.len() as u32 + linear_ops(&span, 1));
+                    linear(span, 1)
+                }
+            };
+            out.push(Stmt::SetElem(v.start, index(d), lo));
+            out.push(Stmt::SetElem(v.extent, index(d), span));
+        }
+        ops
+    }
+
+    /// The box DMA of access `i` (`put` for the target's write-back) with its box in row `row`.
+    fn dma(&self, i: usize, put: bool, half: Half, row: Option<Int>) -> Stmt {
+        let v = self.buf_vars(i);
+        Stmt::Dma(BoxDma {
+            put,
+            buf: v.buf,
+            half,
+            field: self.field(i),
+            shape: v.shape,
+            start: v.start,
+            extent: v.extent,
+            row,
+            issued: v.issued,
+            reply: self.reply[i],
+        })
+    }
+
+    fn wait(&self, i: usize) -> Stmt {
+        Stmt::Wait {
+            reply: self.reply[i],
+            count: Int::Var(self.buf_vars(i).issued),
+        }
+    }
+
+    /// Fills of the buffers placed at `depth`.
+    fn fills(&self, out: &mut Vec<Stmt>, depth: usize) {
+        let here = |l: usize| (self.origin(l), self.extent(l));
+        for i in 0..self.all.len() {
+            if !self.buffered(i) || self.s.buffers[i].depth != depth {
+                continue;
+            }
+            let tensor = comment(self.tensor_name(i));
+            if i == 0 {
+                self.fill_target(out, depth, &here);
+            } else if self.double(i) {
+                let h = self.buf_vars(i).half.expect("a double buffer has a half");
+                let l = self.s.order[depth - 1];
+                let (lo, hi) = self.bounds(l);
+                let t = Int::Const(self.s.tiles[l] as i64);
+                out.push(Stmt::Comment(format!(
+                    "'{tensor}': double-buffered over {} tiles.",
+                    self.loop_names[l]
+                )));
+                let mut first = vec![Stmt::Set(h, Int::Const(0))];
+                let ops = self.box_lines(&mut first, i, Some(Int::Const(0)), &here);
+                charge_once(&mut first, ops);
+                first.push(self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0))));
+                out.push(Stmt::If {
+                    cond: Cond::Eq(self.origin(l), lo),
+                    then: first,
+                    otherwise: Vec::new(),
+                });
+                out.push(self.wait(i));
+                let next = self.origin(l) + t.clone();
+                let next_n = Int::min(hi.clone() - next.clone(), t);
+                let at = |m: usize| {
+                    if m == l {
+                        (next.clone(), next_n.clone())
+                    } else {
+                        here(m)
+                    }
+                };
+                let other = Int::Const(1) - Int::Var(h);
+                let mut prefetch = Vec::new();
+                let ops = self.box_lines(&mut prefetch, i, Some(other.clone()), &at);
+                charge_once(&mut prefetch, ops + int(3) + branch(1));
+                prefetch.push(self.dma(i, false, Half::At(other.clone()), Some(other)));
+                out.push(Stmt::If {
+                    cond: Cond::Lt(next, hi),
+                    then: prefetch,
+                    otherwise: Vec::new(),
+                });
+            } else {
+                out.push(Stmt::Comment(format!("'{tensor}'")));
+                let ops = self.box_lines(out, i, None, &here);
+                charge_once(out, ops);
+                out.push(self.dma(i, false, Half::Single, None));
+                out.push(self.wait(i));
+            }
+        }
+    }
+
+    /// The target's box: read first where the kernel writes it in part or revisits partial
+    /// sums, set to the reduction's initial value on a dense first visit.
+    fn fill_target(&self, out: &mut Vec<Stmt>, depth: usize, here: &dyn Fn(usize) -> (Int, Int)) {
+        let k = self.k;
+        let v = self.buf_vars(0);
+        out.push(Stmt::Comment(format!("'{}' (target)", comment(self.tensor_name(0)))));
+        let ops = self.box_lines(out, 0, None, here);
+        charge_once(out, ops);
+        let get_and_wait = |out: &mut Vec<Stmt>| {
+            out.push(self.dma(0, false, Half::Single, None));
+            out.push(self.wait(0));
+        };
+        if !k.target_is_dense() {
+            get_and_wait(out);
+            return;
+        }
+        let Some(r) = k.stmt.reduce else { return };
+        let elems = Int::product(
+            (0..self.rank(0))
+                .map(|d| Int::Elem(v.extent, vec![Int::Const(d as i64)]))
+                .collect(),
+        );
+        let e = self.e.expect("a dense reduction target has a fill loop");
+        let init = |out: &mut Vec<Stmt>| {
+            let fill = Ops {
+                store: 1,
+                ..int(1) + LOOP
+            };
+            charge(out, fill, elems.clone());
+            out.push(Stmt::For {
+                var: e,
+                from: Int::Const(0),
+                to: elems.clone(),
+                step: Int::Const(1),
+                body: vec![Stmt::Store {
+                    place: Place::Ldm {
+                        buf: v.buf,
+                        half: Half::Single,
+                        index: Int::Var(e),
+                    },
+                    value: Value::Const(r.init),
+                }],
+            });
+        };
+        match self.first_visit(depth) {
+            None => init(out),
+            Some(cond) => {
+                let (mut then, mut otherwise) = (Vec::new(), Vec::new());
+                init(&mut then);
+                get_and_wait(&mut otherwise);
+                out.push(Stmt::If { cond, then, otherwise });
+            }
+        }
+    }
+
+    fn write_back(&self, out: &mut Vec<Stmt>, depth: usize) {
+        if !self.buffered(0) || self.s.buffers[0].depth != depth {
+            return;
+        }
+        out.push(self.dma(0, true, Half::Single, None));
+        out.push(self.wait(0));
+    }
+
+    fn compute(&self, out: &mut Vec<Stmt>) {
+        let k = self.k;
+        let origin = match &k.origin {
+            Some(node) => format!(" from node '{}'", comment(node)),
+            None => String::new(),
+        };
+        out.push(Stmt::Comment(format!(
+            "{}{origin}: every point of the tile.",
+            comment(&k.op)
+        )));
+        // The current half of each double-buffered tile, chosen once per tile.
+        for i in (0..self.all.len()).filter(|&i| self.double(i)) {
+            let v = self.buf_vars(i);
+            out.push(Stmt::SelectHalf {
+                buf: v.buf,
+                var: v.half.expect("a double buffer has a half"),
+            });
+            charge_once(out, int(1));
+        }
+        let (target, target_ops) = self.access_ref(0);
+        let buffered = u32::from(self.buffered(0));
+        if let Some(r) = k.stmt.reduce {
+            if !(self.buffered(0) && k.target_is_dense()) {
+                let parallel: Vec<usize> = (0..k.loops.len())
+                    .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
+                    .collect();
+                let store = Ops {
+                    store: buffered,
+                    ..target_ops
+                };
+                let mut init = Vec::new();
+                self.charge_nest(&mut init, &parallel, store);
+                let mut inner: Vec<Stmt> = (0..k.loops.len())
+                    .filter(|l| !parallel.contains(l))
+                    .map(|l| Stmt::Set(self.point[l], self.origin(l)))
+                    .collect();
+                inner.push(Stmt::Store {
+                    place: target.clone(),
+                    value: Value::Const(r.init),
+                });
+                init.extend(self.point_loops(&parallel, inner));
+                match self.first_visit(self.s.order.len()) {
+                    Some(cond) => out.push(Stmt::If {
+                        cond,
+                        then: init,
+                        otherwise: Vec::new(),
+                    }),
+                    None => out.extend(init),
+                }
+            }
+        }
+        let (value, _, value_ops) = self.expr(&k.stmt.value);
+        let (statement, ops) = match k.stmt.reduce {
+            Some(r) => {
+                let carried = k.loops.last().is_some_and(|l| l.kind == LoopKind::Reduce);
+                let update = Ops {
+                    load: buffered,
+                    store: buffered,
+                    ..cost::fold(r.kind, self.dtype(0), carried)
+                };
+                let fold = Stmt::Fold {
+                    kind: r.kind,
+                    dtype: self.dtype(0),
+                    place: target,
+                    value,
+                };
+                (fold, value_ops + target_ops + update)
+            }
+            None => {
+                let store = Ops {
+                    store: buffered,
+                    ..Ops::default()
+                };
+                let store_stmt = Stmt::Store { place: target, value };
+                (store_stmt, value_ops + target_ops + store)
+            }
+        };
+        let all: Vec<usize> = (0..k.loops.len()).collect();
+        self.charge_nest(out, &all, ops);
+        out.extend(self.point_loops(&all, vec![statement]));
+    }
+
+    /// Charges a nest of point loops over `loops` (outermost first) whose innermost body does
+    /// `body`: the body and its loop control once per point, and the control of every outer
+    /// loop (with the start of the loop inside it) once per its own iteration.
+    fn charge_nest(&self, out: &mut Vec<Stmt>, loops: &[usize], body: Ops) {
+        let extents: Vec<Int> = loops.iter().map(|&l| self.extent(l)).collect();
+        let points = Int::product(extents.clone());
+        charge(out, body + LOOP * u32::from(!loops.is_empty()), points);
+        if loops.len() > 1 {
+            let outer = (1..loops.len()).map(|j| Int::product(extents[..j].to_vec())).collect();
+            charge(out, LOOP + int(1), Int::sum(outer));
+        }
+    }
+
+    /// Point loops over `loops` (outermost first) around `inner`.
+    fn point_loops(&self, loops: &[usize], inner: Vec<Stmt>) -> Vec<Stmt> {
+        loops.iter().rev().fold(inner, |body, &l| {
+            vec![Stmt::For {
+                var: self.point[l],
+                from: self.origin(l),
+                to: self.origin(l) + self.extent(l),
+                step: Int::Const(1),
+                body,
+            }]
+        })
+    }
+
+    fn affine(&self, x: &Affine) -> Int {
+        let terms: Vec<(i64, Int)> = x.terms.iter().map(|&(l, c)| (c, Int::Var(self.point[l]))).collect();
+        linear(terms, x.offset)
+    }
+
+    /// Access `i`'s element, in an LDM buffer or in main memory directly, and the operations
+    /// of its subscript and address (not of the access itself).
+    fn access_ref(&self, i: usize) -> (Place, Ops) {
+        let a = self.all[i];
+        if let Some(v) = self.vars(i) {
+            let half = if self.double(i) { Half::Current } else { Half::Single };
+            if self.shape(i).is_empty() {
+                let place = Place::Ldm {
+                    buf: v.buf,
+                    half,
+                    index: Int::Const(0),
+                };
+                return (place, Ops::default());
+            }
+            let row: Vec<Int> = v.half.map(Int::Var).into_iter().collect();
+            let at = |arr: Array, d: usize| Int::Elem(arr, row.iter().cloned().chain([Int::Const(d as i64)]).collect());
+            let mut ops = int(1);
+            let mut idx = None;
+            for (d, x) in a.index.iter().enumerate() {
+                let Index::Affine(x) = x else {
+                    unreachable!("buffered accesses have affine subscripts")
+                };
+                let term = self.affine(x) - at(v.start, d);
+                ops += cost::affine(x) + int(1);
+                idx = Some(match idx {
+                    None => term,
+                    Some(idx) => {
+                        ops += int(2);
+                        idx * at(v.extent, d) + term
+                    }
+                });
+            }
+            let place = Place::Ldm {
+                buf: v.buf,
+                half,
+                index: idx.unwrap_or(Int::Const(0)),
+            };
+            (place, ops)
+        } else {
+            let st = strides(self.shape(i));
+            let mut ops = int(1 + a.index.len().saturating_sub(1) as u32);
+            let terms: Vec<Int> = a
+                .index
+                .iter()
+                .zip(&st)
+                .map(|(x, &stride)| {
+                    let sub = match x {
+                        Index::Affine(x) => {
+                            ops += cost::affine(x);
+                            self.affine(x)
+                        }
+                        Index::Gathered { access, extent } => {
+                            let (pos, _, pos_ops) = self.load(access);
+                            // The helper's two range checks and its wrap of negative positions.
+                            ops += pos_ops + int(3) + branch(2);
+                            Int::Gather(Box::new(pos), *extent)
+                        }
+                    };
+                    if stride == 1 {
+                        sub
+                    } else {
+                        ops += int(1);
+                        sub * Int::Const(stride as i64)
+                    }
+                })
+                .collect();
+            let place = Place::Main {
+                field: self.field(i),
+                index: Int::sum(terms),
+                write: i == 0,
+            };
+            (place, ops)
+        }
+    }
+
+    /// A load of `a`: its value, its type, and its operations (an LDM load when buffered).
+    fn load(&self, a: &Access) -> (Value, DType, Ops) {
+        let i = self
+            .all
+            .iter()
+            .position(|x| std::ptr::eq(*x, a))
+            .expect("every load is one of the kernel's accesses");
+        let (place, ops) = self.access_ref(i);
+        let load = Ops {
+            load: u32::from(self.buffered(i)),
+            ..Ops::default()
+        };
+        (Value::Load(place), self.dtype(i), ops + load)
+    }
+
+    /// An expression's value, its type, and the operations that evaluate it.
+    fn expr(&self, e: &Expr) -> (Value, DType, Ops) {
+        match e {
+            Expr::Load(a) => self.load(a),
+            Expr::Const(c) => (Value::Const(*c), c.dtype(), Ops::default()),
+            Expr::Unary(op, a) => {
+                let (a, d, o) = self.expr(a);
+                (Value::Unary(*op, d, Box::new(a)), d, o + cost::unary(*op, d))
+            }
+            Expr::Binary(op, a, b) => {
+                let (a, d, oa) = self.expr(a);
+                let (b, _, ob) = self.expr(b);
+                let out = if op.is_comparison() { DType::Bool } else { d };
+                let v = Value::Binary(*op, d, Box::new(a), Box::new(b));
+                (v, out, oa + ob + cost::binary(*op, d))
+            }
+            Expr::Select(c, a, b) => {
+                let (c, _, oc) = self.expr(c);
+                let (a, d, oa) = self.expr(a);
+                let (b, _, ob) = self.expr(b);
+                let v = Value::Select(Box::new(c), Box::new(a), Box::new(b));
+                (v, d, oc + oa + ob + branch(1))
+            }
+            Expr::Cast(to, a) => {
+                let (a, from, o) = self.expr(a);
+                (Value::Cast(from, *to, Box::new(a)), *to, o + cost::cast(from, *to))
+            }
+        }
+    }
+}
+
+/// Operators of [`linear`]'s C: a multiply per coefficient other than ±1, an add or subtract
+/// between terms and for a nonzero constant.
+fn linear_ops(terms: &[(i64, Int)], k: i64) -> u32 {
+    let muls = terms.iter().filter(|(c, _)| c.abs() != 1).count();
+    let adds = terms.len().saturating_sub(1) + usize::from(k != 0 && !terms.is_empty());
+    (muls + adds) as u32
+}
+
+/// `Σ c * e + k`, without unit coefficients or zero terms.
+fn linear(terms: Vec<(i64, Int)>, k: i64) -> Int {
+    let mut acc: Option<Int> = None;
+    for (c, e) in terms {
+        acc = Some(match acc {
+            // The first term carries its sign.
+            None if c == 1 => e,
+            None => Int::Const(c) * e,
+            Some(a) => {
+                let mag = if c.abs() == 1 { e } else { Int::Const(c.abs()) * e };
+                if c < 0 {
+                    a - mag
+                } else {
+                    a + mag
+                }
+            }
+        });
+    }
+    match acc {
+        None => Int::Const(k),
+        Some(a) if k < 0 => a - Int::Const(-k),
+        Some(a) if k > 0 => a + Int::Const(k),
+        Some(a) => a,
+    }
+}

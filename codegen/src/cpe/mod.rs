@@ -1,0 +1,303 @@
+//! The CPE program of a scheduled kernel: what every CPE runs, as data.
+//!
+//! [`build`] turns a scheduled loop-IR kernel into a [`Func`]: the parameter struct fetched
+//! by DMA, this CPE's chunk of the partition, the tile walk, box DMA with reply counters, the
+//! compute loops over LDM buffers and direct accesses, and the operation counts the timing
+//! model is charged with. Both back ends start from it, so they run the same program and
+//! report the same counts: [`print`] writes it as the C of `slave/<k>_slave.c`, and the JIT
+//! compiles it with Cranelift.
+//!
+//! It is a small structured language: integer variables and arrays (C `long`), counted loops
+//! whose bounds the body does not change, conditionals, and statements for the hardware (DMA,
+//! waits, charges). Element values are typed by the loop IR's [`DType`].
+
+mod build;
+mod print;
+
+pub use build::{build, Fields};
+pub use print::{print_body, print_ldm_members};
+
+use swflow_emulator::timing::Ops;
+use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
+use swflow_scheduler::loops::Scalar;
+
+/// An integer variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Var(pub u32);
+
+/// An integer array (box starts and extents, tensor shapes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Array(pub u32);
+
+/// An LDM buffer (a tile of one access).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Buf(pub u32);
+
+/// A field of the parameter struct: the main-memory address of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Field(pub u32);
+
+pub struct VarDecl {
+    /// A C identifier, unique in the function.
+    pub name: String,
+    /// Its value at entry, when it has one.
+    pub init: Option<i64>,
+}
+
+pub struct ArrayDecl {
+    pub name: String,
+    /// Dimensions (`[2][rank]` for the halves of a double buffer); row-major.
+    pub dims: Vec<usize>,
+    /// Constant contents (a tensor's shape), or none for an array the body sets.
+    pub values: Option<Vec<i64>>,
+}
+
+impl ArrayDecl {
+    pub fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An LDM buffer of the kernel.
+pub struct BufDecl {
+    /// The identifier (also the name the emulator reports the buffer by).
+    pub name: String,
+    pub dtype: DType,
+    /// Elements of one half.
+    pub elements: usize,
+    /// Double-buffered: two halves.
+    pub double: bool,
+    /// What it holds, for the reader: the tensor and the tile.
+    pub note: String,
+}
+
+impl BufDecl {
+    pub fn halves(&self) -> usize {
+        1 + usize::from(self.double)
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.halves() * self.elements * self.dtype.size_bytes()
+    }
+}
+
+/// A field of the parameter struct.
+pub struct FieldDecl {
+    pub name: String,
+    pub dtype: DType,
+}
+
+/// A whole CPE program.
+pub struct Func {
+    pub vars: Vec<VarDecl>,
+    pub arrays: Vec<ArrayDecl>,
+    /// Declared together on one line each, in this order (C reads best that way).
+    pub decl_lines: Vec<Vec<Local>>,
+    pub bufs: Vec<BufDecl>,
+    pub fields: Vec<FieldDecl>,
+    /// Reply counters; counter 0 is the parameter struct's.
+    pub replies: usize,
+    pub body: Vec<Stmt>,
+}
+
+impl Func {
+    pub fn var(&self, v: Var) -> &VarDecl {
+        &self.vars[v.0 as usize]
+    }
+
+    pub fn array(&self, a: Array) -> &ArrayDecl {
+        &self.arrays[a.0 as usize]
+    }
+
+    pub fn buf(&self, b: Buf) -> &BufDecl {
+        &self.bufs[b.0 as usize]
+    }
+
+    pub fn field(&self, f: Field) -> &FieldDecl {
+        &self.fields[f.0 as usize]
+    }
+}
+
+/// A local of [`Func::decl_lines`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Local {
+    Var(Var),
+    Array(Array),
+}
+
+/// An integer expression (64-bit, wrapping never happens for verified kernels).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Int {
+    Const(i64),
+    Var(Var),
+    /// This CPE's id.
+    Cpe,
+    /// An element of an array, one index per dimension.
+    Elem(Array, Vec<Int>),
+    Add(Box<Int>, Box<Int>),
+    Sub(Box<Int>, Box<Int>),
+    Mul(Box<Int>, Box<Int>),
+    /// Quotient and remainder of non-negative operands by a positive divisor.
+    Div(Box<Int>, Box<Int>),
+    Rem(Box<Int>, Box<Int>),
+    /// The smaller of the two.
+    Min(Box<Int>, Box<Int>),
+    /// A position read from a tensor (an i64 element value): counted from the end when
+    /// negative; outside `0..extent` the kernel fails.
+    Gather(Box<Value>, usize),
+}
+
+impl Int {
+    pub fn min(a: Int, b: Int) -> Int {
+        Int::Min(Box::new(a), Box::new(b))
+    }
+
+    /// The product of `factors` (1 when there are none).
+    pub fn product(factors: Vec<Int>) -> Int {
+        factors.into_iter().reduce(|a, b| a * b).unwrap_or(Int::Const(1))
+    }
+
+    /// The sum of `terms` (0 when there are none).
+    pub fn sum(terms: Vec<Int>) -> Int {
+        terms.into_iter().reduce(|a, b| a + b).unwrap_or(Int::Const(0))
+    }
+}
+
+macro_rules! int_operator {
+    ($trait:ident, $method:ident, $variant:ident) => {
+        impl std::ops::$trait for Int {
+            type Output = Int;
+
+            fn $method(self, b: Int) -> Int {
+                Int::$variant(Box::new(self), Box::new(b))
+            }
+        }
+    };
+}
+
+int_operator!(Add, add, Add);
+int_operator!(Sub, sub, Sub);
+int_operator!(Mul, mul, Mul);
+int_operator!(Div, div, Div);
+int_operator!(Rem, rem, Rem);
+
+/// A condition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cond {
+    Lt(Int, Int),
+    Eq(Int, Int),
+    /// All of them (none: true).
+    All(Vec<Cond>),
+}
+
+/// Which half of a double-buffered LDM buffer an access uses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Half {
+    /// A single buffer.
+    Single,
+    /// The half that [`Stmt::SelectHalf`] chose for the tile being computed.
+    Current,
+    /// The half at this index (0 or 1).
+    At(Int),
+}
+
+/// An element in memory.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Place {
+    /// Element `index` of an LDM buffer.
+    Ldm { buf: Buf, half: Half, index: Int },
+    /// Element `index` of a tensor in main memory, accessed directly. `write` marks the
+    /// accesses of the target (checked as writes, in the C as `SWFLOW_GSTORE`).
+    Main { field: Field, index: Int, write: bool },
+}
+
+/// An element value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Load(Place),
+    Const(Scalar),
+    /// `op` on operands of type `DType`.
+    Unary(UnaryOp, DType, Box<Value>),
+    Binary(BinaryOp, DType, Box<Value>, Box<Value>),
+    Select(Box<Value>, Box<Value>, Box<Value>),
+    /// From the first type to the second.
+    Cast(DType, DType, Box<Value>),
+}
+
+/// A box of a tensor moved between main memory and an LDM buffer (runtime-c's
+/// `swflow_dma_box`): one row of each of the `start` and `extent` arrays (`row` selects it
+/// in a `[2][rank]` array).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoxDma {
+    pub put: bool,
+    pub buf: Buf,
+    pub half: Half,
+    pub field: Field,
+    pub shape: Array,
+    pub start: Array,
+    pub extent: Array,
+    pub row: Option<Int>,
+    /// The variable counting transfers issued on the reply counter.
+    pub issued: Var,
+    pub reply: usize,
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// Text for the reader of the C.
+    Comment(String),
+    Set(Var, Int),
+    /// `array[index...] = value`.
+    SetElem(Array, Vec<Int>, Int),
+    /// `for (var = from; var < to; var += step)`: `to` is evaluated before each iteration and
+    /// `step` after it, as in C.
+    For {
+        var: Var,
+        from: Int,
+        to: Int,
+        step: Int,
+        body: Vec<Stmt>,
+    },
+    If {
+        cond: Cond,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+    /// `count` executions of code doing `ops`, for the timing model (nothing when `count`
+    /// is not positive).
+    Charge {
+        ops: Ops,
+        count: Int,
+    },
+    /// Zeroes the reply counters and fetches the parameter struct by DMA on counter 0. (Every
+    /// program declares its LDM buffers, and the copy of the parameter struct, at entry.)
+    FetchParams,
+    /// Issues the box DMA; adds the transfers to its `issued` variable.
+    Dma(BoxDma),
+    /// Waits until reply counter `reply` reaches `count`.
+    Wait {
+        reply: usize,
+        count: Int,
+    },
+    /// Chooses the current half of a double buffer (half `var`) for the compute loops.
+    SelectHalf {
+        buf: Buf,
+        var: Var,
+    },
+    Store {
+        place: Place,
+        value: Value,
+    },
+    /// `place = fold(place, value)`.
+    Fold {
+        kind: ReduceKind,
+        dtype: DType,
+        place: Place,
+        value: Value,
+    },
+}

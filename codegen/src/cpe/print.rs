@@ -1,0 +1,286 @@
+//! A CPE program as C: the body of `slave/<k>_slave.c` and the members of its LDM struct.
+
+use super::{Cond, Func, Half, Int, Local, Place, Stmt, Value};
+use crate::cost::charge;
+use crate::scalar::{binary, cast, ctype, fold, literal, unary};
+use crate::writer::Writer;
+
+/// Members of the kernel's LDM struct (after `para`, before `reply`), one per line.
+pub fn print_ldm_members(f: &Func) -> Vec<String> {
+    f.bufs
+        .iter()
+        .map(|b| {
+            let half = if b.double { "[2]" } else { "" };
+            format!("{} {}{half}[{}]; /* {} */", ctype(b.dtype), b.name, b.elements, b.note)
+        })
+        .collect()
+}
+
+/// The function body of kernel `func` (its LDM struct is `struct <func>_ldm`, its parameter
+/// struct `struct <func>_para`).
+pub fn print_body(f: &Func, func: &str) -> String {
+    let mut w = Writer::new(1);
+    w.line(format!("struct {func}_ldm *const ldm = &swflow_ldm.{func};"));
+    w.line("const long cpe = SWFLOW_CPE_ID;");
+    w.line(format!("struct {func}_para para;"));
+    for line in &f.decl_lines {
+        let constant = line.iter().find_map(|l| match l {
+            Local::Array(a) => f.array(*a).values.as_ref().map(|v| (*a, v)),
+            Local::Var(_) => None,
+        });
+        if let Some((a, values)) = constant {
+            let a = f.array(a);
+            let values: Vec<String> = values.iter().map(i64::to_string).collect();
+            w.line(format!(
+                "const long {}[{}] = {{{}}};",
+                a.name,
+                a.len(),
+                values.join(", ")
+            ));
+            continue;
+        }
+        let names: Vec<String> = line
+            .iter()
+            .map(|l| match l {
+                Local::Var(v) => {
+                    let v = f.var(*v);
+                    match v.init {
+                        Some(i) => format!("{} = {i}", v.name),
+                        None => v.name.clone(),
+                    }
+                }
+                Local::Array(a) => {
+                    let a = f.array(*a);
+                    let dims: String = a.dims.iter().map(|d| format!("[{d}]")).collect();
+                    format!("{}{dims}", a.name)
+                }
+            })
+            .collect();
+        w.line(format!("long {};", names.join(", ")));
+    }
+    w.line("");
+    w.line("SWFLOW_LDM_BUFFER(&ldm->para, sizeof ldm->para, \"para\");");
+    for b in &f.bufs {
+        w.line(format!(
+            "SWFLOW_LDM_BUFFER(ldm->{n}, sizeof ldm->{n}, \"{n}\");",
+            n = b.name
+        ));
+    }
+    let p = Printer { f };
+    for s in &f.body {
+        p.stmt(&mut w, s);
+    }
+    w.finish()
+}
+
+struct Printer<'a> {
+    f: &'a Func,
+}
+
+/// Binding strength of C operators, loosest first.
+const TERNARY: u8 = 0;
+const ADDITIVE: u8 = 2;
+const MULTIPLICATIVE: u8 = 3;
+const ATOM: u8 = 4;
+
+impl Printer<'_> {
+    fn stmt(&self, w: &mut Writer, s: &Stmt) {
+        match s {
+            Stmt::Comment(text) => w.line(format!("/* {text} */")),
+            Stmt::Set(v, e) => w.line(format!("{} = {};", self.f.var(*v).name, self.int(e, TERNARY))),
+            Stmt::SetElem(a, index, e) => {
+                w.line(format!("{} = {};", self.elem(*a, index), self.int(e, TERNARY)));
+            }
+            Stmt::For {
+                var,
+                from,
+                to,
+                step,
+                body,
+            } => {
+                let v = &self.f.var(*var).name;
+                let step = match step {
+                    Int::Const(1) => format!("{v}++"),
+                    s => format!("{v} += {}", self.int(s, TERNARY)),
+                };
+                w.open(format!(
+                    "for ({v} = {}; {v} < {}; {step}) {{",
+                    self.int(from, TERNARY),
+                    self.int(to, ADDITIVE)
+                ));
+                for s in body {
+                    self.stmt(w, s);
+                }
+                w.close();
+            }
+            Stmt::If { cond, then, otherwise } => {
+                w.open(format!("if ({}) {{", self.cond(cond)));
+                for s in then {
+                    self.stmt(w, s);
+                }
+                w.close();
+                if !otherwise.is_empty() {
+                    w.open("else {");
+                    for s in otherwise {
+                        self.stmt(w, s);
+                    }
+                    w.close();
+                }
+            }
+            Stmt::Charge { ops, count } => {
+                if let Some(c) = charge(ops, &self.int(count, TERNARY)) {
+                    w.line(c);
+                }
+            }
+            Stmt::FetchParams => {
+                w.open(format!("for (f = 0; f < {}; f++) {{", self.f.replies));
+                w.line("ldm->reply[f] = 0;");
+                w.close();
+                w.line("swflow_dma(0, &ldm->para, (char *)arg, sizeof ldm->para, 0, 0, &ldm->reply[0]);");
+                w.line("SWFLOW_DMA_WAIT(ldm->reply[0], 1);");
+                w.line("para = ldm->para;");
+                w.line("");
+            }
+            Stmt::Dma(d) => {
+                let b = self.f.buf(d.buf);
+                let row = |a| match &d.row {
+                    Some(r) => format!("{}[{}]", self.f.array(a).name, self.int(r, TERNARY)),
+                    None => self.f.array(a).name.clone(),
+                };
+                let rank = self.f.array(d.shape).len();
+                w.line(format!(
+                    "{} += swflow_dma_box({}, {}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({}), &ldm->reply[{}]);",
+                    self.f.var(d.issued).name,
+                    u8::from(d.put),
+                    self.buffer(d.buf, &d.half),
+                    self.f.field(d.field).name,
+                    self.f.array(d.shape).name,
+                    row(d.start),
+                    row(d.extent),
+                    ctype(b.dtype),
+                    d.reply
+                ));
+            }
+            Stmt::Wait { reply, count } => {
+                w.line(format!(
+                    "SWFLOW_DMA_WAIT(ldm->reply[{reply}], {});",
+                    self.int(count, TERNARY)
+                ));
+            }
+            Stmt::SelectHalf { buf, var } => {
+                let b = self.f.buf(*buf);
+                w.line(format!(
+                    "const {} *const {n}_cur = ldm->{n}[{}];",
+                    ctype(b.dtype),
+                    self.f.var(*var).name,
+                    n = b.name
+                ));
+            }
+            Stmt::Store { place, value } => w.line(format!("{} = {};", self.place(place), self.value(value))),
+            Stmt::Fold {
+                kind,
+                dtype,
+                place,
+                value,
+            } => w.line(fold(*kind, *dtype, &self.place(place), &self.value(value))),
+        }
+    }
+
+    fn elem(&self, a: super::Array, index: &[Int]) -> String {
+        let index: String = index.iter().map(|i| format!("[{}]", self.int(i, TERNARY))).collect();
+        format!("{}{index}", self.f.array(a).name)
+    }
+
+    /// `e` as C, in parentheses when it binds looser than `min`.
+    fn int(&self, e: &Int, min: u8) -> String {
+        let (text, strength) = match e {
+            Int::Const(c) => (c.to_string(), ATOM),
+            Int::Var(v) => (self.f.var(*v).name.clone(), ATOM),
+            Int::Cpe => ("cpe".to_string(), ATOM),
+            Int::Elem(a, index) => (self.elem(*a, index), ATOM),
+            Int::Add(a, b) => (
+                format!("{} + {}", self.int(a, ADDITIVE), self.int(b, MULTIPLICATIVE)),
+                ADDITIVE,
+            ),
+            Int::Sub(a, b) => (
+                format!("{} - {}", self.int(a, ADDITIVE), self.int(b, MULTIPLICATIVE)),
+                ADDITIVE,
+            ),
+            Int::Mul(a, b) => (
+                format!("{} * {}", self.int(a, MULTIPLICATIVE), self.int(b, ATOM)),
+                MULTIPLICATIVE,
+            ),
+            Int::Div(a, b) => (
+                format!("{} / {}", self.int(a, MULTIPLICATIVE), self.int(b, ATOM)),
+                MULTIPLICATIVE,
+            ),
+            Int::Rem(a, b) => (
+                format!("{} % {}", self.int(a, MULTIPLICATIVE), self.int(b, ATOM)),
+                MULTIPLICATIVE,
+            ),
+            Int::Min(a, b) => {
+                let (a, b) = (self.int(a, ADDITIVE), self.int(b, ADDITIVE));
+                (format!("{a} < {b} ? {a} : {b}"), TERNARY)
+            }
+            Int::Gather(v, extent) => (format!("swflow_gather_index({}, {extent})", self.value(v)), ATOM),
+        };
+        if strength < min {
+            format!("({text})")
+        } else {
+            text
+        }
+    }
+
+    fn cond(&self, c: &Cond) -> String {
+        match c {
+            Cond::Lt(a, b) => format!("{} < {}", self.int(a, ADDITIVE), self.int(b, ADDITIVE)),
+            Cond::Eq(a, b) => format!("{} == {}", self.int(a, ADDITIVE), self.int(b, ADDITIVE)),
+            Cond::All(cs) if cs.is_empty() => "1".to_string(),
+            Cond::All(cs) => cs
+                .iter()
+                .map(|c| match c {
+                    Cond::All(_) => format!("({})", self.cond(c)),
+                    c => self.cond(c),
+                })
+                .collect::<Vec<_>>()
+                .join(" && "),
+        }
+    }
+
+    /// The LDM buffer (or its half) as an array.
+    fn buffer(&self, buf: super::Buf, half: &Half) -> String {
+        let n = &self.f.buf(buf).name;
+        match half {
+            Half::Single => format!("ldm->{n}"),
+            Half::Current => format!("{n}_cur"),
+            Half::At(h) => format!("ldm->{n}[{}]", self.int(h, TERNARY)),
+        }
+    }
+
+    fn place(&self, p: &Place) -> String {
+        match p {
+            Place::Ldm { buf, half, index } => format!("{}[{}]", self.buffer(*buf, half), self.int(index, TERNARY)),
+            Place::Main { field, index, write } => {
+                let how = if *write { "SWFLOW_GSTORE" } else { "SWFLOW_GLOAD" };
+                let fd = self.f.field(*field);
+                format!(
+                    "{how}({}, para.{}, {})",
+                    ctype(fd.dtype),
+                    fd.name,
+                    self.int(index, TERNARY)
+                )
+            }
+        }
+    }
+
+    fn value(&self, v: &Value) -> String {
+        match v {
+            Value::Load(p) => self.place(p),
+            Value::Const(c) => literal(*c),
+            Value::Unary(op, d, a) => unary(*op, *d, &self.value(a)),
+            Value::Binary(op, d, a, b) => binary(*op, *d, &self.value(a), &self.value(b)),
+            Value::Select(c, a, b) => format!("({} ? {} : {})", self.value(c), self.value(a), self.value(b)),
+            Value::Cast(from, to, a) => cast(*from, *to, &self.value(a)),
+        }
+    }
+}
