@@ -33,16 +33,36 @@ pub fn int(n: u32) -> Ops {
 
 /// One iteration of a counted loop: increment, compare, branch.
 pub const LOOP: Ops = Ops {
-    flops: 0,
-    fp: 0,
-    div: 0,
-    sqrt: 0,
-    calls: 0,
-    load: 0,
-    store: 0,
     integer: 2,
     branch: 1,
-    carried: 0,
+    ..Ops::ZERO
+};
+
+/// What runtime-c's `swflow_dma_box` charges (see `swflow_slave.h`): once per call, for each
+/// of the box's dimensions (its four set-up loops).
+pub const DMA_BOX_SETUP_OPS: Ops = Ops {
+    load: 4,
+    store: 2,
+    integer: 8,
+    branch: 4,
+    ..Ops::ZERO
+};
+
+/// Per transfer, for each dimension (the transfer's offset and the next index).
+pub const DMA_BOX_PER_DIM_OPS: Ops = Ops {
+    load: 3,
+    integer: 4,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per transfer, once (the call and its descriptor).
+pub const DMA_BOX_TRANSFER_OPS: Ops = Ops {
+    load: 2,
+    store: 6,
+    integer: 12,
+    branch: 6,
+    ..Ops::ZERO
 };
 
 /// The `SWFLOW_CHARGE` statement charging `n` executions of `ops`, or `None` when there is
@@ -219,6 +239,25 @@ mod tests {
             offset: 0,
         };
         assert_eq!(affine(&y), int(0));
+    }
+
+    #[test]
+    fn box_dma_charges_equal_runtime_c() {
+        // The JIT's box DMA charges these; the C helper must charge the same, in this order.
+        let header = include_str!("../../runtime-c/include/swflow_slave.h");
+        let start = header.find("swflow_dma_box(").expect("the helper");
+        let charges: Vec<&str> = header[start..]
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("SWFLOW_CHARGE("))
+            .take(3)
+            .collect();
+        let expected = [
+            charge(&DMA_BOX_SETUP_OPS, "rank").unwrap(),
+            charge(&DMA_BOX_PER_DIM_OPS, "rank").unwrap(),
+            charge(&DMA_BOX_TRANSFER_OPS, "1").unwrap(),
+        ];
+        assert_eq!(charges, expected);
     }
 
     #[test]

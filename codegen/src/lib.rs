@@ -20,6 +20,7 @@
 
 mod cost;
 pub mod cpe;
+pub mod jit;
 pub mod names;
 mod params;
 mod scalar;
@@ -174,7 +175,7 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
     let target_name = comment(&target.name);
     let crts = target.api == Api::Crts;
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut global = Names::default();
+    let mut funcs = kernel_function_names(p).into_iter();
     let mut kernels = Vec::new();
     let mut ldm_kernels = Vec::new();
     for k in &p.kernels {
@@ -182,7 +183,7 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
             kernel: k.name.clone(),
             reason: "kernel is not scheduled".into(),
         })?;
-        let func = global.fresh_with(&format!("k_{}", k.name), "k_", KERNEL_SUFFIXES);
+        let func = funcs.next().expect("a function name per kernel");
         let fields = cpe::Fields::of(p, k);
         let field_rows: Vec<Value> = fields
             .tensors
@@ -242,6 +243,15 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
         files,
         kernel_functions: kernels,
     })
+}
+
+/// The C function of each kernel, in program order: the name the emulator reports it by.
+pub fn kernel_function_names(p: &Program) -> Vec<String> {
+    let mut global = Names::default();
+    p.kernels
+        .iter()
+        .map(|k| global.fresh_with(&format!("k_{}", k.name), "k_", KERNEL_SUFFIXES))
+        .collect()
 }
 
 /// `swflow_machine.h`: the target as runtime-c's emulator build starts it: `SWFLOW_CPES`,

@@ -34,7 +34,7 @@ pub mod timing;
 pub mod trace;
 
 pub use cpe::cpe_id;
-pub use machine::{Direction, KernelCounters, KernelStats, KernelTime, Machine, Violation};
+pub use machine::{Direction, KernelCounters, KernelFn, KernelStats, KernelTime, Machine, Violation};
 
 /// Timing parameters for unit tests: FP latency 7, division and square root 30, a call 100,
 /// barrier 5; DMA at one byte per cycle both ways, 10 cycles per block and 100 of latency.

@@ -138,3 +138,9 @@ pub unsafe extern "C" fn swflow_native_fail(message: *const u8, len: usize) -> i
     status(Err(cpe::fail(&message)));
     STOP
 }
+
+/// The calling CPE's id, or -1 on the host.
+#[no_mangle]
+pub extern "C" fn swflow_native_cpe_id() -> i64 {
+    cpe::cpe_id().map_or(-1, |c| c as i64)
+}

@@ -145,6 +145,20 @@ pub struct Ops {
 }
 
 impl Ops {
+    /// No operations (`Ops::default()` for constants).
+    pub const ZERO: Ops = Ops {
+        flops: 0,
+        fp: 0,
+        div: 0,
+        sqrt: 0,
+        calls: 0,
+        load: 0,
+        store: 0,
+        integer: 0,
+        branch: 0,
+        carried: 0,
+    };
+
     /// Every class with its count, named as the fields of `struct swflow_ops`.
     pub fn fields(&self) -> [(&'static str, u32); 10] {
         [

@@ -1,4 +1,5 @@
-//! `swflow run`: evaluate a model with the reference graph interpreter.
+//! `swflow run`: evaluate a model with the reference graph interpreter, the loop-IR
+//! executor, or the JIT.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,10 +28,12 @@ pub struct Args {
     pub seed: u64,
     /// How to run: `graph` evaluates the graph IR with the reference interpreter; `loops`
     /// lowers and schedules for `--target` and runs the kernels on the modelled CPEs with
-    /// their LDM buffers and DMA.
-    #[arg(long, default_value = "graph", value_parser = ["graph", "loops"])]
+    /// their LDM buffers and DMA; `jit` compiles the scheduled kernels with Cranelift and
+    /// runs them on the emulator, reporting its counters and modelled time with `-v`.
+    #[arg(long, default_value = "graph", value_parser = ["graph", "loops", "jit"])]
     pub engine: String,
-    /// Target for `--engine loops`: sw26010, sw26010pro, or a target description (.toml).
+    /// Target for `--engine loops` and `jit`: sw26010, sw26010pro, or a target description
+    /// (.toml).
     #[arg(long, default_value = "sw26010")]
     pub target: String,
 }
@@ -77,6 +80,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let outputs = match args.engine.as_str() {
         "loops" => run_loops(&g, &inputs, &args.target)?,
+        "jit" => run_jit(&g, &inputs, &args.target)?,
         _ => {
             let start = Instant::now();
             let outputs = interp::run(&g, &inputs)?;
@@ -117,6 +121,26 @@ fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str) ->
         dma as f64 / 1e6
     );
     Ok(outputs)
+}
+
+/// Lowers and schedules `g` for `target`, compiles its kernels with Cranelift and runs them
+/// on the emulator.
+fn run_jit(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str) -> Result<Vec<Tensor>> {
+    let target = swflow_scheduler::target::Target::resolve(target)?;
+    let p = swflow_scheduler::pipeline::compile(g, &target)?;
+    let start = Instant::now();
+    let program = swflow_codegen::jit::compile(&p, &target)?;
+    let compiled = start.elapsed();
+    let start = Instant::now();
+    let run = program.run(&p, &target, inputs)?;
+    tracing::info!(
+        "{} kernels compiled in {compiled:.2?} and ran on the emulated {} in {:.2?}: {:.6} s modelled",
+        p.kernels.len(),
+        target.name,
+        start.elapsed(),
+        run.modelled_seconds
+    );
+    Ok(run.outputs)
 }
 
 /// `min`, `max` and `mean` of a tensor's elements.

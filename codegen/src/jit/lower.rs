@@ -1,0 +1,868 @@
+//! A CPE program as a Cranelift function `extern "C" fn(arg: *mut c_void)`, the kernel every
+//! CPE runs.
+//!
+//! The function does what the C of [`crate::cpe::print_body`] does, in the same order, and
+//! calls the emulator's hooks ([`swflow_emulator::native`]) where the C calls the athread
+//! interface or charges: so both report the same counters and modelled time. Where a hook
+//! reports a violation, the function returns at once. Every LDM element access is checked
+//! against its buffer, so a kernel that indexes outside a buffer stops with a message instead
+//! of writing over memory.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    types, Block, FuncRef, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, Value as Val,
+};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
+use swflow_scheduler::loops::Scalar;
+
+use super::runtime::{Callee, Pool};
+use crate::cpe::{Array, BoxDma, Buf, Cond, Func, Half, Int, Place, Stmt, Value};
+
+/// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
+/// then each buffer (16-byte aligned), then the reply counters (`i32`).
+pub struct Layout {
+    pub bufs: Vec<usize>,
+    pub replies: usize,
+    pub bytes: usize,
+}
+
+impl Layout {
+    pub fn of(f: &Func) -> Layout {
+        let align = |x: usize| x.div_ceil(16) * 16;
+        let mut at = align(8 * f.fields.len());
+        let mut bufs = Vec::new();
+        for b in &f.bufs {
+            bufs.push(at);
+            at = align(at + b.bytes());
+        }
+        Layout {
+            bufs,
+            replies: at,
+            bytes: at + 4 * f.replies,
+        }
+    }
+}
+
+/// Builds `f` into the function of `b` (whose signature is `fn(i64)`). `funcs` are the
+/// runtime functions declared in it, `pool` keeps the constants the code points to, and
+/// `exact_wait` says whether a wait requires the counter to equal its count (athread) or to
+/// reach it (CRTS).
+pub fn lower(
+    b: &mut FunctionBuilder<'_>,
+    f: &Func,
+    layout: &Layout,
+    funcs: &HashMap<Callee, FuncRef>,
+    pool: &mut Pool,
+    exact_wait: bool,
+) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let arg = b.block_params(entry)[0];
+    let stop = b.create_block();
+    let mut l = Lower {
+        b,
+        f,
+        layout,
+        funcs,
+        pool,
+        exact_wait,
+        vars: Vec::new(),
+        arrays: Vec::new(),
+        fields: Vec::new(),
+        current: HashMap::new(),
+        ldm: arg,
+        arg,
+        stop,
+    };
+    l.function();
+}
+
+struct Lower<'a, 'b> {
+    b: &'a mut FunctionBuilder<'b>,
+    f: &'a Func,
+    layout: &'a Layout,
+    funcs: &'a HashMap<Callee, FuncRef>,
+    pool: &'a mut Pool,
+    exact_wait: bool,
+    vars: Vec<Variable>,
+    /// Each local array as one variable per element (so that compute loops keep box starts
+    /// and extents in registers), and a stack slot the box DMA helper reads a row from.
+    arrays: Vec<(Vec<Variable>, StackSlot)>,
+    /// The address of each parameter-struct field's tensor, once fetched.
+    fields: Vec<Variable>,
+    /// The current half's address of each double buffer.
+    current: HashMap<Buf, Variable>,
+    /// The LDM area's address (valid once the entry has fetched it).
+    ldm: Val,
+    /// The kernel's argument: the parameter struct in main memory.
+    arg: Val,
+    /// The block that returns from the kernel (after a violation, or at the end).
+    stop: Block,
+}
+
+const I64: Type = types::I64;
+
+fn ty(d: DType) -> Type {
+    match d {
+        DType::F32 => types::F32,
+        DType::F64 => types::F64,
+        DType::I64 => types::I64,
+        DType::Bool => types::I8,
+    }
+}
+
+fn trusted() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+impl Lower<'_, '_> {
+    fn function(&mut self) {
+        for v in &self.f.vars {
+            let var = self.b.declare_var(I64);
+            let init = self.b.ins().iconst(I64, v.init.unwrap_or(0));
+            self.b.def_var(var, init);
+            self.vars.push(var);
+        }
+        for a in &self.f.arrays {
+            let row = a.dims.last().copied().unwrap_or(1).max(1);
+            let slot =
+                self.b
+                    .create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, (8 * row) as u32, 3));
+            let vars = (0..a.len())
+                .map(|i| {
+                    let var = self.b.declare_var(I64);
+                    let v = a.values.as_ref().map_or(0, |values| values[i]);
+                    let c = self.b.ins().iconst(I64, v);
+                    self.b.def_var(var, c);
+                    var
+                })
+                .collect();
+            self.arrays.push((vars, slot));
+        }
+        for _ in &self.f.fields {
+            let var = self.b.declare_var(I64);
+            let zero = self.b.ins().iconst(I64, 0);
+            self.b.def_var(var, zero);
+            self.fields.push(var);
+        }
+        for (i, buf) in self.f.bufs.iter().enumerate() {
+            if buf.double {
+                let var = self.b.declare_var(I64);
+                let zero = self.b.ins().iconst(I64, 0);
+                self.b.def_var(var, zero);
+                self.current.insert(Buf(i as u32), var);
+            }
+        }
+        // The LDM area, then every buffer declared, as the C does at entry.
+        let bytes = self.b.ins().iconst(I64, self.layout.bytes as i64);
+        let ldm = self.call(Callee::Ldm, &[bytes])[0];
+        let null = self.b.ins().icmp_imm_s(IntCC::Equal, ldm, 0);
+        self.stop_if(null);
+        self.ldm = ldm;
+        self.declare(0, 8 * self.f.fields.len(), "para");
+        for (i, buf) in self.f.bufs.iter().enumerate() {
+            self.declare(self.layout.bufs[i], buf.bytes(), &buf.name);
+        }
+        let f = self.f;
+        self.stmts(&f.body);
+        self.b.ins().jump(self.stop, &[]);
+        self.b.switch_to_block(self.stop);
+        self.b.ins().return_(&[]);
+        self.b.seal_all_blocks();
+    }
+
+    /// Calls a runtime function; returns its results.
+    fn call(&mut self, c: Callee, args: &[Val]) -> Vec<Val> {
+        let f = self.funcs[&c];
+        let inst = self.b.ins().call(f, args);
+        self.b.inst_results(inst).to_vec()
+    }
+
+    /// Calls a hook and returns from the kernel when it says stop.
+    fn hook(&mut self, c: Callee, args: &[Val]) {
+        let status = self.call(c, args)[0];
+        self.stop_if(status);
+    }
+
+    /// Continues in a new block when `cond` (an integer) is zero; returns otherwise.
+    fn stop_if(&mut self, cond: Val) {
+        let go = self.b.create_block();
+        self.b.ins().brif(cond, self.stop, &[], go, &[]);
+        self.b.switch_to_block(go);
+    }
+
+    /// Stops the kernel with `message`, when `cond` holds.
+    fn fail_if(&mut self, cond: Val, message: &str) {
+        let fail = self.b.create_block();
+        let go = self.b.create_block();
+        self.b.ins().brif(cond, fail, &[], go, &[]);
+        self.b.switch_to_block(fail);
+        let (ptr, len) = self.pool.text(message);
+        let (ptr, len) = (self.b.ins().iconst(I64, ptr), self.b.ins().iconst(I64, len));
+        self.call(Callee::Fail, &[ptr, len]);
+        self.b.ins().jump(self.stop, &[]);
+        self.b.switch_to_block(go);
+    }
+
+    fn declare(&mut self, offset: usize, bytes: usize, name: &str) {
+        let base = self.b.ins().iadd_imm_s(self.ldm, offset as i64);
+        let bytes = self.b.ins().iconst(I64, bytes as i64);
+        let (ptr, len) = self.pool.text(name);
+        let (ptr, len) = (self.b.ins().iconst(I64, ptr), self.b.ins().iconst(I64, len));
+        self.hook(Callee::Declare, &[base, bytes, ptr, len]);
+    }
+
+    fn reply(&mut self, r: usize) -> Val {
+        self.b.ins().iadd_imm_s(self.ldm, (self.layout.replies + 4 * r) as i64)
+    }
+
+    fn stmts(&mut self, body: &[Stmt]) {
+        for s in body {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Comment(_) => {}
+            Stmt::Set(v, e) => {
+                let x = self.int(e);
+                self.b.def_var(self.vars[v.0 as usize], x);
+            }
+            Stmt::SetElem(a, index, e) => {
+                let x = self.int(e);
+                self.set_elem(*a, index, x);
+            }
+            Stmt::For {
+                var,
+                from,
+                to,
+                step,
+                body,
+            } => {
+                let var = self.vars[var.0 as usize];
+                let x = self.int(from);
+                self.b.def_var(var, x);
+                let (head, inner, exit) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(head);
+                let (v, bound) = (self.b.use_var(var), self.int(to));
+                let go = self.b.ins().icmp(IntCC::SignedLessThan, v, bound);
+                self.b.ins().brif(go, inner, &[], exit, &[]);
+                self.b.switch_to_block(inner);
+                self.stmts(body);
+                let step = self.int(step);
+                let v = self.b.use_var(var);
+                let next = self.b.ins().iadd(v, step);
+                self.b.def_var(var, next);
+                self.b.ins().jump(head, &[]);
+                self.b.switch_to_block(exit);
+            }
+            Stmt::If { cond, then, otherwise } => {
+                let c = self.cond(cond);
+                let (yes, no, join) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(c, yes, &[], no, &[]);
+                self.b.switch_to_block(yes);
+                self.stmts(then);
+                self.b.ins().jump(join, &[]);
+                self.b.switch_to_block(no);
+                self.stmts(otherwise);
+                self.b.ins().jump(join, &[]);
+                self.b.switch_to_block(join);
+            }
+            Stmt::Charge { ops, count } => {
+                let n = self.int(count);
+                let ops = self.pool.ops(*ops);
+                let ops = self.b.ins().iconst(I64, ops);
+                self.hook(Callee::Charge, &[ops, n]);
+            }
+            Stmt::FetchParams => self.fetch_params(),
+            Stmt::Dma(d) => self.dma(d),
+            Stmt::Wait { reply, count } => {
+                let (r, n) = (self.reply(*reply), self.int(count));
+                let exact = self.b.ins().iconst(types::I32, i64::from(self.exact_wait));
+                self.hook(Callee::Wait, &[r, n, exact]);
+            }
+            Stmt::SelectHalf { buf, var } => {
+                let h = self.b.use_var(self.vars[var.0 as usize]);
+                let base = self.half_base(*buf, h);
+                self.b.def_var(self.current[buf], base);
+            }
+            Stmt::Store { place, value } => {
+                let v = self.value(value);
+                let addr = self.place_addr(place);
+                self.b.ins().store(trusted(), v, addr, 0);
+            }
+            Stmt::Fold {
+                kind,
+                dtype,
+                place,
+                value,
+            } => self.fold(*kind, *dtype, place, value),
+        }
+    }
+
+    /// Zeroes the reply counters, gets the parameter struct into LDM and waits for it, then
+    /// reads each field's address.
+    fn fetch_params(&mut self) {
+        let zero = self.b.ins().iconst(types::I32, 0);
+        for r in 0..self.f.replies {
+            let at = self.reply(r);
+            self.b.ins().store(trusted(), zero, at, 0);
+        }
+        let bytes = 8 * self.f.fields.len() as i64;
+        let get = self.b.ins().iconst(types::I32, 0);
+        let len = self.b.ins().iconst(I64, bytes);
+        let reply = self.reply(0);
+        let none = self.b.ins().iconst(I64, 0);
+        self.hook(Callee::Dma, &[get, self.arg, self.ldm, len, reply, none, none]);
+        let one = self.b.ins().iconst(I64, 1);
+        let exact = self.b.ins().iconst(types::I32, i64::from(self.exact_wait));
+        let reply = self.reply(0);
+        self.hook(Callee::Wait, &[reply, one, exact]);
+        for i in 0..self.f.fields.len() {
+            let addr = self.b.ins().load(I64, trusted(), self.ldm, (8 * i) as i32);
+            self.b.def_var(self.fields[i], addr);
+        }
+    }
+
+    fn dma(&mut self, d: &BoxDma) {
+        let buf = self.f.buf(d.buf);
+        let ldm = match &d.half {
+            Half::Single => self
+                .b
+                .ins()
+                .iadd_imm_s(self.ldm, self.layout.bufs[d.buf.0 as usize] as i64),
+            Half::Current => self.b.use_var(self.current[&d.buf]),
+            Half::At(h) => {
+                let h = self.int(h);
+                self.half_base(d.buf, h)
+            }
+        };
+        let rank = self.f.array(d.shape).len() as i64;
+        // The helper reads the row from memory: spill it into the array's slot.
+        let array = |l: &mut Self, a: Array, row: &Option<Int>| {
+            for i in 0..rank as usize {
+                let index: Vec<Int> = row.iter().cloned().chain([Int::Const(i as i64)]).collect();
+                let v = l.elem(a, &index);
+                l.b.ins().stack_store(I64, v, l.arrays[a.0 as usize].1, (8 * i) as i32);
+            }
+            l.b.ins().stack_addr(I64, l.arrays[a.0 as usize].1, 0)
+        };
+        let shape = array(self, d.shape, &None);
+        let (start, extent) = (array(self, d.start, &d.row), array(self, d.extent, &d.row));
+        let put = self.b.ins().iconst(types::I32, i64::from(d.put));
+        let main = self.b.use_var(self.fields[d.field.0 as usize]);
+        let rank = self.b.ins().iconst(I64, rank);
+        let elem = self.b.ins().iconst(I64, buf.dtype.size_bytes() as i64);
+        let reply = self.reply(d.reply);
+        let issued = self.call(
+            Callee::DmaBox,
+            &[put, ldm, main, rank, shape, start, extent, elem, reply],
+        )[0];
+        let failed = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, issued, 0);
+        self.stop_if(failed);
+        let var = self.vars[d.issued.0 as usize];
+        let before = self.b.use_var(var);
+        let after = self.b.ins().iadd(before, issued);
+        self.b.def_var(var, after);
+    }
+
+    /// The address of half `h` of buffer `buf`.
+    fn half_base(&mut self, buf: Buf, h: Val) -> Val {
+        let b = self.f.buf(buf);
+        let half = (b.elements * b.dtype.size_bytes()) as i64;
+        let base = self
+            .b
+            .ins()
+            .iadd_imm_s(self.ldm, self.layout.bufs[buf.0 as usize] as i64);
+        let off = self.b.ins().imul_imm_s(h, half);
+        self.b.ins().iadd(base, off)
+    }
+
+    /// The variables an element of local array `a` may be, with the condition choosing each:
+    /// one with no condition when every index is a constant; else one per value of the
+    /// first index (the row of a `[2][rank]` array), the rest being constants.
+    fn elem_vars(&mut self, a: Array, index: &[Int]) -> Vec<(Option<Val>, Variable)> {
+        let dims = self.f.array(a).dims.clone();
+        let consts: Option<Vec<i64>> = index
+            .iter()
+            .map(|i| match i {
+                Int::Const(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        let flat = |idx: &[i64]| idx.iter().zip(&dims).fold(0, |f, (&i, &d)| f * d as i64 + i) as usize;
+        if let Some(idx) = consts {
+            return vec![(None, self.arrays[a.0 as usize].0[flat(&idx)])];
+        }
+        let rest: Vec<i64> = index[1..]
+            .iter()
+            .map(|i| match i {
+                Int::Const(c) => *c,
+                _ => unreachable!("only the row of a local array is computed"),
+            })
+            .collect();
+        let row = self.int(&index[0]);
+        (0..dims[0] as i64)
+            .map(|r| {
+                let idx: Vec<i64> = [r].into_iter().chain(rest.iter().copied()).collect();
+                let is = self.b.ins().icmp_imm_s(IntCC::Equal, row, r);
+                (Some(is), self.arrays[a.0 as usize].0[flat(&idx)])
+            })
+            .collect()
+    }
+
+    /// An element of a local array.
+    fn elem(&mut self, a: Array, index: &[Int]) -> Val {
+        let vars = self.elem_vars(a, index);
+        let mut v = self.b.use_var(vars[0].1);
+        for &(is, var) in &vars[1..] {
+            let x = self.b.use_var(var);
+            v = self.b.ins().select(is.expect("a chosen row"), x, v);
+        }
+        v
+    }
+
+    fn set_elem(&mut self, a: Array, index: &[Int], x: Val) {
+        for (is, var) in self.elem_vars(a, index) {
+            let new = match is {
+                None => x,
+                Some(is) => {
+                    let old = self.b.use_var(var);
+                    self.b.ins().select(is, x, old)
+                }
+            };
+            self.b.def_var(var, new);
+        }
+    }
+
+    fn int(&mut self, e: &Int) -> Val {
+        match e {
+            Int::Const(c) => self.b.ins().iconst(I64, *c),
+            Int::Var(v) => self.b.use_var(self.vars[v.0 as usize]),
+            Int::Cpe => self.call(Callee::CpeId, &[])[0],
+            Int::Elem(a, index) => self.elem(*a, index),
+            Int::Add(a, b) => {
+                let (a, b) = (self.int(a), self.int(b));
+                self.b.ins().iadd(a, b)
+            }
+            Int::Sub(a, b) => {
+                let (a, b) = (self.int(a), self.int(b));
+                self.b.ins().isub(a, b)
+            }
+            Int::Mul(a, b) => {
+                let (a, b) = (self.int(a), self.int(b));
+                self.b.ins().imul(a, b)
+            }
+            Int::Div(a, b) | Int::Rem(a, b) => {
+                let Int::Const(d) = **b else {
+                    unreachable!("CPE programs divide by constants")
+                };
+                assert!(d > 0, "CPE programs divide by positive constants");
+                let a = self.int(a);
+                if matches!(e, Int::Div(..)) {
+                    self.b.ins().sdiv_imm_s(a, d)
+                } else {
+                    self.b.ins().srem_imm_s(a, d)
+                }
+            }
+            Int::Min(a, b) => {
+                let (a, b) = (self.int(a), self.int(b));
+                self.b.ins().smin(a, b)
+            }
+            Int::Gather(v, extent) => {
+                let pos = self.value(v);
+                let extent = *extent as i64;
+                let negative = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, pos, 0);
+                let wrapped = self.b.ins().iadd_imm_s(pos, extent);
+                let pos = self.b.ins().select(negative, wrapped, pos);
+                let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, pos, extent);
+                self.fail_if(outside, "gather index out of range");
+                pos
+            }
+        }
+    }
+
+    fn cond(&mut self, c: &Cond) -> Val {
+        match c {
+            Cond::Lt(a, b) => {
+                let (a, b) = (self.int(a), self.int(b));
+                self.b.ins().icmp(IntCC::SignedLessThan, a, b)
+            }
+            Cond::Eq(a, b) => {
+                let (a, b) = (self.int(a), self.int(b));
+                self.b.ins().icmp(IntCC::Equal, a, b)
+            }
+            Cond::All(cs) => {
+                let mut all = self.b.ins().iconst(types::I8, 1);
+                for c in cs {
+                    let c = self.cond(c);
+                    all = self.b.ins().band(all, c);
+                }
+                all
+            }
+        }
+    }
+}
+
+impl Lower<'_, '_> {
+    /// The address of `p`, after its checks: an LDM index inside its buffer, a main-memory
+    /// access through the emulator's direct-access hook.
+    fn place_addr(&mut self, p: &Place) -> Val {
+        match p {
+            Place::Ldm { buf, half, index } => {
+                let b = self.f.buf(*buf);
+                let (elements, size) = (b.elements as i64, b.dtype.size_bytes() as i64);
+                let message = format!("an access outside LDM buffer '{}'", b.name);
+                let i = self.int(index);
+                let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, i, elements);
+                self.fail_if(outside, &message);
+                let base = match half {
+                    Half::Single => self
+                        .b
+                        .ins()
+                        .iadd_imm_s(self.ldm, self.layout.bufs[buf.0 as usize] as i64),
+                    Half::Current => self.b.use_var(self.current[buf]),
+                    Half::At(h) => {
+                        let h = self.int(h);
+                        self.half_base(*buf, h)
+                    }
+                };
+                let off = self.b.ins().imul_imm_s(i, size);
+                self.b.ins().iadd(base, off)
+            }
+            Place::Main { field, index, write } => {
+                let size = self.f.field(*field).dtype.size_bytes() as i64;
+                let i = self.int(index);
+                let base = self.b.use_var(self.fields[field.0 as usize]);
+                let off = self.b.ins().imul_imm_s(i, size);
+                let addr = self.b.ins().iadd(base, off);
+                let bytes = self.b.ins().iconst(I64, size);
+                let write = self.b.ins().iconst(types::I32, i64::from(*write));
+                self.hook(Callee::Direct, &[addr, bytes, write]);
+                addr
+            }
+        }
+    }
+
+    fn dtype_of_place(&self, p: &Place) -> DType {
+        match p {
+            Place::Ldm { buf, .. } => self.f.buf(*buf).dtype,
+            Place::Main { field, .. } => self.f.field(*field).dtype,
+        }
+    }
+
+    /// `place = fold(place, value)`. As in the C, a float sum or product (`t += v`) evaluates
+    /// the place once; the other folds (`t = op(t, v)`) evaluate it twice, which for a direct
+    /// access is two checked accesses.
+    fn fold(&mut self, kind: ReduceKind, d: DType, place: &Place, value: &Value) {
+        let v = self.value(value);
+        let addr = self.place_addr(place);
+        let old = self.b.ins().load(ty(d), trusted(), addr, 0);
+        let new = match kind {
+            ReduceKind::Sum => self.binary(BinaryOp::Add, d, old, v),
+            ReduceKind::Prod => self.binary(BinaryOp::Mul, d, old, v),
+            ReduceKind::Max => self.binary(BinaryOp::Max, d, old, v),
+            ReduceKind::Min => self.binary(BinaryOp::Min, d, old, v),
+        };
+        let compound = matches!(kind, ReduceKind::Sum | ReduceKind::Prod) && d != DType::I64;
+        let addr = if compound || matches!(place, Place::Ldm { .. }) {
+            addr
+        } else {
+            self.place_addr(place)
+        };
+        self.b.ins().store(trusted(), new, addr, 0);
+    }
+
+    fn value(&mut self, v: &Value) -> Val {
+        match v {
+            Value::Load(p) => {
+                let d = self.dtype_of_place(p);
+                let addr = self.place_addr(p);
+                self.b.ins().load(ty(d), trusted(), addr, 0)
+            }
+            Value::Const(c) => self.constant(*c),
+            Value::Unary(op, d, a) => {
+                let a = self.value(a);
+                self.unary(*op, *d, a)
+            }
+            Value::Binary(op, d, a, b) => {
+                let (a, b) = (self.value(a), self.value(b));
+                self.binary(*op, *d, a, b)
+            }
+            Value::Select(c, a, b) => {
+                let c = self.value(c);
+                if has_effects(a) || has_effects(b) {
+                    // Only the chosen side runs, as in the C: its accesses are what count.
+                    let t = self.value_type(a);
+                    let (yes, no, join) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+                    self.b.append_block_param(join, t);
+                    self.b.ins().brif(c, yes, &[], no, &[]);
+                    self.b.switch_to_block(yes);
+                    let x = self.value(a);
+                    self.b.ins().jump(join, &[x.into()]);
+                    self.b.switch_to_block(no);
+                    let y = self.value(b);
+                    self.b.ins().jump(join, &[y.into()]);
+                    self.b.switch_to_block(join);
+                    self.b.block_params(join)[0]
+                } else {
+                    let (x, y) = (self.value(a), self.value(b));
+                    self.b.ins().select(c, x, y)
+                }
+            }
+            Value::Cast(from, to, a) => {
+                let a = self.value(a);
+                self.cast(*from, *to, a)
+            }
+        }
+    }
+
+    fn value_type(&self, v: &Value) -> Type {
+        match v {
+            Value::Load(p) => ty(self.dtype_of_place(p)),
+            Value::Const(c) => ty(c.dtype()),
+            Value::Unary(_, d, _) => ty(*d),
+            Value::Binary(op, d, _, _) => match op.is_comparison() {
+                true => types::I8,
+                false => ty(*d),
+            },
+            Value::Select(_, a, _) => self.value_type(a),
+            Value::Cast(_, to, _) => ty(*to),
+        }
+    }
+
+    fn constant(&mut self, c: Scalar) -> Val {
+        match c {
+            Scalar::F32(v) => self.b.ins().f32const(v),
+            Scalar::F64(v) => self.b.ins().f64const(v),
+            Scalar::I64(v) => self.b.ins().iconst(I64, v),
+            Scalar::Bool(v) => self.b.ins().iconst(types::I8, i64::from(v)),
+        }
+    }
+
+    fn float(&mut self, d: DType, v: f64) -> Val {
+        match d {
+            DType::F32 => self.b.ins().f32const(v as f32),
+            _ => self.b.ins().f64const(v),
+        }
+    }
+
+    /// A libm routine of the element type (`expf` for f32, `exp` for f64).
+    fn libm(&mut self, name: &'static str, d: DType, args: &[Val]) -> Val {
+        self.call(Callee::Libm(name, d == DType::F32, args.len() as u8), args)[0]
+    }
+
+    fn unary(&mut self, op: UnaryOp, d: DType, a: Val) -> Val {
+        match d {
+            DType::F32 | DType::F64 => self.float_unary(op, d, a),
+            DType::I64 => {
+                let zero = self.b.ins().iconst(I64, 0);
+                match op {
+                    UnaryOp::Neg => self.b.ins().ineg(a),
+                    UnaryOp::Abs => self.b.ins().iabs(a),
+                    UnaryOp::Sign => {
+                        let pos = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, a, 0);
+                        let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, a, 0);
+                        let diff = self.b.ins().isub(pos, neg);
+                        self.b.ins().sextend(I64, diff)
+                    }
+                    UnaryOp::Relu => self.b.ins().smax(a, zero),
+                    UnaryOp::Not => {
+                        let z = self.b.ins().icmp_imm_s(IntCC::Equal, a, 0);
+                        self.b.ins().uextend(I64, z)
+                    }
+                    // Through double, as the C's implicit conversions do.
+                    _ => {
+                        let x = self.b.ins().fcvt_from_sint(types::F64, a);
+                        let y = self.float_unary(op, DType::F64, x);
+                        self.b.ins().fcvt_to_sint_sat(I64, y)
+                    }
+                }
+            }
+            DType::Bool => match op {
+                UnaryOp::Not => self.b.ins().icmp_imm_s(IntCC::Equal, a, 0),
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Relu => a,
+                _ => {
+                    let wide = self.b.ins().uextend(I64, a);
+                    let x = self.b.ins().fcvt_from_sint(types::F64, wide);
+                    let y = self.float_unary(op, DType::F64, x);
+                    let zero = self.b.ins().f64const(0.0);
+                    self.b.ins().fcmp(FloatCC::NotEqual, y, zero)
+                }
+            },
+        }
+    }
+
+    fn float_unary(&mut self, op: UnaryOp, d: DType, a: Val) -> Val {
+        let zero = self.float(d, 0.0);
+        let one = self.float(d, 1.0);
+        match op {
+            UnaryOp::Neg => self.b.ins().fneg(a),
+            UnaryOp::Abs => self.b.ins().fabs(a),
+            UnaryOp::Sign => {
+                let minus = self.float(d, -1.0);
+                let neg = self.b.ins().fcmp(FloatCC::LessThan, a, zero);
+                let inner = self.b.ins().select(neg, minus, a);
+                let pos = self.b.ins().fcmp(FloatCC::GreaterThan, a, zero);
+                self.b.ins().select(pos, one, inner)
+            }
+            UnaryOp::Relu => {
+                let neg = self.b.ins().fcmp(FloatCC::LessThan, a, zero);
+                self.b.ins().select(neg, zero, a)
+            }
+            UnaryOp::Sigmoid => {
+                let minus = self.b.ins().fneg(a);
+                let e = self.libm("exp", d, &[minus]);
+                let den = self.b.ins().fadd(one, e);
+                self.b.ins().fdiv(one, den)
+            }
+            UnaryOp::Sqrt => self.b.ins().sqrt(a),
+            UnaryOp::Exp => self.libm("exp", d, &[a]),
+            UnaryOp::Log => self.libm("log", d, &[a]),
+            UnaryOp::Erf => self.libm("erf", d, &[a]),
+            UnaryOp::Tanh => self.libm("tanh", d, &[a]),
+            UnaryOp::Sin => self.libm("sin", d, &[a]),
+            UnaryOp::Cos => self.libm("cos", d, &[a]),
+            UnaryOp::Recip => self.b.ins().fdiv(one, a),
+            UnaryOp::Not => {
+                let z = self.b.ins().fcmp(FloatCC::Equal, a, zero);
+                let wide = self.b.ins().uextend(I64, z);
+                self.b.ins().fcvt_from_sint(ty(d), wide)
+            }
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, d: DType, a: Val, b: Val) -> Val {
+        match d {
+            DType::F32 | DType::F64 => match op {
+                BinaryOp::Add => self.b.ins().fadd(a, b),
+                BinaryOp::Sub => self.b.ins().fsub(a, b),
+                BinaryOp::Mul => self.b.ins().fmul(a, b),
+                BinaryOp::Div => self.b.ins().fdiv(a, b),
+                BinaryOp::Rem => self.libm("fmod", d, &[a, b]),
+                BinaryOp::Pow => self.libm("pow", d, &[a, b]),
+                BinaryOp::Max | BinaryOp::Min => {
+                    // NaN propagates: a if a is NaN, else b if b is NaN, else the larger
+                    // (smaller) with ties to a.
+                    let cc = if op == BinaryOp::Max {
+                        FloatCC::GreaterThan
+                    } else {
+                        FloatCC::LessThan
+                    };
+                    let pick = self.b.ins().fcmp(cc, b, a);
+                    let r = self.b.ins().select(pick, b, a);
+                    let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+                    let r = self.b.ins().select(b_nan, b, r);
+                    let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
+                    self.b.ins().select(a_nan, a, r)
+                }
+                BinaryOp::Less => self.b.ins().fcmp(FloatCC::LessThan, a, b),
+                BinaryOp::Greater => self.b.ins().fcmp(FloatCC::GreaterThan, a, b),
+                BinaryOp::Equal => self.b.ins().fcmp(FloatCC::Equal, a, b),
+            },
+            DType::I64 => match op {
+                BinaryOp::Add => self.b.ins().iadd(a, b),
+                BinaryOp::Sub => self.b.ins().isub(a, b),
+                BinaryOp::Mul => self.b.ins().imul(a, b),
+                BinaryOp::Div | BinaryOp::Rem => {
+                    let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                    self.fail_if(zero, "integer division by zero");
+                    // b == -1 is done apart: a / -1 is -a (wrapping) and a % -1 is 0.
+                    let minus_one = self.b.ins().icmp_imm_s(IntCC::Equal, b, -1);
+                    let one = self.b.ins().iconst(I64, 1);
+                    let safe = self.b.ins().select(minus_one, one, b);
+                    if op == BinaryOp::Div {
+                        let q = self.b.ins().sdiv(a, safe);
+                        let neg = self.b.ins().ineg(a);
+                        self.b.ins().select(minus_one, neg, q)
+                    } else {
+                        let r = self.b.ins().srem(a, safe);
+                        let zero = self.b.ins().iconst(I64, 0);
+                        self.b.ins().select(minus_one, zero, r)
+                    }
+                }
+                BinaryOp::Pow => self.call(Callee::PowI64, &[a, b])[0],
+                BinaryOp::Max => self.b.ins().smax(a, b),
+                BinaryOp::Min => self.b.ins().smin(a, b),
+                BinaryOp::Less => self.b.ins().icmp(IntCC::SignedLessThan, a, b),
+                BinaryOp::Greater => self.b.ins().icmp(IntCC::SignedGreaterThan, a, b),
+                BinaryOp::Equal => self.b.ins().icmp(IntCC::Equal, a, b),
+            },
+            DType::Bool => match op {
+                BinaryOp::Add => self.b.ins().iadd(a, b),
+                BinaryOp::Sub => self.b.ins().isub(a, b),
+                BinaryOp::Mul => self.b.ins().imul(a, b),
+                BinaryOp::Div | BinaryOp::Rem => {
+                    let zero = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                    self.fail_if(zero, "integer division by zero");
+                    if op == BinaryOp::Div {
+                        self.b.ins().udiv(a, b)
+                    } else {
+                        self.b.ins().urem(a, b)
+                    }
+                }
+                // a to the power b for a, b in {0, 1}: a, or 1 when b is 0.
+                BinaryOp::Pow => {
+                    let not_b = self.b.ins().icmp_imm_s(IntCC::Equal, b, 0);
+                    self.b.ins().bor(a, not_b)
+                }
+                BinaryOp::Max => self.b.ins().umax(a, b),
+                BinaryOp::Min => self.b.ins().umin(a, b),
+                BinaryOp::Less => self.b.ins().icmp(IntCC::UnsignedLessThan, a, b),
+                BinaryOp::Greater => self.b.ins().icmp(IntCC::UnsignedGreaterThan, a, b),
+                BinaryOp::Equal => self.b.ins().icmp(IntCC::Equal, a, b),
+            },
+        }
+    }
+
+    fn cast(&mut self, from: DType, to: DType, a: Val) -> Val {
+        use DType::{Bool, F32, F64};
+        match (from, to) {
+            _ if from == to => a,
+            (F32 | F64, Bool) => {
+                let zero = self.float(from, 0.0);
+                self.b.ins().fcmp(FloatCC::NotEqual, a, zero)
+            }
+            (DType::I64, Bool) => self.b.ins().icmp_imm_s(IntCC::NotEqual, a, 0),
+            (F32, F64) => self.b.ins().fpromote(types::F64, a),
+            (F64, F32) => self.b.ins().fdemote(types::F32, a),
+            (DType::I64, F32 | F64) => self.b.ins().fcvt_from_sint(ty(to), a),
+            (Bool, F32 | F64) => {
+                let wide = self.b.ins().uextend(I64, a);
+                self.b.ins().fcvt_from_sint(ty(to), wide)
+            }
+            (F32 | F64, DType::I64) => self.b.ins().fcvt_to_sint_sat(I64, a),
+            (Bool, DType::I64) => self.b.ins().uextend(I64, a),
+            _ => unreachable!("every pair of distinct types is covered"),
+        }
+    }
+}
+
+/// Whether evaluating `v` does more than compute: a checked main-memory access, or a gathered
+/// position that may fail.
+fn has_effects(v: &Value) -> bool {
+    fn int(e: &Int) -> bool {
+        match e {
+            Int::Const(_) | Int::Var(_) | Int::Cpe => false,
+            Int::Elem(_, index) => index.iter().any(int),
+            Int::Add(a, b) | Int::Sub(a, b) | Int::Mul(a, b) | Int::Div(a, b) | Int::Rem(a, b) | Int::Min(a, b) => {
+                int(a) || int(b)
+            }
+            Int::Gather(..) => true,
+        }
+    }
+    match v {
+        Value::Load(Place::Main { .. }) => true,
+        Value::Load(Place::Ldm { index, half, .. }) => int(index) || matches!(half, Half::At(h) if int(h)),
+        Value::Const(_) => false,
+        Value::Unary(_, _, a) | Value::Cast(_, _, a) => has_effects(a),
+        Value::Binary(_, _, a, b) => has_effects(a) || has_effects(b),
+        Value::Select(c, a, b) => has_effects(c) || has_effects(a) || has_effects(b),
+    }
+}

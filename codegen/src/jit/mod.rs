@@ -1,0 +1,322 @@
+//! The Cranelift JIT: a scheduled program compiled in-process and run on the emulator.
+//!
+//! [`compile`] verifies the program (the loop-IR verifier and each kernel's schedule), turns
+//! every kernel into its CPE program (the same one the C is printed from) and compiles that
+//! with Cranelift into a kernel function. [`JitProgram::run`] plays the host: it lays out the
+//! arena as the generated `main.c` does, loads constants and inputs, starts a machine of the
+//! target, launches the kernels in order with their parameter structs, and reads the outputs.
+//! The kernels call the emulator only through its hooks, so a run gives the same counters and
+//! modelled time as the C of the same schedule, and a violation comes back as an error naming
+//! the kernel and the CPE. `SWFLOW_DUMP=jit` prints each kernel's machine code to stderr.
+
+mod lower;
+mod runtime;
+
+use std::alloc::Layout as AllocLayout;
+use std::collections::{BTreeMap, HashMap};
+
+use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use swflow_emulator::{KernelFn, KernelStats, Machine, Violation};
+use swflow_frontend::ir::{DType, Data, Tensor};
+use swflow_scheduler::loops::{verify_program, LoopVerifyError, Program, TensorId, TensorKind};
+use swflow_scheduler::memplan;
+use swflow_scheduler::schedule::verify_schedule;
+use swflow_scheduler::target::{Api, Target};
+
+use crate::cpe::{self, Fields};
+use crate::{kernel_function_names, params, CodegenError};
+use runtime::{Callee, Pool};
+
+/// Why a program cannot be compiled or run by the JIT.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    #[error(transparent)]
+    Verify(#[from] LoopVerifyError),
+    #[error("kernel '{kernel}': its schedule is invalid: {reason}")]
+    Schedule { kernel: String, reason: String },
+    #[error(transparent)]
+    Codegen(#[from] CodegenError),
+    #[error("kernel '{kernel}': {reason}")]
+    Compile { kernel: String, reason: String },
+    #[error("program expects {expected} inputs, {given} were given")]
+    Inputs { expected: usize, given: usize },
+    #[error("input '{name}' must be {expected}, got {given}")]
+    InputType {
+        name: String,
+        expected: String,
+        given: String,
+    },
+    /// The machine stopped a kernel (its message names the kernel and CPE).
+    #[error("{0}")]
+    Run(Violation),
+}
+
+/// A kernel compiled to native code.
+struct JitKernel {
+    /// The name the emulator reports it by: its C function's name.
+    name: String,
+    entry: KernelFn,
+    /// The tensor of each parameter-struct field.
+    fields: Vec<TensorId>,
+}
+
+/// A program's kernels, compiled. Their code lives as long as this value.
+pub struct JitProgram {
+    module: Option<JITModule>,
+    kernels: Vec<JitKernel>,
+    /// Constants the code points to.
+    _pool: Pool,
+}
+
+impl Drop for JitProgram {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the kernels' function pointers die with `self`; no launch is running,
+            // since `run` joins every launch before it returns.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+/// What a run produced.
+pub struct JitRun {
+    pub outputs: Vec<Tensor>,
+    /// Counters and modelled time per kernel, by kernel name.
+    pub stats: BTreeMap<String, KernelStats>,
+    /// Modelled time of the whole run, seconds (0 when the target has no timing).
+    pub modelled_seconds: f64,
+}
+
+fn compile_error(kernel: &str, reason: impl ToString) -> JitError {
+    JitError::Compile {
+        kernel: kernel.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Verifies and compiles every kernel of `p`, scheduled for `target`.
+pub fn compile(p: &Program, target: &Target) -> Result<JitProgram, JitError> {
+    verify_program(p)?;
+    let mut flags = settings::builder();
+    let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| compile_error("(all)", e));
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    set(&mut flags, "opt_level", "speed")?;
+    let isa = cranelift_native::builder()
+        .map_err(|e| compile_error("(all)", format!("this host is not supported: {e}")))?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| compile_error("(all)", e))?;
+    let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
+    for c in Callee::all() {
+        jb.symbol(c.symbol(), c.address());
+    }
+    let mut module = JITModule::new(jb);
+    let call_conv = module.isa().default_call_conv();
+    let mut imports: Vec<(Callee, FuncId)> = Vec::new();
+    for c in Callee::all() {
+        let id = module
+            .declare_function(&c.symbol(), Linkage::Import, &c.signature(call_conv))
+            .map_err(|e| compile_error("(all)", e))?;
+        imports.push((c, id));
+    }
+    let mut pool = Pool::default();
+    let mut ctx = Context::new();
+    let mut fctx = FunctionBuilderContext::new();
+    let exact_wait = target.api == Api::Athread;
+    let names = kernel_function_names(p);
+    let mut ids = Vec::new();
+    let mut kernels = Vec::new();
+    for (k, name) in p.kernels.iter().zip(&names) {
+        let s = k
+            .schedule
+            .as_ref()
+            .ok_or_else(|| compile_error(&k.name, "the kernel is not scheduled"))?;
+        verify_schedule(k, p, s, target).map_err(|reason| JitError::Schedule {
+            kernel: k.name.clone(),
+            reason,
+        })?;
+        let fields = Fields::of(p, k);
+        let tensors = fields.tensors.clone();
+        let program = cpe::build(p, k, fields)?;
+        let layout = lower::Layout::of(&program);
+        if layout.bytes > target.ldm_budget() {
+            return Err(compile_error(
+                &k.name,
+                format!(
+                    "its LDM layout takes {} bytes; {} has {} for data",
+                    layout.bytes,
+                    target.name,
+                    target.ldm_budget()
+                ),
+            ));
+        }
+        let mut sig = module.make_signature();
+        sig.params.push(AbiParam::new(types::I64));
+        let id = module
+            .declare_function(name, Linkage::Local, &sig)
+            .map_err(|e| compile_error(&k.name, e))?;
+        ctx.func.signature = sig;
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let funcs: HashMap<Callee, _> = imports
+                .iter()
+                .map(|&(c, fid)| (c, module.declare_func_in_func(fid, b.func)))
+                .collect();
+            lower::lower(&mut b, &program, &layout, &funcs, &mut pool, exact_wait);
+            b.finalize(module.target_config());
+        }
+        let dump = std::env::var("SWFLOW_DUMP").is_ok_and(|v| v == "jit" || v == "all");
+        ctx.set_disasm(dump);
+        module
+            .define_function(id, &mut ctx)
+            .map_err(|e| compile_error(&k.name, format!("Cranelift: {e:?}")))?;
+        if let Some(code) = ctx.compiled_code().filter(|_| dump) {
+            eprintln!("=== jit: {name} ===\n{}", code.vcode.as_deref().unwrap_or(""));
+        }
+        module.clear_context(&mut ctx);
+        ids.push(id);
+        kernels.push((name.clone(), tensors));
+    }
+    module.finalize_definitions().map_err(|e| compile_error("(all)", e))?;
+    let kernels = kernels
+        .into_iter()
+        .zip(ids)
+        .map(|((name, fields), id)| {
+            let code = module.get_finalized_function(id);
+            // SAFETY: the function was built with the signature `fn(i64)`, which is how the
+            // platform passes a pointer argument; it returns nothing.
+            let entry = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
+            JitKernel { name, entry, fields }
+        })
+        .collect();
+    Ok(JitProgram {
+        module: Some(module),
+        kernels,
+        _pool: pool,
+    })
+}
+
+/// One zeroed block of main memory, aligned, freed on drop.
+struct Arena {
+    ptr: *mut u8,
+    layout: AllocLayout,
+}
+
+impl Arena {
+    fn new(bytes: usize, align: usize) -> Arena {
+        let layout = AllocLayout::from_size_align(bytes.max(1), align).expect("a power-of-two alignment");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Arena { ptr, layout }
+    }
+
+    fn bytes_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        assert!(offset + len <= self.layout.size(), "inside the arena");
+        // SAFETY: in bounds (checked), and the arena is exclusively borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), len) }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout in `new`.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+impl JitProgram {
+    /// Runs the program on a new machine of `target`: `p` and `target` must be those it was
+    /// compiled from.
+    pub fn run(&self, p: &Program, target: &Target, inputs: &[Tensor]) -> Result<JitRun, JitError> {
+        if inputs.len() != p.inputs.len() {
+            return Err(JitError::Inputs {
+                expected: p.inputs.len(),
+                given: inputs.len(),
+            });
+        }
+        let plan = memplan::plan(p, target);
+        let offset = |id: TensorId| plan.offsets[p.storage(id).index()];
+        let mut arena = Arena::new(plan.arena_bytes, target.memory_alignment_bytes.max(16));
+        for (i, t) in p.tensors.iter().enumerate() {
+            if let (TensorKind::Const(c), Some(off)) = (&t.kind, plan.offsets[i]) {
+                let bytes = params::tensor_bytes(c);
+                arena.bytes_mut(off, bytes.len()).copy_from_slice(&bytes);
+            }
+        }
+        for (&id, t) in p.inputs.iter().zip(inputs) {
+            let info = p.tensor(id);
+            if t.ty() != info.ty {
+                return Err(JitError::InputType {
+                    name: info.name.clone(),
+                    expected: info.ty.to_string(),
+                    given: t.ty().to_string(),
+                });
+            }
+            if let Some(off) = offset(id) {
+                let bytes = params::tensor_bytes(t);
+                arena.bytes_mut(off, bytes.len()).copy_from_slice(&bytes);
+            }
+        }
+        let spec = target.machine_spec();
+        let clock_hz = spec.clock_hz;
+        let machine = Machine::new(target.cpes, target.ldm_budget(), Some(spec));
+        machine.add_region(arena.ptr as usize, arena.layout.size(), "arena");
+        for k in &self.kernels {
+            let mut para: Vec<u64> = k
+                .fields
+                .iter()
+                .map(|&id| arena.ptr as u64 + offset(id).unwrap_or(0) as u64)
+                .collect();
+            let bytes = 8 * para.len();
+            machine.spawn(&k.name, k.entry, para.as_mut_ptr().cast(), bytes);
+            machine.try_join().map_err(JitError::Run)?;
+        }
+        let outputs = p
+            .outputs
+            .iter()
+            .map(|&(_, id)| {
+                let ty = &p.tensor(id).ty;
+                let bytes = ty.numel() * ty.dtype.size_bytes();
+                let raw = arena.bytes_mut(offset(id).unwrap_or(0), bytes);
+                let data = from_le_bytes(ty.dtype, raw);
+                Tensor::new(ty.shape.clone(), data).expect("the arena holds the whole tensor")
+            })
+            .collect();
+        Ok(JitRun {
+            outputs,
+            stats: machine.stats(),
+            modelled_seconds: machine.now() / clock_hz,
+        })
+    }
+}
+
+/// Elements of `dtype` from their little-endian bytes (as the arena holds them).
+fn from_le_bytes(dtype: DType, raw: &[u8]) -> Data {
+    match dtype {
+        DType::F32 => Data::F32(
+            raw.chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .collect(),
+        ),
+        DType::F64 => Data::F64(
+            raw.chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect(),
+        ),
+        DType::I64 => Data::I64(
+            raw.chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect(),
+        ),
+        DType::Bool => Data::Bool(raw.iter().map(|&b| b != 0).collect()),
+    }
+}

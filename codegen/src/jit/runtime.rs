@@ -1,0 +1,308 @@
+//! What JIT-compiled kernels call: the emulator's hooks, libm, and the two helpers that
+//! runtime-c gives generated C (`swflow_dma_box`, `swflow_pow_i64`), here in Rust with the
+//! same steps and the same charges.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::{types, AbiParam, Signature, Type};
+use cranelift_codegen::isa::CallConv;
+use swflow_emulator::native::{self, GO, STOP};
+use swflow_emulator::timing::Ops;
+
+use crate::cost::{DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS};
+
+/// A function compiled code calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Callee {
+    Ldm,
+    Declare,
+    Dma,
+    Wait,
+    Direct,
+    Charge,
+    Fail,
+    CpeId,
+    DmaBox,
+    PowI64,
+    /// A libm routine: its name without the `f` suffix, whether it is the f32 one, and its
+    /// arity.
+    Libm(&'static str, bool, u8),
+}
+
+/// The libm routines kernels may call.
+pub const LIBM: &[(&str, u8)] = &[
+    ("exp", 1),
+    ("log", 1),
+    ("erf", 1),
+    ("tanh", 1),
+    ("sin", 1),
+    ("cos", 1),
+    ("fmod", 2),
+    ("pow", 2),
+];
+
+impl Callee {
+    /// Every callee, for declaring them all in a module.
+    pub fn all() -> Vec<Callee> {
+        let mut all = vec![
+            Callee::Ldm,
+            Callee::Declare,
+            Callee::Dma,
+            Callee::Wait,
+            Callee::Direct,
+            Callee::Charge,
+            Callee::Fail,
+            Callee::CpeId,
+            Callee::DmaBox,
+            Callee::PowI64,
+        ];
+        for &(name, arity) in LIBM {
+            all.push(Callee::Libm(name, true, arity));
+            all.push(Callee::Libm(name, false, arity));
+        }
+        all
+    }
+
+    /// The symbol it is linked by.
+    pub fn symbol(self) -> String {
+        match self {
+            Callee::Ldm => "swflow_native_ldm".into(),
+            Callee::Declare => "swflow_native_declare".into(),
+            Callee::Dma => "swflow_native_dma".into(),
+            Callee::Wait => "swflow_native_wait".into(),
+            Callee::Direct => "swflow_native_direct".into(),
+            Callee::Charge => "swflow_native_charge".into(),
+            Callee::Fail => "swflow_native_fail".into(),
+            Callee::CpeId => "swflow_native_cpe_id".into(),
+            Callee::DmaBox => "swflow_jit_dma_box".into(),
+            Callee::PowI64 => "swflow_jit_pow_i64".into(),
+            Callee::Libm(name, true, _) => format!("{name}f"),
+            Callee::Libm(name, false, _) => name.into(),
+        }
+    }
+
+    /// Its address in this process.
+    pub fn address(self) -> *const u8 {
+        match self {
+            Callee::Ldm => native::swflow_native_ldm as *const u8,
+            Callee::Declare => native::swflow_native_declare as *const u8,
+            Callee::Dma => native::swflow_native_dma as *const u8,
+            Callee::Wait => native::swflow_native_wait as *const u8,
+            Callee::Direct => native::swflow_native_direct as *const u8,
+            Callee::Charge => native::swflow_native_charge as *const u8,
+            Callee::Fail => native::swflow_native_fail as *const u8,
+            Callee::CpeId => native::swflow_native_cpe_id as *const u8,
+            Callee::DmaBox => swflow_jit_dma_box as *const u8,
+            Callee::PowI64 => swflow_jit_pow_i64 as *const u8,
+            Callee::Libm(name, single, _) => libm_address(name, single),
+        }
+    }
+
+    /// Its signature under `call_conv`.
+    pub fn signature(self, call_conv: CallConv) -> Signature {
+        use types::{F32, F64, I32, I64};
+        let (params, returns): (&[Type], &[Type]) = match self {
+            Callee::Ldm => (&[I64], &[I64]),
+            Callee::Declare => (&[I64, I64, I64, I64], &[I32]),
+            Callee::Dma => (&[I32, I64, I64, I64, I64, I64, I64], &[I32]),
+            Callee::Wait => (&[I64, I64, I32], &[I32]),
+            Callee::Direct => (&[I64, I64, I32], &[I32]),
+            Callee::Charge => (&[I64, I64], &[I32]),
+            Callee::Fail => (&[I64, I64], &[I32]),
+            Callee::CpeId => (&[], &[I64]),
+            Callee::DmaBox => (&[I32, I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
+            Callee::PowI64 => (&[I64, I64], &[I64]),
+            Callee::Libm(_, true, 1) => (&[F32], &[F32]),
+            Callee::Libm(_, true, _) => (&[F32, F32], &[F32]),
+            Callee::Libm(_, false, 1) => (&[F64], &[F64]),
+            Callee::Libm(_, false, _) => (&[F64, F64], &[F64]),
+        };
+        let mut s = Signature::new(call_conv);
+        s.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        s.returns.extend(returns.iter().map(|&t| AbiParam::new(t)));
+        s
+    }
+}
+
+mod libm {
+    extern "C" {
+        pub fn expf(x: f32) -> f32;
+        pub fn logf(x: f32) -> f32;
+        pub fn erff(x: f32) -> f32;
+        pub fn tanhf(x: f32) -> f32;
+        pub fn sinf(x: f32) -> f32;
+        pub fn cosf(x: f32) -> f32;
+        pub fn fmodf(x: f32, y: f32) -> f32;
+        pub fn powf(x: f32, y: f32) -> f32;
+        pub fn exp(x: f64) -> f64;
+        pub fn log(x: f64) -> f64;
+        pub fn erf(x: f64) -> f64;
+        pub fn tanh(x: f64) -> f64;
+        pub fn sin(x: f64) -> f64;
+        pub fn cos(x: f64) -> f64;
+        pub fn fmod(x: f64, y: f64) -> f64;
+        pub fn pow(x: f64, y: f64) -> f64;
+    }
+}
+
+/// The C library's routine, the one generated C calls.
+fn libm_address(name: &str, single: bool) -> *const u8 {
+    match (name, single) {
+        ("exp", true) => libm::expf as *const u8,
+        ("log", true) => libm::logf as *const u8,
+        ("erf", true) => libm::erff as *const u8,
+        ("tanh", true) => libm::tanhf as *const u8,
+        ("sin", true) => libm::sinf as *const u8,
+        ("cos", true) => libm::cosf as *const u8,
+        ("fmod", true) => libm::fmodf as *const u8,
+        ("pow", true) => libm::powf as *const u8,
+        ("exp", false) => libm::exp as *const u8,
+        ("log", false) => libm::log as *const u8,
+        ("erf", false) => libm::erf as *const u8,
+        ("tanh", false) => libm::tanh as *const u8,
+        ("sin", false) => libm::sin as *const u8,
+        ("cos", false) => libm::cos as *const u8,
+        ("fmod", false) => libm::fmod as *const u8,
+        ("pow", false) => libm::pow as *const u8,
+        _ => unreachable!("LIBM lists every routine"),
+    }
+}
+
+/// Constants compiled code points to (names, messages, operation counts); they live as long
+/// as the code.
+#[derive(Default)]
+pub struct Pool {
+    texts: HashMap<String, Box<[u8]>>,
+    /// Boxed, so that each stays where the code points as the pool grows.
+    #[allow(clippy::vec_box)]
+    ops: Vec<Box<Ops>>,
+}
+
+impl Pool {
+    /// The address and length of `s`'s bytes.
+    pub fn text(&mut self, s: &str) -> (i64, i64) {
+        let bytes = self
+            .texts
+            .entry(s.to_string())
+            .or_insert_with(|| s.as_bytes().to_vec().into_boxed_slice());
+        (bytes.as_ptr() as i64, bytes.len() as i64)
+    }
+
+    /// The address of a copy of `ops`.
+    pub fn ops(&mut self, ops: Ops) -> i64 {
+        let b = Box::new(ops);
+        let at = &*b as *const Ops as i64;
+        self.ops.push(b);
+        at
+    }
+}
+
+/// runtime-c's `swflow_dma_box` (see `swflow_slave.h` for the contract), charging the same
+/// operations in the same order; the transfers issued, or -1 after a violation.
+///
+/// # Safety
+/// `shape`, `start` and `extent` point to `rank` readable values.
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn swflow_jit_dma_box(
+    put: i32,
+    ldm: i64,
+    main: i64,
+    rank: i64,
+    shape: *const i64,
+    start: *const i64,
+    extent: *const i64,
+    elem: i64,
+    reply: i64,
+) -> i64 {
+    let rank = rank.max(0) as usize;
+    let shape = std::slice::from_raw_parts(shape, rank);
+    let start = std::slice::from_raw_parts(start, rank);
+    let extent = std::slice::from_raw_parts(extent, rank);
+    let charge = |ops: &Ops, n: usize| native::swflow_native_charge(ops, n as i64) == GO;
+    let mut d = rank;
+    while d > 0 && extent[d - 1] == shape[d - 1] {
+        d -= 1;
+    }
+    let mut pitch = vec![0i64; rank];
+    for j in (0..rank).rev() {
+        pitch[j] = if j == rank - 1 {
+            elem
+        } else {
+            pitch[j + 1] * shape[j + 1]
+        };
+    }
+    let run_dim = d.saturating_sub(1);
+    let run: i64 = elem * extent[run_dim..].iter().product::<i64>();
+    let strided = (0..run_dim).rev().find(|&j| extent[j] > 1);
+    let (blocks, gap) = match strided {
+        Some(j) => (extent[j], pitch[j] - run),
+        None => (1, 0),
+    };
+    if !charge(&DMA_BOX_SETUP_OPS, rank) {
+        return -1;
+    }
+    let mut index = vec![0i64; rank];
+    let mut dst = ldm;
+    let mut transfers = 0;
+    loop {
+        if !charge(&DMA_BOX_PER_DIM_OPS, rank) || !charge(&DMA_BOX_TRANSFER_OPS, 1) {
+            return -1;
+        }
+        let offset: i64 = (0..rank).map(|j| (start[j] + index[j]) * pitch[j]).sum();
+        let (stride, bsize) = if blocks > 1 { (gap, run) } else { (0, 0) };
+        let len = run * blocks;
+        let status = native::swflow_native_dma(
+            put,
+            (main + offset) as usize,
+            dst as usize,
+            len,
+            reply as usize,
+            stride,
+            bsize,
+        );
+        if status == STOP {
+            return -1;
+        }
+        dst += len;
+        transfers += 1;
+        // Next index of the dimensions outside the run, other than the strided one.
+        let mut carried = true;
+        for j in (0..run_dim).rev() {
+            if Some(j) == strided {
+                continue;
+            }
+            index[j] += 1;
+            if index[j] < extent[j] {
+                carried = false;
+                break;
+            }
+            index[j] = 0;
+        }
+        if carried {
+            return transfers;
+        }
+    }
+}
+
+/// runtime-c's `swflow_pow_i64`: `a` to the power `b`, wrapping; negative powers of integers
+/// other than 1 and -1 are 0.
+pub extern "C" fn swflow_jit_pow_i64(a: i64, b: i64) -> i64 {
+    if b < 0 {
+        return match a {
+            1 => 1,
+            -1 if b % 2 == 0 => 1,
+            -1 => -1,
+            _ => 0,
+        };
+    }
+    let (mut base, mut result) = (a as u64, 1u64);
+    let mut e = (b as u64).min(0xffff_ffff);
+    while e != 0 {
+        if e & 1 == 1 {
+            result = result.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        e >>= 1;
+    }
+    result as i64
+}
