@@ -21,6 +21,7 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use swflow_emulator::report::Report;
 use swflow_emulator::{KernelFn, KernelStats, Machine, Violation};
 use swflow_frontend::ir::{DType, Data, Tensor};
 use swflow_scheduler::loops::{verify_program, LoopVerifyError, Program, TensorId, TensorKind};
@@ -28,7 +29,7 @@ use swflow_scheduler::memplan;
 use swflow_scheduler::schedule::verify_schedule;
 use swflow_scheduler::target::{Api, Target};
 
-use crate::cpe::{self, Fields};
+use crate::cpe::{self, Fields, Func};
 use crate::{kernel_function_names, params, CodegenError};
 use runtime::{Callee, Pool};
 
@@ -88,7 +89,9 @@ pub struct JitRun {
     pub outputs: Vec<Tensor>,
     /// Counters and modelled time per kernel, by kernel name.
     pub stats: BTreeMap<String, KernelStats>,
-    /// Modelled time of the whole run, seconds (0 when the target has no timing).
+    /// The emulator's report of the run, as a C program writes it with `SWFLOW_STATS`.
+    pub report: Report,
+    /// Modelled time of the whole run, seconds.
     pub modelled_seconds: f64,
 }
 
@@ -101,6 +104,17 @@ fn compile_error(kernel: &str, reason: impl ToString) -> JitError {
 
 /// Verifies and compiles every kernel of `p`, scheduled for `target`.
 pub fn compile(p: &Program, target: &Target) -> Result<JitProgram, JitError> {
+    compile_edited(p, target, &mut |_, _| {})
+}
+
+/// [`compile`], with `edit` applied to each kernel's CPE program (named by its kernel's
+/// function name) before it is compiled: how tests break a kernel on purpose, as they edit
+/// generated C.
+pub fn compile_edited(
+    p: &Program,
+    target: &Target,
+    edit: &mut dyn FnMut(&str, &mut Func),
+) -> Result<JitProgram, JitError> {
     verify_program(p)?;
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| compile_error("(all)", e));
@@ -142,7 +156,8 @@ pub fn compile(p: &Program, target: &Target) -> Result<JitProgram, JitError> {
         })?;
         let fields = Fields::of(p, k);
         let tensors = fields.tensors.clone();
-        let program = cpe::build(p, k, fields)?;
+        let mut program = cpe::build(p, k, fields)?;
+        edit(name, &mut program);
         let layout = lower::Layout::of(&program);
         if layout.bytes > target.ldm_budget() {
             return Err(compile_error(
@@ -267,8 +282,7 @@ impl JitProgram {
             }
         }
         let spec = target.machine_spec();
-        let clock_hz = spec.clock_hz;
-        let machine = Machine::new(target.cpes, target.ldm_budget(), Some(spec));
+        let machine = Machine::new(target.cpes, target.ldm_budget(), Some(spec.clone()));
         machine.add_region(arena.ptr as usize, arena.layout.size(), "arena");
         for k in &self.kernels {
             let mut para: Vec<u64> = k
@@ -291,10 +305,12 @@ impl JitProgram {
                 Tensor::new(ty.shape.clone(), data).expect("the arena holds the whole tensor")
             })
             .collect();
+        let stats = machine.stats();
         Ok(JitRun {
             outputs,
-            stats: machine.stats(),
-            modelled_seconds: machine.now() / clock_hz,
+            report: Report::new(target.cpes, target.ldm_budget(), Some(&spec), &stats),
+            stats,
+            modelled_seconds: machine.now() / spec.clock_hz,
         })
     }
 }
