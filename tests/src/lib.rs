@@ -123,6 +123,14 @@ pub fn run_light_models(label: &str, check: impl Fn(&OnnxCase) -> Result<String>
     Ok(failures)
 }
 
+/// What a JIT run of a case took.
+pub struct JitTimes {
+    pub kernels: usize,
+    pub compile: std::time::Duration,
+    pub run: std::time::Duration,
+    pub modelled_seconds: f64,
+}
+
 /// An ONNX test case folder: `model.onnx` plus `test_data_set_0/`.
 ///
 /// The stored inputs are known when the case is imported, so inputs that carry shapes or axes
@@ -207,6 +215,28 @@ impl OnnxCase {
         let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, &self.inputs_for(&g)?, target)?;
         self.check(&outputs)?;
         Ok(stats)
+    }
+
+    /// Imports, lowers, schedules for `target`, compiles the kernels with the JIT and runs
+    /// them on the emulator, checking the outputs; returns the JIT's compile and run times and
+    /// the modelled seconds.
+    pub fn run_jit(&self, target: &swflow_scheduler::target::Target) -> Result<JitTimes> {
+        let g = self.import()?;
+        let p = swflow_scheduler::pipeline::compile(&g, target)?;
+        let inputs = self.inputs_for(&g)?;
+        let start = std::time::Instant::now();
+        let program = swflow_codegen::jit::compile(&p, target)?;
+        let compile = start.elapsed();
+        let start = std::time::Instant::now();
+        let run = program.run(&p, target, &inputs)?;
+        let run_time = start.elapsed();
+        self.check(&run.outputs)?;
+        Ok(JitTimes {
+            kernels: p.kernels.len(),
+            compile,
+            run: run_time,
+            modelled_seconds: run.modelled_seconds,
+        })
     }
 
     /// Compiles to C for `target` in `dir`, builds it with `make`, type-checks it against
