@@ -192,3 +192,161 @@ fn an_ldm_access_outside_its_buffer_is_caught() {
     assert!(err.starts_with("kernel 'k_r1' on CPE "), "{err}");
     assert!(err.contains("outside LDM buffer"), "{err}");
 }
+
+/// A small deterministic generator (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// A nearby value of `v`: off by one, doubled, halved, zero, or random.
+    fn near(&mut self, v: i64) -> i64 {
+        match self.below(6) {
+            0 => v + 1,
+            1 => v - 1,
+            2 => v * 2,
+            3 => v / 2,
+            4 => 0,
+            _ => self.below(100) as i64 - 20,
+        }
+    }
+}
+
+/// One random change to one kernel of `p`: its loops, subscripts, operands or schedule.
+fn mutate(p: &mut Program, rng: &mut Rng) {
+    use swflow_scheduler::loops::Index;
+    use swflow_scheduler::schedule::Residence;
+    let n_tensors = p.tensors.len();
+    let ki = rng.below(p.kernels.len());
+    let k = &mut p.kernels[ki];
+    let nl = k.loops.len();
+    let s = k.schedule.as_mut().expect("scheduled");
+    let near = |rng: &mut Rng, v: usize| rng.near(v as i64).max(0) as usize;
+    match rng.below(12) {
+        0 if nl > 0 => {
+            let l = rng.below(nl);
+            k.loops[l].extent = near(rng, k.loops[l].extent);
+        }
+        1 | 2 => {
+            let mut accesses = k.stmt.value_accesses_mut();
+            if accesses.is_empty() {
+                return;
+            }
+            let a = rng.below(accesses.len());
+            let access = &mut accesses[a];
+            if access.index.is_empty() {
+                return;
+            }
+            let d = rng.below(access.index.len());
+            if let Index::Affine(x) = &mut access.index[d] {
+                match x.terms.len() {
+                    0 => x.offset = rng.near(x.offset),
+                    t if rng.below(2) == 0 => {
+                        let term = rng.below(t);
+                        x.terms[term].1 = rng.near(x.terms[term].1);
+                    }
+                    _ => x.offset = rng.near(x.offset),
+                }
+            }
+        }
+        3 => {
+            let o = rng.below(k.operands.len());
+            k.operands[o] = swflow_scheduler::loops::TensorId(rng.below(n_tensors) as u32);
+        }
+        4 if nl > 0 => {
+            let l = rng.below(nl);
+            s.tiles[l] = near(rng, s.tiles[l]);
+        }
+        5 if !s.order.is_empty() => {
+            let a = rng.below(s.order.len());
+            let b = rng.below(s.order.len());
+            s.order.swap(a, b);
+        }
+        6 => s.chunk = near(rng, s.chunk),
+        7 => s.partition_points = near(rng, s.partition_points),
+        8 | 9 => {
+            let b = rng.below(s.buffers.len());
+            let buf = &mut s.buffers[b];
+            match rng.below(4) {
+                0 if !buf.dims.is_empty() => {
+                    let d = rng.below(buf.dims.len());
+                    buf.dims[d] = near(rng, buf.dims[d]);
+                }
+                1 => buf.depth = near(rng, buf.depth),
+                2 => buf.double = !buf.double,
+                _ => {
+                    buf.residence = match buf.residence {
+                        Residence::Buffer => Residence::Direct,
+                        Residence::Direct => Residence::Buffer,
+                    }
+                }
+            }
+        }
+        10 if nl > 0 => {
+            let l = rng.below(nl);
+            s.ranges[l] = near(rng, s.ranges[l]);
+        }
+        _ if !s.partition.is_empty() => {
+            let i = rng.below(s.partition.len());
+            s.partition[i] = rng.below(nl.max(1));
+        }
+        _ => {}
+    }
+}
+
+/// Mutates `count` copies of lenet's scheduled program (one to three changes each) and runs
+/// each through the JIT: every one must end in a verifier error, a compile error, a run error
+/// or a result, and the process must live. Returns (rejected, failed at run, ran).
+fn mutation_run(count: usize, seed: u64) -> (usize, usize, usize) {
+    let g = lenet();
+    let inputs = inputs_of(&g);
+    let (mut rejected, mut failed, mut ran) = (0, 0, 0);
+    let mut rng = Rng(seed);
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let original = scheduled(&g, &target);
+        for _ in 0..count / 2 {
+            let mut p = original.clone();
+            for _ in 0..1 + rng.below(3) {
+                mutate(&mut p, &mut rng);
+            }
+            match jit::compile(&p, &target) {
+                Err(_) => rejected += 1,
+                Ok(program) => match program.run(&p, &target, &inputs) {
+                    Err(_) => failed += 1,
+                    Ok(_) => ran += 1,
+                },
+            }
+        }
+    }
+    println!("{count} mutated programs: {rejected} rejected before running, {failed} stopped while running, {ran} ran to the end");
+    (rejected, failed, ran)
+}
+
+#[test]
+fn mutated_loop_ir_never_crashes() {
+    let (rejected, failed, ran) = mutation_run(200, 1);
+    assert_eq!(rejected + failed + ran, 200);
+    // The mutations reach both the verifier and the running machine.
+    assert!(
+        rejected > 0 && ran > 0,
+        "{rejected} rejected, {failed} failed, {ran} ran"
+    );
+}
+
+/// The long sweep: `cargo test --release -p swflow-tests --test jit -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn many_mutated_loop_ir_programs_never_crash() {
+    let (rejected, failed, ran) = mutation_run(5000, 2);
+    assert_eq!(rejected + failed + ran, 5000);
+}

@@ -19,7 +19,7 @@ use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::Scalar;
 
 use super::runtime::{Callee, Pool};
-use crate::cpe::{Array, BoxDma, Buf, Cond, Func, Half, Int, Place, Stmt, Value};
+use crate::cpe::{Array, BoxDma, Buf, Cond, Func, Half, Int, Place, Stmt, Value, Var};
 
 /// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
 /// then each buffer (16-byte aligned), then the reply counters (`i32`).
@@ -77,6 +77,7 @@ pub fn lower(
         ldm: arg,
         arg,
         stop,
+        strided: HashMap::new(),
     };
     l.function();
 }
@@ -102,6 +103,8 @@ struct Lower<'a, 'b> {
     arg: Val,
     /// The block that returns from the kernel (after a violation, or at the end).
     stop: Block,
+    /// LDM places of the point nest being lowered whose address a variable holds.
+    strided: HashMap<*const Place, Variable>,
 }
 
 const I64: Type = types::I64;
@@ -119,7 +122,7 @@ fn trusted() -> MemFlagsData {
     MemFlagsData::trusted()
 }
 
-impl Lower<'_, '_> {
+impl<'f> Lower<'f, '_> {
     fn function(&mut self) {
         for v in &self.f.vars {
             let var = self.b.declare_var(I64);
@@ -220,13 +223,13 @@ impl Lower<'_, '_> {
         self.b.ins().iadd_imm_s(self.ldm, (self.layout.replies + 4 * r) as i64)
     }
 
-    fn stmts(&mut self, body: &[Stmt]) {
+    fn stmts(&mut self, body: &'f [Stmt]) {
         for s in body {
             self.stmt(s);
         }
     }
 
-    fn stmt(&mut self, s: &Stmt) {
+    fn stmt(&mut self, s: &'f Stmt) {
         match s {
             Stmt::Comment(_) => {}
             Stmt::Set(v, e) => {
@@ -236,6 +239,10 @@ impl Lower<'_, '_> {
             Stmt::SetElem(a, index, e) => {
                 let x = self.int(e);
                 self.set_elem(*a, index, x);
+            }
+            Stmt::For { .. } if self.point_nest(s).is_some() => {
+                let (levels, body) = self.point_nest(s).expect("checked");
+                self.nest(&levels, body);
             }
             Stmt::For {
                 var,
@@ -514,6 +521,9 @@ impl Lower<'_, '_> {
     /// The address of `p`, after its checks: an LDM index inside its buffer, a main-memory
     /// access through the emulator's direct-access hook.
     fn place_addr(&mut self, p: &Place) -> Val {
+        if let Some(&var) = self.strided.get(&(p as *const Place)) {
+            return self.b.use_var(var);
+        }
         match p {
             Place::Ldm { buf, half, index } => {
                 let b = self.f.buf(*buf);
@@ -864,5 +874,270 @@ fn has_effects(v: &Value) -> bool {
         Value::Unary(_, _, a) | Value::Cast(_, _, a) => has_effects(a),
         Value::Binary(_, _, a, b) => has_effects(a) || has_effects(b),
         Value::Select(c, a, b) => has_effects(c) || has_effects(a) || has_effects(b),
+    }
+}
+
+/// One loop of a point nest: its variable, and its bounds (which no loop of the nest changes).
+type Level<'a> = (Var, &'a Int, &'a Int);
+
+/// An LDM place of a point nest with an address variable per level, and the address step of
+/// each level.
+struct Strided {
+    place: *const Place,
+    addr: Vec<Variable>,
+    step: Vec<Val>,
+}
+
+impl<'f> Lower<'f, '_> {
+    /// When `s` is a nest of unit-step loops around element statements only (the compute
+    /// loops of a tile), its levels and innermost body.
+    fn point_nest(&self, s: &'f Stmt) -> Option<(Vec<Level<'f>>, &'f [Stmt])> {
+        let mut levels = Vec::new();
+        let mut body = std::slice::from_ref(s);
+        while let [Stmt::For {
+            var,
+            from,
+            to,
+            step: Int::Const(1),
+            body: inner,
+        }] = body
+        {
+            levels.push((*var, from, to));
+            body = inner;
+        }
+        let vars: Vec<Var> = levels.iter().map(|l| l.0).collect();
+        let elementwise = body.iter().all(|s| matches!(s, Stmt::Store { .. } | Stmt::Fold { .. }));
+        let fixed_bounds = levels.iter().all(|(_, f, t)| !uses(f, &vars) && !uses(t, &vars));
+        (!levels.is_empty() && !body.is_empty() && elementwise && fixed_bounds).then_some((levels, body))
+    }
+
+    /// A point nest. LDM places whose index is affine in the nest's variables are checked once,
+    /// at both ends of every dimension, and walked by address increments; the others are
+    /// computed and checked at every point.
+    ///
+    /// The innermost loop the target's index depends on becomes the innermost loop: each
+    /// target element still takes its values in the same order (the loops it does not depend
+    /// on keep theirs), so the results are those of the C's order, bit for bit, while the
+    /// innermost loop runs over distinct elements instead of, often, a single tap.
+    fn nest(&mut self, levels: &[Level<'f>], body: &'f [Stmt]) {
+        let mut levels = levels.to_vec();
+        if let [Stmt::Store { place, .. } | Stmt::Fold { place, .. }] = body {
+            let index = match place {
+                Place::Ldm { index, .. } | Place::Main { index, .. } => index,
+            };
+            if let Some(p) = levels.iter().rposition(|l| uses(index, &[l.0])) {
+                let level = levels.remove(p);
+                levels.push(level);
+            }
+        }
+        let levels = &levels[..];
+        let vars: Vec<Var> = levels.iter().map(|l| l.0).collect();
+        let from: Vec<Val> = levels.iter().map(|(_, f, _)| self.int(f)).collect();
+        let to: Vec<Val> = levels.iter().map(|(_, _, t)| self.int(t)).collect();
+        let exit = self.b.create_block();
+        let setup = self.b.create_block();
+        let mut empty = self.b.ins().iconst(types::I8, 0);
+        for (f, t) in from.iter().zip(&to) {
+            let none = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, *t, *f);
+            empty = self.b.ins().bor(empty, none);
+        }
+        self.b.ins().brif(empty, exit, &[], setup, &[]);
+        self.b.switch_to_block(setup);
+        for (v, f) in vars.iter().zip(&from) {
+            self.b.def_var(self.vars[v.0 as usize], *f);
+        }
+        let mut places = Vec::new();
+        for s in body {
+            match s {
+                Stmt::Store { place, value } | Stmt::Fold { place, value, .. } => {
+                    ldm_places_of_place(place, &mut places);
+                    ldm_places(value, &mut places);
+                }
+                _ => unreachable!("point nests hold element statements only"),
+            }
+        }
+        let mut strided = Vec::new();
+        for p in places {
+            if let Some(s) = self.stride(p, &vars, &from, &to) {
+                strided.push(s);
+            }
+        }
+        self.level(0, &vars, &from, &to, body, &strided);
+        self.b.ins().jump(exit, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// Sets up walking `p` by address increments, after checking every index it takes over
+    /// the nest; `None` when its index is not affine in the nest's variables.
+    fn stride(&mut self, p: &'f Place, vars: &[Var], from: &[Val], to: &[Val]) -> Option<Strided> {
+        let Place::Ldm { buf, half, index } = p else {
+            return None;
+        };
+        if matches!(half, Half::At(h) if uses(h, vars)) {
+            return None;
+        }
+        let slopes: Vec<Int> = vars
+            .iter()
+            .map(|&v| derivative(index, v).filter(|d| !uses(d, vars)))
+            .collect::<Option<_>>()?;
+        let b = self.f.buf(*buf);
+        let (elements, size) = (b.elements as i64, b.dtype.size_bytes() as i64);
+        let message = format!("an access outside LDM buffer '{}'", b.name);
+        // The index at the nest's first point, and its least and greatest over the nest.
+        let first = self.int(index);
+        let (mut lo, mut hi) = (first, first);
+        let mut step = Vec::new();
+        for (i, d) in slopes.iter().enumerate() {
+            let d = self.int(d);
+            let last = self.b.ins().isub(to[i], from[i]);
+            let last = self.b.ins().iadd_imm_s(last, -1);
+            let span = self.b.ins().imul(d, last);
+            let zero = self.b.ins().iconst(I64, 0);
+            let (down, up) = (self.b.ins().smin(span, zero), self.b.ins().smax(span, zero));
+            lo = self.b.ins().iadd(lo, down);
+            hi = self.b.ins().iadd(hi, up);
+            step.push(self.b.ins().imul_imm_s(d, size));
+        }
+        let below = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, lo, 0);
+        let above = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, hi, elements);
+        let outside = self.b.ins().bor(below, above);
+        self.fail_if(outside, &message);
+        let base = match half {
+            Half::Single => self
+                .b
+                .ins()
+                .iadd_imm_s(self.ldm, self.layout.bufs[buf.0 as usize] as i64),
+            Half::Current => self.b.use_var(self.current[buf]),
+            Half::At(h) => {
+                let h = self.int(h);
+                self.half_base(*buf, h)
+            }
+        };
+        let off = self.b.ins().imul_imm_s(first, size);
+        let start = self.b.ins().iadd(base, off);
+        let addr: Vec<Variable> = vars.iter().map(|_| self.b.declare_var(I64)).collect();
+        self.b.def_var(addr[0], start);
+        Some(Strided {
+            place: p as *const Place,
+            addr,
+            step,
+        })
+    }
+
+    /// Level `i` of a point nest, and the levels inside it.
+    fn level(&mut self, i: usize, vars: &[Var], from: &[Val], to: &[Val], body: &'f [Stmt], strided: &[Strided]) {
+        let var = self.vars[vars[i].0 as usize];
+        let (head, inner, after) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let v = self.b.use_var(var);
+        let go = self.b.ins().icmp(IntCC::SignedLessThan, v, to[i]);
+        self.b.ins().brif(go, inner, &[], after, &[]);
+        self.b.switch_to_block(inner);
+        if i + 1 < vars.len() {
+            self.b.def_var(self.vars[vars[i + 1].0 as usize], from[i + 1]);
+            for s in strided {
+                let a = self.b.use_var(s.addr[i]);
+                self.b.def_var(s.addr[i + 1], a);
+            }
+            self.level(i + 1, vars, from, to, body, strided);
+        } else {
+            for s in strided {
+                self.strided.insert(s.place, s.addr[i]);
+            }
+            self.stmts(body);
+            self.strided.clear();
+        }
+        let v = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(v, 1);
+        self.b.def_var(var, next);
+        for s in strided {
+            let a = self.b.use_var(s.addr[i]);
+            let next = self.b.ins().iadd(a, s.step[i]);
+            self.b.def_var(s.addr[i], next);
+        }
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(after);
+    }
+}
+
+/// Whether `e` reads any of `vars`.
+fn uses(e: &Int, vars: &[Var]) -> bool {
+    match e {
+        Int::Const(_) | Int::Cpe => false,
+        Int::Var(v) => vars.contains(v),
+        Int::Elem(_, index) => index.iter().any(|i| uses(i, vars)),
+        Int::Add(a, b) | Int::Sub(a, b) | Int::Mul(a, b) | Int::Div(a, b) | Int::Rem(a, b) | Int::Min(a, b) => {
+            uses(a, vars) || uses(b, vars)
+        }
+        Int::Gather(v, _) => value_uses(v, vars),
+    }
+}
+
+fn value_uses(v: &Value, vars: &[Var]) -> bool {
+    match v {
+        Value::Load(Place::Ldm { index, half, .. }) => {
+            uses(index, vars) || matches!(half, Half::At(h) if uses(h, vars))
+        }
+        Value::Load(Place::Main { index, .. }) => uses(index, vars),
+        Value::Const(_) => false,
+        Value::Unary(_, _, a) | Value::Cast(_, _, a) => value_uses(a, vars),
+        Value::Binary(_, _, a, b) => value_uses(a, vars) || value_uses(b, vars),
+        Value::Select(c, a, b) => value_uses(c, vars) || value_uses(a, vars) || value_uses(b, vars),
+    }
+}
+
+/// How `e` changes when `v` grows by one, when that does not depend on `v` (`e` is affine in
+/// `v`); `None` otherwise.
+fn derivative(e: &Int, v: Var) -> Option<Int> {
+    let zero = |d: &Int| matches!(d, Int::Const(0));
+    Some(match e {
+        Int::Const(_) | Int::Cpe => Int::Const(0),
+        Int::Var(x) => Int::Const(i64::from(*x == v)),
+        Int::Add(a, b) | Int::Sub(a, b) => {
+            let (da, db) = (derivative(a, v)?, derivative(b, v)?);
+            match (zero(&da), zero(&db), matches!(e, Int::Add(..))) {
+                (_, true, _) => da,
+                (true, false, true) => db,
+                (true, false, false) => Int::Const(0) - db,
+                (false, false, true) => da + db,
+                (false, false, false) => da - db,
+            }
+        }
+        Int::Mul(a, b) => {
+            let (da, db) = (derivative(a, v)?, derivative(b, v)?);
+            match (zero(&da), zero(&db)) {
+                (true, true) => Int::Const(0),
+                (false, true) => da * (**b).clone(),
+                (true, false) => (**a).clone() * db,
+                (false, false) => return None,
+            }
+        }
+        _ if uses(e, &[v]) => return None,
+        _ => Int::Const(0),
+    })
+}
+
+/// The LDM places `v` loads from (not those inside gathered positions).
+fn ldm_places<'a>(v: &'a Value, out: &mut Vec<&'a Place>) {
+    match v {
+        Value::Load(p) => ldm_places_of_place(p, out),
+        Value::Const(_) => {}
+        Value::Unary(_, _, a) | Value::Cast(_, _, a) => ldm_places(a, out),
+        Value::Binary(_, _, a, b) => {
+            ldm_places(a, out);
+            ldm_places(b, out);
+        }
+        Value::Select(c, a, b) => {
+            ldm_places(c, out);
+            ldm_places(a, out);
+            ldm_places(b, out);
+        }
+    }
+}
+
+fn ldm_places_of_place<'a>(p: &'a Place, out: &mut Vec<&'a Place>) {
+    if matches!(p, Place::Ldm { .. }) {
+        out.push(p);
     }
 }

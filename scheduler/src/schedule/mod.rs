@@ -205,7 +205,8 @@ pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Sched
 /// Checks a schedule against its kernel and target: the partition splits parallel loops into
 /// the stated chunks, tiles fit their ranges, the order holds exactly the loops with several
 /// tiles, every buffer holds the span of its access over a tile and is refilled inside every
-/// tile loop it depends on, and everything fits the LDM. Schedules written by hand or parsed
+/// tile loop it depends on, only read buffers inside a tile loop are double-buffered, and
+/// everything fits the LDM. Schedules written by hand or parsed
 /// from text go through the same check.
 pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Result<(), String> {
     let n = k.loops.len();
@@ -244,8 +245,13 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
     if s.buffers.len() != all.len() {
         return Err(format!("{} buffers for {} accesses", s.buffers.len(), all.len()));
     }
-    for (a, b) in all.iter().zip(&s.buffers) {
+    for (i, (a, b)) in all.iter().zip(&s.buffers).enumerate() {
         let tensor = &p.tensor(k.operands[a.operand]).name;
+        if b.double && b.residence == Residence::Buffer && (i == 0 || b.depth == 0) {
+            return Err(format!(
+                "buffer of '{tensor}' is double-buffered, which only a read buffer inside a tile loop can be"
+            ));
+        }
         let Some(span) = sizing::buffer_dims(a, &s.tiles) else {
             if b.residence != Residence::Direct {
                 return Err(format!("gathered access to '{tensor}' must be direct"));
