@@ -886,6 +886,11 @@ struct Strided {
     place: *const Place,
     addr: Vec<Variable>,
     step: Vec<Val>,
+    /// How the index changes along each loop, where that is a known constant.
+    slopes: Vec<Option<i64>>,
+    elem_bytes: i64,
+    /// Whether it holds f32 elements.
+    f32: bool,
 }
 
 impl<'f> Lower<'f, '_> {
@@ -962,7 +967,8 @@ impl<'f> Lower<'f, '_> {
                 strided.push(s);
             }
         }
-        self.level(0, &vars, &from, &to, body, &strided);
+        let vector = vectorizable(body, &strided, vars.len() - 1);
+        self.level(0, &vars, &from, &to, body, &strided, vector);
         self.b.ins().jump(exit, &[]);
         self.b.switch_to_block(exit);
     }
@@ -1017,16 +1023,39 @@ impl<'f> Lower<'f, '_> {
         let start = self.b.ins().iadd(base, off);
         let addr: Vec<Variable> = vars.iter().map(|_| self.b.declare_var(I64)).collect();
         self.b.def_var(addr[0], start);
+        let slopes = slopes
+            .iter()
+            .map(|d| match d {
+                Int::Const(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
         Some(Strided {
             place: p as *const Place,
             addr,
             step,
+            slopes,
+            elem_bytes: size,
+            f32: b.dtype == DType::F32,
         })
     }
 
     /// Level `i` of a point nest, and the levels inside it.
-    fn level(&mut self, i: usize, vars: &[Var], from: &[Val], to: &[Val], body: &'f [Stmt], strided: &[Strided]) {
+    #[allow(clippy::too_many_arguments)]
+    fn level(
+        &mut self,
+        i: usize,
+        vars: &[Var],
+        from: &[Val],
+        to: &[Val],
+        body: &'f [Stmt],
+        strided: &[Strided],
+        vector: bool,
+    ) {
         let var = self.vars[vars[i].0 as usize];
+        if vector && i + 1 == vars.len() {
+            self.vector_loop(var, to[i], body, strided);
+        }
         let (head, inner, after) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(head);
@@ -1040,7 +1069,7 @@ impl<'f> Lower<'f, '_> {
                 let a = self.b.use_var(s.addr[i]);
                 self.b.def_var(s.addr[i + 1], a);
             }
-            self.level(i + 1, vars, from, to, body, strided);
+            self.level(i + 1, vars, from, to, body, strided, vector);
         } else {
             for s in strided {
                 self.strided.insert(s.place, s.addr[i]);
@@ -1139,5 +1168,184 @@ fn ldm_places<'a>(v: &'a Value, out: &mut Vec<&'a Place>) {
 fn ldm_places_of_place<'a>(p: &'a Place, out: &mut Vec<&'a Place>) {
     if matches!(p, Place::Ldm { .. }) {
         out.push(p);
+    }
+}
+
+/// Lanes of the vector loops.
+const LANES: i64 = 4;
+
+/// Whether loop `along` of a point nest can run four points at a time: the body is one f32
+/// store or sum, maximum or minimum into a target element that moves by one element along
+/// the loop, from a value of loads that move by a constant step (or not at all), constants
+/// and operations that act lane by lane exactly as on scalars.
+fn vectorizable(body: &[Stmt], strided: &[Strided], along: usize) -> bool {
+    // Only f32 LDM places with a constant step along the loop have a slope.
+    let slope = |p: &Place| {
+        strided
+            .iter()
+            .find(|s| std::ptr::eq(s.place, p) && s.f32)
+            .and_then(|s| s.slopes[along])
+    };
+    fn value_ok(v: &Value, slope: &dyn Fn(&Place) -> Option<i64>) -> bool {
+        match v {
+            Value::Load(p) => slope(p).is_some(),
+            Value::Const(c) => matches!(c, Scalar::F32(_)),
+            Value::Unary(op, DType::F32, a) => {
+                matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Sqrt) && value_ok(a, slope)
+            }
+            Value::Binary(op, DType::F32, a, b) => {
+                matches!(
+                    op,
+                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min
+                ) && value_ok(a, slope)
+                    && value_ok(b, slope)
+            }
+            _ => false,
+        }
+    }
+    match body {
+        [Stmt::Store { place, value }] => slope(place) == Some(1) && value_ok(value, &slope),
+        [Stmt::Fold {
+            kind,
+            dtype: DType::F32,
+            place,
+            value,
+        }] => {
+            matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
+                && slope(place) == Some(1)
+                && value_ok(value, &slope)
+        }
+        _ => false,
+    }
+}
+
+fn vector_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+impl<'f> Lower<'f, '_> {
+    /// Runs the innermost loop four points at a time while four remain; the scalar loop after
+    /// it does the rest. Each lane computes what the scalar code computes for its point.
+    fn vector_loop(&mut self, var: Variable, to: Val, body: &'f [Stmt], strided: &[Strided]) {
+        let last = strided[0].addr.len() - 1;
+        let (head, inner, after) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(head);
+        let v = self.b.use_var(var);
+        let end = self.b.ins().iadd_imm_s(v, LANES);
+        let go = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, to);
+        self.b.ins().brif(go, inner, &[], after, &[]);
+        self.b.switch_to_block(inner);
+        let addrs: HashMap<*const Place, (Variable, i64)> = strided
+            .iter()
+            .map(|s| (s.place, (s.addr[last], s.slopes[last].unwrap_or(0) * s.elem_bytes)))
+            .collect();
+        match &body[0] {
+            Stmt::Store { place, value } => {
+                let x = self.vector_value(value, &addrs);
+                let at = self.b.use_var(addrs[&(place as *const Place)].0);
+                self.b.ins().store(vector_flags(), x, at, 0);
+            }
+            Stmt::Fold { kind, place, value, .. } => {
+                let x = self.vector_value(value, &addrs);
+                let at = self.b.use_var(addrs[&(place as *const Place)].0);
+                let old = self.b.ins().load(types::F32X4, vector_flags(), at, 0);
+                let new = match kind {
+                    ReduceKind::Sum => self.b.ins().fadd(old, x),
+                    ReduceKind::Max => self.vector_extreme(BinaryOp::Max, old, x),
+                    _ => self.vector_extreme(BinaryOp::Min, old, x),
+                };
+                self.b.ins().store(vector_flags(), new, at, 0);
+            }
+            _ => unreachable!("vectorizable bodies are one store or fold"),
+        }
+        let v = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(v, LANES);
+        self.b.def_var(var, next);
+        for s in strided {
+            let a = self.b.use_var(s.addr[last]);
+            let step = self.b.ins().imul_imm_s(s.step[last], LANES);
+            let next = self.b.ins().iadd(a, step);
+            self.b.def_var(s.addr[last], next);
+        }
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(after);
+    }
+
+    /// Four lanes of `v`: lane `j` is `v` at the `j`-th next point of the innermost loop.
+    fn vector_value(&mut self, v: &Value, addrs: &HashMap<*const Place, (Variable, i64)>) -> Val {
+        match v {
+            Value::Load(p) => {
+                let (var, step) = addrs[&(p as *const Place)];
+                let at = self.b.use_var(var);
+                match step {
+                    4 => self.b.ins().load(types::F32X4, vector_flags(), at, 0),
+                    0 => {
+                        let x = self.b.ins().load(types::F32, vector_flags(), at, 0);
+                        self.b.ins().splat(types::F32X4, x)
+                    }
+                    step => {
+                        let x = self.b.ins().load(types::F32, vector_flags(), at, 0);
+                        let mut vec = self.b.ins().splat(types::F32X4, x);
+                        for lane in 1..LANES {
+                            let x = self.b.ins().load(types::F32, vector_flags(), at, (step * lane) as i32);
+                            vec = self.b.ins().insertlane(vec, x, lane as u8);
+                        }
+                        vec
+                    }
+                }
+            }
+            Value::Const(Scalar::F32(c)) => {
+                let x = self.b.ins().f32const(*c);
+                self.b.ins().splat(types::F32X4, x)
+            }
+            Value::Unary(op, _, a) => {
+                let a = self.vector_value(a, addrs);
+                match op {
+                    UnaryOp::Neg => self.b.ins().fneg(a),
+                    UnaryOp::Abs => self.b.ins().fabs(a),
+                    UnaryOp::Sqrt => self.b.ins().sqrt(a),
+                    _ => {
+                        // Relu: a < 0 ? 0 : a.
+                        let zero = self.b.ins().f32const(0.0);
+                        let zero = self.b.ins().splat(types::F32X4, zero);
+                        let neg = self.b.ins().fcmp(FloatCC::LessThan, a, zero);
+                        self.vector_pick(neg, zero, a)
+                    }
+                }
+            }
+            Value::Binary(op, _, a, b) => {
+                let (a, b) = (self.vector_value(a, addrs), self.vector_value(b, addrs));
+                match op {
+                    BinaryOp::Add => self.b.ins().fadd(a, b),
+                    BinaryOp::Sub => self.b.ins().fsub(a, b),
+                    BinaryOp::Mul => self.b.ins().fmul(a, b),
+                    BinaryOp::Div => self.b.ins().fdiv(a, b),
+                    op => self.vector_extreme(*op, a, b),
+                }
+            }
+            _ => unreachable!("vectorizable values hold loads, constants and lane-wise operations"),
+        }
+    }
+
+    /// Lane by lane, `mask ? x : y` (`mask` from a lane-wise comparison).
+    fn vector_pick(&mut self, mask: Val, x: Val, y: Val) -> Val {
+        let mask = self.b.ins().bitcast(types::F32X4, MemFlagsData::new(), mask);
+        self.b.ins().bitselect(mask, x, y)
+    }
+
+    /// The scalar max or min of [`Lower::binary`], lane by lane.
+    fn vector_extreme(&mut self, op: BinaryOp, a: Val, b: Val) -> Val {
+        let cc = if op == BinaryOp::Max {
+            FloatCC::GreaterThan
+        } else {
+            FloatCC::LessThan
+        };
+        let pick = self.b.ins().fcmp(cc, b, a);
+        let r = self.vector_pick(pick, b, a);
+        let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
+        let r = self.vector_pick(b_nan, b, r);
+        let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
+        self.vector_pick(a_nan, a, r)
     }
 }
