@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Modelled time of the nine light models from the onnx wheel on both targets, through
-# `swflow bench` (compile, make, run on the timed emulator): one line per model and target
+# `swflow bench` (JIT-compiled kernels on the timed emulator): one line per model and target
 # with the modelled seconds, GFLOPS and fraction of the target's peak; the JSON reports are
 # kept in .cache/bench-light/<target>/<model>.json. Needs the conformance data
 # (bash scripts/setup-conformance.sh) and a release build.

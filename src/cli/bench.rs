@@ -1,6 +1,7 @@
-//! `swflow bench`: compile a model, build it with its Makefile, run it on the timed emulator
-//! and report where the modelled time goes, kernel by kernel, beside the scheduler's own
-//! DMA estimate.
+//! `swflow bench`: compile a model, run it on the timed emulator and report where the modelled
+//! time goes, kernel by kernel, beside the scheduler's own DMA estimate. The JIT runs the
+//! scheduled kernels in-process (the default); `--engine c` builds the generated C with its
+//! Makefile and runs that. Both report the same counters and modelled time.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,6 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
+use swflow_frontend::ir::Graph;
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::target::Target;
 
@@ -23,7 +25,12 @@ pub struct Args {
     /// Target: sw26010, sw26010pro, or a target description file (.toml).
     #[arg(long, default_value = "sw26010")]
     pub target: String,
-    /// Keep the compiled folder here (default: a temporary folder, removed afterwards).
+    /// How to run: `jit` compiles the scheduled kernels in-process with Cranelift; `c`
+    /// generates the C folder, builds it with `make` and runs the program.
+    #[arg(long, default_value = "jit", value_parser = ["jit", "c"])]
+    pub engine: String,
+    /// With `--engine c`: keep the compiled folder here (default: a temporary folder, removed
+    /// afterwards).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Print a machine-readable JSON report instead of the table.
@@ -38,7 +45,7 @@ pub struct Args {
     /// Seed of the pseudo-random inputs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Parallel jobs of `make` (default: the machine's cores).
+    /// With `--engine c`: parallel jobs of `make` (default: the machine's cores).
     #[arg(short, long)]
     pub jobs: Option<usize>,
 }
@@ -62,10 +69,20 @@ pub struct KernelRow {
 struct Report {
     model: String,
     target: String,
+    engine: String,
     peak_gflops: f64,
     total_modelled_seconds: f64,
     total: Value,
     kernels: Vec<KernelRow>,
+    /// Compiling the kernels (JIT) or building the folder with `make` (C).
+    build_seconds: f64,
+    run_seconds: f64,
+}
+
+/// What one engine's run gave: the emulator's statistics (as `SWFLOW_STATS` writes them) and
+/// the wall times.
+struct Measured {
+    stats: Value,
     build_seconds: f64,
     run_seconds: f64,
 }
@@ -82,6 +99,71 @@ impl Drop for TempDir {
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
     let (_, g) = args.model.load()?;
+    if args.engine == "jit" && (args.output.is_some() || args.jobs.is_some()) {
+        bail!("--output and --jobs apply to --engine c");
+    }
+    let p = swflow_scheduler::pipeline::compile(&g, &target)?;
+    let Measured {
+        stats,
+        build_seconds,
+        run_seconds,
+    } = match args.engine.as_str() {
+        "c" => run_c(&args, &p, &target)?,
+        _ => run_jit(&args, &g, &p, &target)?,
+    };
+    let functions = swflow_codegen::kernel_function_names(&p);
+    let by_name: std::collections::HashMap<&str, &serde_json::Map<String, Value>> = stats["kernels"]
+        .as_array()
+        .context("the statistics list no kernels")?
+        .iter()
+        .filter_map(|k| Some((k["kernel"].as_str()?, k.as_object()?)))
+        .collect();
+    let mut kernels = Vec::new();
+    for (k, func) in p.kernels.iter().zip(&functions) {
+        let Some(s) = by_name.get(func.as_str()) else {
+            bail!("the emulator did not report kernel {func}")
+        };
+        let traffic = kernel_stats(&p, k, k.schedule.as_ref().context("unscheduled kernel")?, &target).traffic;
+        let mut stats = (*s).clone();
+        stats.remove("kernel");
+        kernels.push(KernelRow {
+            kernel: func.clone(),
+            op: k.op.clone(),
+            node: k.origin.clone(),
+            scheduler_dma_estimate_seconds: target
+                .dma
+                .estimate_seconds(traffic.gets + traffic.puts, traffic.get_bytes + traffic.put_bytes),
+            stats,
+        });
+    }
+    let report = Report {
+        model: g.name.clone(),
+        target: target.name.clone(),
+        engine: args.engine.clone(),
+        peak_gflops: target.peak_flops() / 1e9,
+        total_modelled_seconds: stats["total_modelled_seconds"]
+            .as_f64()
+            .context("the statistics have no modelled time")?,
+        total: stats["total"].clone(),
+        kernels,
+        build_seconds,
+        run_seconds,
+    };
+    if let Some(svg) = &args.roofline {
+        let points: Vec<roofline::Point> = report.kernels.iter().filter_map(roofline::Point::from_row).collect();
+        let text = roofline::draw(&format!("{} on {}", report.model, report.target), &target, &points);
+        std::fs::write(svg, text).with_context(|| format!("writing {}", svg.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+/// Generates the C folder, builds it and runs it with `SWFLOW_STATS`.
+fn run_c(args: &Args, p: &swflow_scheduler::loops::Program, target: &Target) -> Result<Measured> {
     let lib = emulator_lib(None)?;
     let (dir, _cleanup) = match &args.output {
         Some(d) => (d.clone(), None),
@@ -90,8 +172,7 @@ pub fn run(args: Args) -> Result<()> {
             (d.clone(), Some(TempDir(d)))
         }
     };
-    let p = swflow_scheduler::pipeline::compile(&g, &target)?;
-    let out = swflow_codegen::generate(&p, &target, makefile_path(&lib)?)?;
+    let out = swflow_codegen::generate(p, target, makefile_path(&lib)?)?;
     if dir.exists() && args.output.is_none() {
         std::fs::remove_dir_all(&dir)?;
     }
@@ -122,57 +203,36 @@ pub fn run(args: Args) -> Result<()> {
     let start = Instant::now();
     checked(&mut run, "the built model")?;
     let run_seconds = start.elapsed().as_secs_f64();
-    let stats: Value = serde_json::from_str(
+    let stats = serde_json::from_str(
         &std::fs::read_to_string(&stats_file).with_context(|| format!("reading {}", stats_file.display()))?,
     )
     .context("the emulator's statistics")?;
-    let by_name: std::collections::HashMap<&str, &serde_json::Map<String, Value>> = stats["kernels"]
-        .as_array()
-        .context("the statistics list no kernels")?
-        .iter()
-        .filter_map(|k| Some((k["kernel"].as_str()?, k.as_object()?)))
-        .collect();
-    let mut kernels = Vec::new();
-    for (k, func) in p.kernels.iter().zip(&out.kernel_functions) {
-        let Some(s) = by_name.get(func.as_str()) else {
-            bail!("the emulator did not report kernel {func}")
-        };
-        let traffic = kernel_stats(&p, k, k.schedule.as_ref().context("unscheduled kernel")?, &target).traffic;
-        let mut stats = (*s).clone();
-        stats.remove("kernel");
-        kernels.push(KernelRow {
-            kernel: func.clone(),
-            op: k.op.clone(),
-            node: k.origin.clone(),
-            scheduler_dma_estimate_seconds: target
-                .dma
-                .estimate_seconds(traffic.gets + traffic.puts, traffic.get_bytes + traffic.put_bytes),
-            stats,
-        });
-    }
-    let report = Report {
-        model: g.name.clone(),
-        target: target.name.clone(),
-        peak_gflops: target.peak_flops() / 1e9,
-        total_modelled_seconds: stats["total_modelled_seconds"]
-            .as_f64()
-            .context("the statistics have no modelled time")?,
-        total: stats["total"].clone(),
-        kernels,
+    Ok(Measured {
+        stats,
         build_seconds,
         run_seconds,
-    };
-    if let Some(svg) = &args.roofline {
-        let points: Vec<roofline::Point> = report.kernels.iter().filter_map(roofline::Point::from_row).collect();
-        let text = roofline::draw(&format!("{} on {}", report.model, report.target), &target, &points);
-        std::fs::write(svg, text).with_context(|| format!("writing {}", svg.display()))?;
-    }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_table(&report);
-    }
-    Ok(())
+    })
+}
+
+/// Compiles the kernels with the JIT and runs them on inputs made as the built program makes
+/// them (`--seed`).
+fn run_jit(args: &Args, g: &Graph, p: &swflow_scheduler::loops::Program, target: &Target) -> Result<Measured> {
+    let inputs: Vec<_> = g
+        .inputs()
+        .enumerate()
+        .map(|(i, id)| swflow_frontend::random::random_tensor(&g.node(id).ty, args.seed, i))
+        .collect();
+    let start = Instant::now();
+    let program = swflow_codegen::jit::compile(p, target)?;
+    let build_seconds = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let run = program.run_traced(p, target, &inputs, args.trace.as_deref())?;
+    let run_seconds = start.elapsed().as_secs_f64();
+    Ok(Measured {
+        stats: serde_json::to_value(&run.report)?,
+        build_seconds,
+        run_seconds,
+    })
 }
 
 /// Runs `cmd`; a failure is an error carrying its output.
@@ -199,9 +259,10 @@ fn print_table(r: &Report) {
     let width = rows.iter().map(|k| k.kernel.len()).max().unwrap_or(6).max(6);
     let opw = rows.iter().map(|k| k.op.len()).max().unwrap_or(2).max(2);
     println!(
-        "{} on {}: modelled {:.6} s, {:.3} GFLOPS of {:.1} peak; built in {:.1} s, ran in {:.1} s",
+        "{} on {} ({}): modelled {:.6} s, {:.3} GFLOPS of {:.1} peak; built in {:.1} s, ran in {:.1} s",
         r.model,
         r.target,
+        r.engine,
         r.total_modelled_seconds,
         num(r.total.as_object().unwrap_or(&Default::default()), "gflops"),
         r.peak_gflops,

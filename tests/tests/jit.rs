@@ -67,28 +67,38 @@ fn lenet_matches_the_interpreter_on_both_targets() {
     }
 }
 
-#[test]
-fn lenet_counters_and_cycles_equal_the_c_path() {
-    let g = lenet();
+/// Runs `g` through the C path and the JIT on both targets, on the inputs the C program makes
+/// itself (seed 0): every kernel's counters and modelled time must be equal.
+fn counters_and_cycles_equal(g: &Graph, name: &str) {
     for target in [Target::sw26010(), Target::sw26010pro()] {
-        let c = c_report(&g, &target, &format!("lenet-{}", target.name));
-        // The C program fills inputs it is not given with seed 0.
+        let c = c_report(g, &target, &format!("{name}-{}", target.name));
         let inputs: Vec<Tensor> = g
             .inputs()
             .enumerate()
             .map(|(i, id)| random_tensor(&g.node(id).ty, 0, i))
             .collect();
-        let p = scheduled(&g, &target);
+        let p = scheduled(g, &target);
         let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
         let j = serde_json::to_value(&run.report).unwrap();
         assert_eq!(
             j["kernels"], c["kernels"],
-            "{}: per-kernel counters and time",
+            "{name} on {}: per-kernel counters and time",
             target.name
         );
-        assert_eq!(j["total"], c["total"], "{}", target.name);
+        assert_eq!(j["total"], c["total"], "{name} on {}", target.name);
         assert!(j["total_modelled_seconds"].as_f64().unwrap() > 0.0);
     }
+}
+
+#[test]
+fn lenet_counters_and_cycles_equal_the_c_path() {
+    counters_and_cycles_equal(&lenet(), "lenet");
+}
+
+#[test]
+fn light_resnet50_counters_and_cycles_equal_the_c_path() {
+    let case = swflow_tests::OnnxCase::new(swflow_tests::conformance_dir().unwrap().join("light/resnet50"));
+    counters_and_cycles_equal(&case.import().unwrap(), "light_resnet50");
 }
 
 /// Runs lenet on sw26010 through the JIT with `edit` applied to kernel `kernel`'s CPE

@@ -261,3 +261,42 @@ fn bench_reports_every_kernel_and_draws_a_roofline() {
         "a disc per kernel and three in the legend"
     );
 }
+
+/// `swflow bench` runs the JIT by default and the built C with `--engine c`: both report the
+/// same kernels with the same counters and modelled time, and the JIT writes a trace too.
+#[test]
+fn bench_engines_report_the_same_kernels() {
+    let root = workspace_root();
+    let trace = scratch("timing", "bench-jit-trace.json");
+    std::fs::create_dir_all(trace.parent().unwrap()).unwrap();
+    let bench = |engine: &str, extra: &[&std::ffi::OsStr]| -> Value {
+        let out = Command::new(root.join("target/release/swflow"))
+            .args([
+                "bench",
+                "examples/lenet/model.onnx",
+                "--json",
+                "--target",
+                "sw26010pro",
+                "--engine",
+                engine,
+            ])
+            .args(extra)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let jit = bench("jit", &["--trace".as_ref(), trace.as_os_str()]);
+    let c = bench("c", &[]);
+    assert_eq!(jit["engine"], "jit");
+    assert_eq!(jit["kernels"], c["kernels"]);
+    assert_eq!(jit["total"], c["total"]);
+    assert_eq!(jit["total_modelled_seconds"], c["total_modelled_seconds"]);
+    let events: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(
+        events.as_array().is_some_and(|e| e.len() > 100),
+        "a trace of every launch"
+    );
+    std::fs::remove_file(trace).unwrap();
+}

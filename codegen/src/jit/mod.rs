@@ -14,6 +14,8 @@ mod runtime;
 
 use std::alloc::Layout as AllocLayout;
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
 use cranelift_codegen::settings::{self, Configurable};
@@ -22,6 +24,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use swflow_emulator::report::Report;
+use swflow_emulator::trace::TraceWriter;
 use swflow_emulator::{KernelFn, KernelStats, Machine, Violation};
 use swflow_frontend::ir::{DType, Data, Tensor};
 use swflow_scheduler::loops::{verify_program, LoopVerifyError, Program, TensorId, TensorKind};
@@ -55,6 +58,8 @@ pub enum JitError {
     /// The machine stopped a kernel (its message names the kernel and CPE).
     #[error("{0}")]
     Run(Violation),
+    #[error("writing the trace {path}: {source}")]
+    Trace { path: String, source: std::io::Error },
 }
 
 /// A kernel compiled to native code.
@@ -252,6 +257,17 @@ impl JitProgram {
     /// Runs the program on a new machine of `target`: `p` and `target` must be those it was
     /// compiled from.
     pub fn run(&self, p: &Program, target: &Target, inputs: &[Tensor]) -> Result<JitRun, JitError> {
+        self.run_traced(p, target, inputs, None)
+    }
+
+    /// [`JitProgram::run`], writing a Chrome trace of the modelled run to `trace` when given.
+    pub fn run_traced(
+        &self,
+        p: &Program,
+        target: &Target,
+        inputs: &[Tensor],
+        trace: Option<&Path>,
+    ) -> Result<JitRun, JitError> {
         if inputs.len() != p.inputs.len() {
             return Err(JitError::Inputs {
                 expected: p.inputs.len(),
@@ -284,6 +300,29 @@ impl JitProgram {
         let spec = target.machine_spec();
         let machine = Machine::new(target.cpes, target.ldm_budget(), Some(spec.clone()));
         machine.add_region(arena.ptr as usize, arena.layout.size(), "arena");
+        let trace_error = |path: &Path, source| JitError::Trace {
+            path: path.display().to_string(),
+            source,
+        };
+        let tracer = match trace {
+            Some(path) => {
+                let w = TraceWriter::create(&path.to_string_lossy(), target.cpes, spec.clock_hz)
+                    .map_err(|e| trace_error(path, e))?;
+                let shared = Arc::new(Mutex::new((w, None::<std::io::Error>)));
+                let sink = shared.clone();
+                machine.trace_to(Box::new(move |kernel, start, time, spans| {
+                    let mut guard = sink.lock().expect("trace");
+                    let (w, failed) = &mut *guard;
+                    if failed.is_none() {
+                        if let Err(e) = w.launch(kernel, start, time, spans) {
+                            *failed = Some(e);
+                        }
+                    }
+                }));
+                Some((path, shared))
+            }
+            None => None,
+        };
         for k in &self.kernels {
             let mut para: Vec<u64> = k
                 .fields
@@ -305,6 +344,14 @@ impl JitProgram {
                 Tensor::new(ty.shape.clone(), data).expect("the arena holds the whole tensor")
             })
             .collect();
+        if let Some((path, shared)) = tracer {
+            let mut guard = shared.lock().expect("trace");
+            let (w, failed) = &mut *guard;
+            if let Some(e) = failed.take() {
+                return Err(trace_error(path, e));
+            }
+            w.finish().map_err(|e| trace_error(path, e))?;
+        }
         let stats = machine.stats();
         Ok(JitRun {
             outputs,
