@@ -78,6 +78,24 @@ pub fn read_tensors(dir: &Path, prefix: &str) -> Result<Vec<(String, Tensor)>> {
     }
 }
 
+/// The example model `examples/lenet/model.onnx`, imported.
+pub fn lenet() -> Graph {
+    import_file(
+        &workspace_root().join("examples/lenet/model.onnx"),
+        &ImportOptions::default(),
+    )
+    .expect("the example model imports")
+}
+
+/// Pseudo-random values for every input of `g` from `seed`, as built programs and `swflow run`
+/// make the inputs they are not given.
+pub fn seeded_inputs(g: &Graph, seed: u64) -> Vec<Tensor> {
+    g.inputs()
+        .enumerate()
+        .map(|(i, id)| swflow_frontend::random::random_tensor(&g.node(id).ty, seed, i))
+        .collect()
+}
+
 /// Runs `check` on every test of `tests/conformance/manifest.txt`; returns the number that
 /// passed and a line per failure.
 pub fn run_manifest(check: impl Fn(&OnnxCase) -> Result<()>) -> Result<(usize, Vec<String>)> {

@@ -15,21 +15,10 @@ use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{compile, make, run_model, scratch};
 use swflow_tests::model::{f32_tensor, ModelBuilder, FLOAT};
-use swflow_tests::{conformance_dir, workspace_root};
-
-fn lenet() -> Graph {
-    import_file(
-        &workspace_root().join("examples/lenet/model.onnx"),
-        &ImportOptions::default(),
-    )
-    .unwrap()
-}
+use swflow_tests::{conformance_dir, lenet, seeded_inputs};
 
 fn inputs_of(g: &Graph) -> Vec<Tensor> {
-    g.inputs()
-        .enumerate()
-        .map(|(i, id)| random_tensor(&g.node(id).ty, 7, i))
-        .collect()
+    seeded_inputs(g, 7)
 }
 
 /// Builds `g` in `dir`, runs it and compares every output with the graph interpreter.

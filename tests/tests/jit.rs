@@ -9,27 +9,14 @@ use swflow_codegen::cpe::{Func, Int, Stmt};
 use swflow_codegen::jit::{self, JitError};
 use swflow_frontend::interp;
 use swflow_frontend::ir::{Graph, Tensor};
-use swflow_frontend::onnx::{import_file, ImportOptions};
-use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{compile, make, scratch};
-use swflow_tests::workspace_root;
-
-fn lenet() -> Graph {
-    import_file(
-        &workspace_root().join("examples/lenet/model.onnx"),
-        &ImportOptions::default(),
-    )
-    .unwrap()
-}
+use swflow_tests::{lenet, seeded_inputs};
 
 fn inputs_of(g: &Graph) -> Vec<Tensor> {
-    g.inputs()
-        .enumerate()
-        .map(|(i, id)| random_tensor(&g.node(id).ty, 7, i))
-        .collect()
+    seeded_inputs(g, 7)
 }
 
 fn scheduled(g: &Graph, target: &Target) -> Program {
@@ -72,11 +59,7 @@ fn lenet_matches_the_interpreter_on_both_targets() {
 fn counters_and_cycles_equal(g: &Graph, name: &str) {
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let c = c_report(g, &target, &format!("{name}-{}", target.name));
-        let inputs: Vec<Tensor> = g
-            .inputs()
-            .enumerate()
-            .map(|(i, id)| random_tensor(&g.node(id).ty, 0, i))
-            .collect();
+        let inputs = seeded_inputs(g, 0);
         let p = scheduled(g, &target);
         let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
         let j = serde_json::to_value(&run.report).unwrap();

@@ -339,17 +339,7 @@ impl<'f> Lower<'f, '_> {
 
     fn dma(&mut self, d: &BoxDma) {
         let buf = self.f.buf(d.buf);
-        let ldm = match &d.half {
-            Half::Single => self
-                .b
-                .ins()
-                .iadd_imm_s(self.ldm, self.layout.bufs[d.buf.0 as usize] as i64),
-            Half::Current => self.b.use_var(self.current[&d.buf]),
-            Half::At(h) => {
-                let h = self.int(h);
-                self.half_base(d.buf, h)
-            }
-        };
+        let ldm = self.buffer_base(d.buf, &d.half);
         let rank = self.f.array(d.shape).len() as i64;
         // The helper reads the row from memory: spill it into the array's slot.
         let array = |l: &mut Self, a: Array, row: &Option<Int>| {
@@ -377,6 +367,21 @@ impl<'f> Lower<'f, '_> {
         let before = self.b.use_var(var);
         let after = self.b.ins().iadd(before, issued);
         self.b.def_var(var, after);
+    }
+
+    /// The address of buffer `buf`, or of the half of it that `half` names.
+    fn buffer_base(&mut self, buf: Buf, half: &Half) -> Val {
+        match half {
+            Half::Single => self
+                .b
+                .ins()
+                .iadd_imm_s(self.ldm, self.layout.bufs[buf.0 as usize] as i64),
+            Half::Current => self.b.use_var(self.current[&buf]),
+            Half::At(h) => {
+                let h = self.int(h);
+                self.half_base(buf, h)
+            }
+        }
     }
 
     /// The address of half `h` of buffer `buf`.
@@ -532,17 +537,7 @@ impl Lower<'_, '_> {
                 let i = self.int(index);
                 let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, i, elements);
                 self.fail_if(outside, &message);
-                let base = match half {
-                    Half::Single => self
-                        .b
-                        .ins()
-                        .iadd_imm_s(self.ldm, self.layout.bufs[buf.0 as usize] as i64),
-                    Half::Current => self.b.use_var(self.current[buf]),
-                    Half::At(h) => {
-                        let h = self.int(h);
-                        self.half_base(*buf, h)
-                    }
-                };
+                let base = self.buffer_base(*buf, half);
                 let off = self.b.ins().imul_imm_s(i, size);
                 self.b.ins().iadd(base, off)
             }
@@ -1008,17 +1003,7 @@ impl<'f> Lower<'f, '_> {
         let above = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, hi, elements);
         let outside = self.b.ins().bor(below, above);
         self.fail_if(outside, &message);
-        let base = match half {
-            Half::Single => self
-                .b
-                .ins()
-                .iadd_imm_s(self.ldm, self.layout.bufs[buf.0 as usize] as i64),
-            Half::Current => self.b.use_var(self.current[buf]),
-            Half::At(h) => {
-                let h = self.int(h);
-                self.half_base(*buf, h)
-            }
-        };
+        let base = self.buffer_base(*buf, half);
         let off = self.b.ins().imul_imm_s(first, size);
         let start = self.b.ins().iadd(base, off);
         let addr: Vec<Variable> = vars.iter().map(|_| self.b.declare_var(I64)).collect();
