@@ -1,5 +1,7 @@
 //! swflow code generation: writes the host (MPE) and slave (CPE) C sources, headers, the
-//! parameter file and the Makefile of a scheduled model.
+//! parameter file and the Makefile of a scheduled model; or compiles its kernels in-process
+//! with Cranelift and runs them on the emulator ([`jit`]). Both start from each kernel's CPE
+//! program ([`cpe`]).
 //!
 //! The output folder:
 //! ```text
