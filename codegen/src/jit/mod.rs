@@ -126,6 +126,9 @@ pub fn compile_edited(
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
     set(&mut flags, "opt_level", "speed")?;
+    // Cranelift's own IR verifier checks what the lowering builds in debug builds; release
+    // builds skip it, for compile time.
+    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
     let isa = cranelift_native::builder()
         .map_err(|e| compile_error("(all)", format!("this host is not supported: {e}")))?
         .finish(settings::Flags::new(flags))
