@@ -128,7 +128,11 @@ pub fn compile_edited(
     set(&mut flags, "opt_level", "speed")?;
     // Cranelift's own IR verifier checks what the lowering builds in debug builds; release
     // builds skip it, for compile time.
-    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) { "true" } else { "false" },
+    )?;
     let isa = cranelift_native::builder()
         .map_err(|e| compile_error("(all)", format!("this host is not supported: {e}")))?
         .finish(settings::Flags::new(flags))
