@@ -105,6 +105,24 @@ pub fn make(dir: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Runs the built `dir/model` on the inputs it makes itself (seed 0) with `SWFLOW_STATS`, and
+/// returns the emulator's report.
+pub fn run_with_stats(dir: &Path) -> Result<serde_json::Value> {
+    let stats = dir.join("stats.json");
+    let out = Command::new(dir.join("model"))
+        .env("SWFLOW_STATS", &stats)
+        .output()
+        .context("running the built model")?;
+    if !out.status.success() {
+        bail!(
+            "model exited with {}:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(serde_json::from_str(&std::fs::read_to_string(&stats)?)?)
+}
+
 /// Runs the built `dir/model` on `inputs` (one per graph input, in order) and reads back one
 /// output per graph output.
 pub fn run_model(dir: &Path, g: &Graph, inputs: &[Tensor], extra: &[&str]) -> Result<Vec<Tensor>> {

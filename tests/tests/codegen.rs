@@ -13,7 +13,7 @@ use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::target::Target;
-use swflow_tests::cbuild::{compile, make, run_model, scratch};
+use swflow_tests::cbuild::{compile, make, run_model, run_with_stats, scratch};
 use swflow_tests::model::{f32_tensor, ModelBuilder, FLOAT};
 use swflow_tests::{conformance_dir, lenet, seeded_inputs};
 
@@ -196,13 +196,7 @@ fn emulator_dma_counts_equal_the_schedule() {
         let dir = scratch("counts", &target.name);
         compile(&g, &target, &dir).unwrap();
         make(&dir, &[]).unwrap();
-        let stats = dir.join("stats.json");
-        let out = Command::new(dir.join("model"))
-            .env("SWFLOW_STATS", &stats)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let report = run_with_stats(&dir).unwrap();
         let kernels = report["kernels"].as_array().unwrap();
         let sum = |key: &str| -> usize { kernels.iter().map(|k| k[key].as_u64().unwrap() as usize).sum() };
         let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();

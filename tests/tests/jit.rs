@@ -2,8 +2,6 @@
 //! modelled cycles, broken kernels caught with the kernel and CPE named, and mutated loop IR
 //! that is an error, never a crash.
 
-use std::process::Command;
-
 use serde_json::Value;
 use swflow_codegen::cpe::{Func, Int, Stmt};
 use swflow_codegen::jit::{self, JitError};
@@ -12,7 +10,7 @@ use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::target::Target;
-use swflow_tests::cbuild::{compile, make, scratch};
+use swflow_tests::cbuild::{compile, make, run_with_stats, scratch};
 use swflow_tests::{lenet, seeded_inputs};
 
 fn inputs_of(g: &Graph) -> Vec<Tensor> {
@@ -29,13 +27,7 @@ fn c_report(g: &Graph, target: &Target, name: &str) -> Value {
     let dir = scratch("jit", name);
     compile(g, target, &dir).unwrap();
     make(&dir, &[]).unwrap();
-    let stats = dir.join("stats.json");
-    let out = Command::new(dir.join("model"))
-        .env("SWFLOW_STATS", &stats)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let report = run_with_stats(&dir).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     report
 }
@@ -82,6 +74,21 @@ fn lenet_counters_and_cycles_equal_the_c_path() {
 fn light_resnet50_counters_and_cycles_equal_the_c_path() {
     let case = swflow_tests::OnnxCase::new(swflow_tests::conformance_dir().unwrap().join("light/resnet50"));
     counters_and_cycles_equal(&case.import().unwrap(), "light_resnet50");
+}
+
+/// Applies `edit` to a CPE program's statement list and to every list nested in it.
+fn each_body(body: &mut Vec<Stmt>, edit: &mut dyn FnMut(&mut Vec<Stmt>)) {
+    edit(body);
+    for s in body {
+        match s {
+            Stmt::For { body, .. } => each_body(body, edit),
+            Stmt::If { then, otherwise, .. } => {
+                each_body(then, edit);
+                each_body(otherwise, edit);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Runs lenet on sw26010 through the JIT with `edit` applied to kernel `kernel`'s CPE
@@ -139,20 +146,9 @@ fn two_cpes_writing_one_range_is_caught() {
 #[test]
 fn a_transfer_never_waited_for_is_caught() {
     let err = broken("k_r1", |f| {
-        fn drop_waits(body: &mut Vec<Stmt>) {
-            body.retain(|s| !matches!(s, Stmt::Wait { reply: 1, .. }));
-            for s in body {
-                match s {
-                    Stmt::For { body, .. } => drop_waits(body),
-                    Stmt::If { then, otherwise, .. } => {
-                        drop_waits(then);
-                        drop_waits(otherwise);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        drop_waits(&mut f.body);
+        each_body(&mut f.body, &mut |body| {
+            body.retain(|s| !matches!(s, Stmt::Wait { reply: 1, .. }))
+        })
     })
     .to_string();
     assert!(err.starts_with("kernel 'k_r1' on CPE "), "{err}");
@@ -163,23 +159,17 @@ fn a_transfer_never_waited_for_is_caught() {
 fn an_ldm_access_outside_its_buffer_is_caught() {
     // The compute loop indexes one element past the tile: the DMA is fine, the access is not.
     let err = broken("k_r1", |f| {
-        fn shift(body: &mut [Stmt]) {
+        each_body(&mut f.body, &mut |body| {
             for s in body {
-                match s {
-                    Stmt::Store {
-                        place: swflow_codegen::cpe::Place::Ldm { index, .. },
-                        ..
-                    } => *index = index.clone() + Int::Const(1 << 20),
-                    Stmt::For { body, .. } => shift(body),
-                    Stmt::If { then, otherwise, .. } => {
-                        shift(then);
-                        shift(otherwise);
-                    }
-                    _ => {}
+                if let Stmt::Store {
+                    place: swflow_codegen::cpe::Place::Ldm { index, .. },
+                    ..
+                } = s
+                {
+                    *index = index.clone() + Int::Const(1 << 20);
                 }
             }
-        }
-        shift(&mut f.body);
+        })
     })
     .to_string();
     assert!(err.starts_with("kernel 'k_r1' on CPE "), "{err}");

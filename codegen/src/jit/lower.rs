@@ -240,10 +240,6 @@ impl<'f> Lower<'f, '_> {
                 let x = self.int(e);
                 self.set_elem(*a, index, x);
             }
-            Stmt::For { .. } if self.point_nest(s).is_some() => {
-                let (levels, body) = self.point_nest(s).expect("checked");
-                self.nest(&levels, body);
-            }
             Stmt::For {
                 var,
                 from,
@@ -251,6 +247,10 @@ impl<'f> Lower<'f, '_> {
                 step,
                 body,
             } => {
+                if let Some((levels, body)) = self.point_nest(s) {
+                    self.nest(&levels, body);
+                    return;
+                }
                 let var = self.vars[var.0 as usize];
                 let x = self.int(from);
                 self.b.def_var(var, x);
@@ -752,21 +752,7 @@ impl Lower<'_, '_> {
                 BinaryOp::Div => self.b.ins().fdiv(a, b),
                 BinaryOp::Rem => self.libm("fmod", d, &[a, b]),
                 BinaryOp::Pow => self.libm("pow", d, &[a, b]),
-                BinaryOp::Max | BinaryOp::Min => {
-                    // NaN propagates: a if a is NaN, else b if b is NaN, else the larger
-                    // (smaller) with ties to a.
-                    let cc = if op == BinaryOp::Max {
-                        FloatCC::GreaterThan
-                    } else {
-                        FloatCC::LessThan
-                    };
-                    let pick = self.b.ins().fcmp(cc, b, a);
-                    let r = self.b.ins().select(pick, b, a);
-                    let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
-                    let r = self.b.ins().select(b_nan, b, r);
-                    let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
-                    self.b.ins().select(a_nan, a, r)
-                }
+                BinaryOp::Max | BinaryOp::Min => self.extreme(op, a, b, |l, c, x, y| l.b.ins().select(c, x, y)),
                 BinaryOp::Less => self.b.ins().fcmp(FloatCC::LessThan, a, b),
                 BinaryOp::Greater => self.b.ins().fcmp(FloatCC::GreaterThan, a, b),
                 BinaryOp::Equal => self.b.ins().fcmp(FloatCC::Equal, a, b),
@@ -1319,18 +1305,24 @@ impl<'f> Lower<'f, '_> {
         self.b.ins().bitselect(mask, x, y)
     }
 
-    /// The scalar max or min of [`Lower::binary`], lane by lane.
+    /// The max or min of [`Lower::binary`], lane by lane.
     fn vector_extreme(&mut self, op: BinaryOp, a: Val, b: Val) -> Val {
+        self.extreme(op, a, b, |l, mask, x, y| l.vector_pick(mask, x, y))
+    }
+
+    /// Float max or min of scalars or vectors, `pick(cond, x, y)` choosing between them: NaN
+    /// propagates (a if a is NaN, else b if b is NaN), else the larger (smaller), ties to a.
+    fn extreme(&mut self, op: BinaryOp, a: Val, b: Val, pick: fn(&mut Self, Val, Val, Val) -> Val) -> Val {
         let cc = if op == BinaryOp::Max {
             FloatCC::GreaterThan
         } else {
             FloatCC::LessThan
         };
-        let pick = self.b.ins().fcmp(cc, b, a);
-        let r = self.vector_pick(pick, b, a);
+        let wins = self.b.ins().fcmp(cc, b, a);
+        let r = pick(self, wins, b, a);
         let b_nan = self.b.ins().fcmp(FloatCC::Unordered, b, b);
-        let r = self.vector_pick(b_nan, b, r);
+        let r = pick(self, b_nan, b, r);
         let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
-        self.vector_pick(a_nan, a, r)
+        pick(self, a_nan, a, r)
     }
 }
