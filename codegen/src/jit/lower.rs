@@ -18,6 +18,8 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::Scalar;
 
+mod block;
+
 use super::runtime::{Callee, Pool};
 use crate::cpe::{Array, BoxDma, Buf, Cond, Func, Half, Int, Place, Stmt, Value, Var};
 
@@ -78,6 +80,7 @@ pub fn lower(
         arg,
         stop,
         strided: HashMap::new(),
+        consts: block::constant_vars(f),
     };
     l.function();
 }
@@ -105,6 +108,8 @@ struct Lower<'a, 'b> {
     stop: Block,
     /// LDM places of the point nest being lowered whose address a variable holds.
     strided: HashMap<*const Place, Variable>,
+    /// The variables the program only ever sets to one constant.
+    consts: HashMap<Var, i64>,
 }
 
 const I64: Type = types::I64;
@@ -949,7 +954,19 @@ impl<'f> Lower<'f, '_> {
             }
         }
         let vector = vectorizable(body, &strided, vars.len() - 1);
-        self.level(0, &vars, &from, &to, body, &strided, vector);
+        let bounds: Vec<(&Int, &Int)> = levels.iter().map(|&(_, f, t)| (f, t)).collect();
+        match self.block_plan(&bounds, body, &strided) {
+            Some(plan) => {
+                self.blocked(&plan, &from, &to, &strided, &mut |l| {
+                    l.level(0, &vars, &from, &to, body, &strided, vector)
+                });
+                // Each loop variable ends where the plain nest leaves it.
+                for (v, t) in vars.iter().zip(&to) {
+                    self.b.def_var(self.vars[v.0 as usize], *t);
+                }
+            }
+            None => self.level(0, &vars, &from, &to, body, &strided, vector),
+        }
         self.b.ins().jump(exit, &[]);
         self.b.switch_to_block(exit);
     }
@@ -994,13 +1011,7 @@ impl<'f> Lower<'f, '_> {
         let start = self.b.ins().iadd(base, off);
         let addr: Vec<Variable> = vars.iter().map(|_| self.b.declare_var(I64)).collect();
         self.b.def_var(addr[0], start);
-        let slopes = slopes
-            .iter()
-            .map(|d| match d {
-                Int::Const(c) => Some(*c),
-                _ => None,
-            })
-            .collect();
+        let slopes = slopes.iter().map(konst).collect();
         Some(Strided {
             place: p as *const Place,
             addr,
@@ -1118,6 +1129,17 @@ fn derivative(e: &Int, v: Var) -> Option<Int> {
     })
 }
 
+/// The value of `e` when it is made of constants only.
+fn konst(e: &Int) -> Option<i64> {
+    match e {
+        Int::Const(c) => Some(*c),
+        Int::Add(a, b) => konst(a)?.checked_add(konst(b)?),
+        Int::Sub(a, b) => konst(a)?.checked_sub(konst(b)?),
+        Int::Mul(a, b) => konst(a)?.checked_mul(konst(b)?),
+        _ => None,
+    }
+}
+
 /// The LDM places `v` loads from (not those inside gathered positions).
 fn ldm_places<'a>(v: &'a Value, out: &mut Vec<&'a Place>) {
     match v {
@@ -1157,25 +1179,8 @@ fn vectorizable(body: &[Stmt], strided: &[Strided], along: usize) -> bool {
             .find(|s| std::ptr::eq(s.place, p) && s.f32)
             .and_then(|s| s.slopes[along])
     };
-    fn value_ok(v: &Value, slope: &dyn Fn(&Place) -> Option<i64>) -> bool {
-        match v {
-            Value::Load(p) => slope(p).is_some(),
-            Value::Const(c) => matches!(c, Scalar::F32(_)),
-            Value::Unary(op, DType::F32, a) => {
-                matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Sqrt) && value_ok(a, slope)
-            }
-            Value::Binary(op, DType::F32, a, b) => {
-                matches!(
-                    op,
-                    BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min
-                ) && value_ok(a, slope)
-                    && value_ok(b, slope)
-            }
-            _ => false,
-        }
-    }
     match body {
-        [Stmt::Store { place, value }] => slope(place) == Some(1) && value_ok(value, &slope),
+        [Stmt::Store { place, value }] => slope(place) == Some(1) && lane_wise(value, &slope),
         [Stmt::Fold {
             kind,
             dtype: DType::F32,
@@ -1184,7 +1189,28 @@ fn vectorizable(body: &[Stmt], strided: &[Strided], along: usize) -> bool {
         }] => {
             matches!(kind, ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min)
                 && slope(place) == Some(1)
-                && value_ok(value, &slope)
+                && lane_wise(value, &slope)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `v` is made of f32 loads that move by a constant step along the vector loop
+/// (`slope` gives it), f32 constants, and operations that act lane by lane exactly as on
+/// scalars.
+fn lane_wise(v: &Value, slope: &dyn Fn(&Place) -> Option<i64>) -> bool {
+    match v {
+        Value::Load(p) => slope(p).is_some(),
+        Value::Const(c) => matches!(c, Scalar::F32(_)),
+        Value::Unary(op, DType::F32, a) => {
+            matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Sqrt) && lane_wise(a, slope)
+        }
+        Value::Binary(op, DType::F32, a, b) => {
+            matches!(
+                op,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min
+            ) && lane_wise(a, slope)
+                && lane_wise(b, slope)
         }
         _ => false,
     }
@@ -1245,38 +1271,54 @@ impl<'f> Lower<'f, '_> {
 
     /// Four lanes of `v`: lane `j` is `v` at the `j`-th next point of the innermost loop.
     fn vector_value(&mut self, v: &Value, addrs: &HashMap<*const Place, (Variable, i64)>) -> Val {
-        match v {
-            Value::Load(p) => {
-                let (var, step) = addrs[&(p as *const Place)];
-                let at = self.b.use_var(var);
-                match step {
-                    4 => self.b.ins().load(types::F32X4, vector_flags(), at, 0),
-                    0 => {
-                        let x = self.b.ins().load(types::F32, vector_flags(), at, 0);
-                        self.b.ins().splat(types::F32X4, x)
-                    }
-                    step => {
-                        let x = self.b.ins().load(types::F32, vector_flags(), at, 0);
-                        let mut vec = self.b.ins().splat(types::F32X4, x);
-                        for lane in 1..LANES {
-                            let x = self.b.ins().load(types::F32, vector_flags(), at, (step * lane) as i32);
-                            vec = self.b.ins().insertlane(vec, x, lane as u8);
-                        }
-                        vec
-                    }
-                }
-            }
-            Value::Const(Scalar::F32(c)) => {
-                let x = self.b.ins().f32const(*c);
+        self.lane_value(v, true, &mut |l, p| {
+            let (var, step) = addrs[&(p as *const Place)];
+            let at = l.b.use_var(var);
+            l.lanes_load(at, 0, step)
+        })
+    }
+
+    /// Four f32 lanes from `at + offset`, the next `step` bytes further each.
+    fn lanes_load(&mut self, at: Val, offset: i64, step: i64) -> Val {
+        match step {
+            4 => self.b.ins().load(types::F32X4, vector_flags(), at, offset as i32),
+            0 => {
+                let x = self.b.ins().load(types::F32, vector_flags(), at, offset as i32);
                 self.b.ins().splat(types::F32X4, x)
             }
+            step => {
+                let x = self.b.ins().load(types::F32, vector_flags(), at, offset as i32);
+                let mut vec = self.b.ins().splat(types::F32X4, x);
+                for lane in 1..LANES {
+                    let at_lane = (offset + step * lane) as i32;
+                    let x = self.b.ins().load(types::F32, vector_flags(), at, at_lane);
+                    vec = self.b.ins().insertlane(vec, x, lane as u8);
+                }
+                vec
+            }
+        }
+    }
+
+    /// `v` of a vectorizable body (see [`vectorizable`]), on four lanes or on one f32
+    /// scalar; `load` gives each loaded place's value in that form.
+    fn lane_value(&mut self, v: &Value, vector: bool, load: &mut dyn FnMut(&mut Self, &Place) -> Val) -> Val {
+        match v {
+            Value::Load(p) => load(self, p),
+            Value::Const(Scalar::F32(c)) => {
+                let x = self.b.ins().f32const(*c);
+                match vector {
+                    true => self.b.ins().splat(types::F32X4, x),
+                    false => x,
+                }
+            }
             Value::Unary(op, _, a) => {
-                let a = self.vector_value(a, addrs);
-                match op {
-                    UnaryOp::Neg => self.b.ins().fneg(a),
-                    UnaryOp::Abs => self.b.ins().fabs(a),
-                    UnaryOp::Sqrt => self.b.ins().sqrt(a),
-                    _ => {
+                let a = self.lane_value(a, vector, load);
+                match (vector, op) {
+                    (false, op) => self.unary(*op, DType::F32, a),
+                    (true, UnaryOp::Neg) => self.b.ins().fneg(a),
+                    (true, UnaryOp::Abs) => self.b.ins().fabs(a),
+                    (true, UnaryOp::Sqrt) => self.b.ins().sqrt(a),
+                    (true, _) => {
                         // Relu: a < 0 ? 0 : a.
                         let zero = self.b.ins().f32const(0.0);
                         let zero = self.b.ins().splat(types::F32X4, zero);
@@ -1286,13 +1328,15 @@ impl<'f> Lower<'f, '_> {
                 }
             }
             Value::Binary(op, _, a, b) => {
-                let (a, b) = (self.vector_value(a, addrs), self.vector_value(b, addrs));
-                match op {
-                    BinaryOp::Add => self.b.ins().fadd(a, b),
-                    BinaryOp::Sub => self.b.ins().fsub(a, b),
-                    BinaryOp::Mul => self.b.ins().fmul(a, b),
-                    BinaryOp::Div => self.b.ins().fdiv(a, b),
-                    op => self.vector_extreme(*op, a, b),
+                let a = self.lane_value(a, vector, load);
+                let b = self.lane_value(b, vector, load);
+                match (vector, op) {
+                    (false, op) => self.binary(*op, DType::F32, a, b),
+                    (true, BinaryOp::Add) => self.b.ins().fadd(a, b),
+                    (true, BinaryOp::Sub) => self.b.ins().fsub(a, b),
+                    (true, BinaryOp::Mul) => self.b.ins().fmul(a, b),
+                    (true, BinaryOp::Div) => self.b.ins().fdiv(a, b),
+                    (true, op) => self.vector_extreme(*op, a, b),
                 }
             }
             _ => unreachable!("vectorizable values hold loads, constants and lane-wise operations"),
