@@ -378,9 +378,15 @@ unsafe fn perform(t: &Transfer) {
     }
 }
 
-/// Waits until every CPE of the launch has arrived.
+/// Waits until every CPE of the launch has arrived. Only a machine with a thread per CPE
+/// can meet at barriers.
 pub fn barrier() -> Result<(), Violation> {
     let shared = with_cpe("athread_syn", |cpe| {
+        if !cpe.machine.thread_per_cpe {
+            return Err(cpe.violation(
+                "meets at a barrier, which needs a thread per CPE; this machine runs its CPEs as tasks".into(),
+            ));
+        }
         if cpe.machine.spec.is_some() {
             cpe.log.push(Event::Barrier);
         }
@@ -388,6 +394,12 @@ pub fn barrier() -> Result<(), Violation> {
     })?;
     shared.barrier.wait();
     Ok(())
+}
+
+/// The calling CPE's LDM area for a kernel compiled into this process, or `None` on the
+/// host.
+pub(crate) fn ldm_area() -> Option<*mut u8> {
+    CPE.with(|cell| cell.borrow().as_ref().map(|c| c.machine.ldm_area(c.id)))
 }
 
 /// Charges the calling CPE for `n` executions of a stretch of code doing `ops`.

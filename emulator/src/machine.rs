@@ -158,6 +158,8 @@ pub(crate) struct CpeResult {
 struct Control {
     generation: u64,
     launch: Option<Arc<Launch>>,
+    /// CPEs of the launch a pool thread has taken.
+    taken: usize,
     running: usize,
     results: Vec<CpeResult>,
     shutdown: bool,
@@ -172,6 +174,10 @@ pub(crate) struct Shared {
     wake: Condvar,
     done: Condvar,
     pub barrier: Barrier,
+    /// Whether each CPE has a thread of its own (else a pool of threads runs them as tasks).
+    pub thread_per_cpe: bool,
+    /// Each CPE's LDM area for kernels compiled into this process, made at its first use.
+    ldm_areas: Vec<Mutex<Option<Box<[u128]>>>>,
     /// The machine description when time is modelled.
     pub spec: Option<Spec>,
     clock: Mutex<HostClock>,
@@ -205,6 +211,17 @@ impl Machine {
     /// Starts `cpes` CPE threads, each with `ldm_bytes` of LDM; time is modelled when `spec`
     /// describes the machine.
     pub fn new(cpes: usize, ldm_bytes: usize, spec: Option<Spec>) -> Machine {
+        Machine::start(cpes, ldm_bytes, spec, None)
+    }
+
+    /// A machine whose `cpes` CPEs run as tasks on `threads` threads: each CPE's kernel runs
+    /// to its end on one of them, so kernels may not meet at barriers. Launches cost far less
+    /// than with a thread per CPE when CPEs outnumber cores.
+    pub fn pooled(cpes: usize, ldm_bytes: usize, spec: Option<Spec>, threads: usize) -> Machine {
+        Machine::start(cpes, ldm_bytes, spec, Some(threads.max(1)))
+    }
+
+    fn start(cpes: usize, ldm_bytes: usize, spec: Option<Spec>, pool: Option<usize>) -> Machine {
         let shared = Arc::new(Shared {
             cpes,
             ldm_bytes,
@@ -213,15 +230,22 @@ impl Machine {
             wake: Condvar::new(),
             done: Condvar::new(),
             barrier: Barrier::new(cpes),
+            thread_per_cpe: pool.is_none(),
+            ldm_areas: (0..cpes).map(|_| Mutex::new(None)).collect(),
             spec,
             clock: Mutex::new(HostClock::default()),
             stats: Mutex::new(BTreeMap::new()),
         });
-        let threads = (0..cpes)
-            .map(|id| {
+        let threads = match pool {
+            None => (0..cpes).map(|id| (format!("cpe{id}"), Some(id))).collect::<Vec<_>>(),
+            Some(n) => (0..n).map(|i| (format!("cpes{i}"), None)).collect(),
+        };
+        let threads = threads
+            .into_iter()
+            .map(|(name, id)| {
                 let s = shared.clone();
                 std::thread::Builder::new()
-                    .name(format!("cpe{id}"))
+                    .name(name)
                     .spawn(move || cpe_thread(id, s))
                     .expect("the OS refused to start a CPE thread")
             })
@@ -273,6 +297,7 @@ impl Machine {
             arg_bytes,
         }));
         c.generation += 1;
+        c.taken = 0;
         c.running = self.shared.cpes;
         c.results.clear();
         self.shared.wake.notify_all();
@@ -376,20 +401,45 @@ impl Drop for Machine {
     }
 }
 
-fn cpe_thread(id: usize, shared: Arc<Shared>) {
-    let mut seen = 0u64;
-    loop {
-        let launch = {
-            let mut c = shared.control.lock().expect("control");
-            while c.generation == seen && !c.shutdown {
-                c = shared.wake.wait(c).expect("control");
-            }
+impl Shared {
+    /// CPE `id`'s LDM area (`ldm_bytes` long, 16-byte aligned; its contents stay from kernel
+    /// to kernel, as in the hardware's LDM).
+    pub(crate) fn ldm_area(&self, id: usize) -> *mut u8 {
+        let mut area = self.ldm_areas[id].lock().expect("LDM area");
+        let units = self.ldm_bytes.div_ceil(16).max(1);
+        area.get_or_insert_with(|| vec![0u128; units].into_boxed_slice())
+            .as_mut_ptr()
+            .cast()
+    }
+
+    /// The next CPE for a thread to run, with its launch; `None` at shutdown. A thread of its
+    /// own (`fixed`) runs its CPE once per launch (`seen` is the last launch it ran); a pool
+    /// thread takes any CPE of the running launch not yet taken.
+    fn next_task(&self, fixed: Option<usize>, seen: &mut u64) -> Option<(usize, Arc<Launch>)> {
+        let mut c = self.control.lock().expect("control");
+        loop {
             if c.shutdown {
-                return;
+                return None;
             }
-            seen = c.generation;
-            c.launch.clone().expect("a new generation carries a launch")
-        };
+            match (fixed, c.launch.clone()) {
+                (Some(id), Some(launch)) if c.generation != *seen => {
+                    *seen = c.generation;
+                    return Some((id, launch));
+                }
+                (None, Some(launch)) if c.taken < self.cpes => {
+                    c.taken += 1;
+                    return Some((c.taken - 1, launch));
+                }
+                _ => c = self.wake.wait(c).expect("control"),
+            }
+        }
+    }
+}
+
+/// A thread that runs CPE `fixed`, or any CPE when it is one of a pool.
+fn cpe_thread(fixed: Option<usize>, shared: Arc<Shared>) {
+    let mut seen = 0u64;
+    while let Some((id, launch)) = shared.next_task(fixed, &mut seen) {
         Cpe::enter(id, launch.clone(), shared.clone());
         (launch.func)(launch.arg as *mut c_void);
         let cpe = Cpe::leave();

@@ -7,8 +7,6 @@
 //! return at once, and [`crate::Machine::try_join`] hands the violation to the host. So a
 //! broken kernel is an error of the run, not the end of the process.
 
-use std::cell::RefCell;
-
 use crate::cpe;
 use crate::machine::{Direction, Violation};
 use crate::timing::Ops;
@@ -32,16 +30,11 @@ fn status(r: Result<(), Violation>) -> i32 {
     }
 }
 
-thread_local! {
-    /// This CPE thread's LDM, as 16-byte units so that every element type is aligned.
-    static LDM: RefCell<Vec<u128>> = const { RefCell::new(Vec::new()) };
-}
-
 /// The calling CPE's LDM area, `bytes` long (its contents stay from kernel to kernel, as in
 /// the hardware's LDM); null, with a violation recorded, when `bytes` exceeds the LDM.
 #[no_mangle]
 pub extern "C" fn swflow_native_ldm(bytes: usize) -> *mut u8 {
-    let Some(ldm) = cpe::ldm_bytes() else {
+    let (Some(ldm), Some(area)) = (cpe::ldm_bytes(), cpe::ldm_area()) else {
         status(Err(cpe::fail("the LDM area")));
         return std::ptr::null_mut();
     };
@@ -51,14 +44,7 @@ pub extern "C" fn swflow_native_ldm(bytes: usize) -> *mut u8 {
         ))));
         return std::ptr::null_mut();
     }
-    LDM.with(|area| {
-        let mut area = area.borrow_mut();
-        let units = ldm.div_ceil(16).max(1);
-        if area.len() < units {
-            area.resize(units, 0);
-        }
-        area.as_mut_ptr().cast()
-    })
+    area
 }
 
 /// Declares an LDM buffer named by the `len` UTF-8 bytes at `name`.

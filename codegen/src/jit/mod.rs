@@ -305,7 +305,9 @@ impl JitProgram {
             }
         }
         let spec = target.machine_spec();
-        let machine = Machine::new(target.cpes, target.ldm_budget(), Some(spec.clone()));
+        // Compiled kernels never meet at barriers, so the CPEs run as tasks on a thread per core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let machine = Machine::pooled(target.cpes, target.ldm_budget(), Some(spec.clone()), cores);
         machine.add_region(arena.ptr as usize, arena.layout.size(), "arena");
         let trace_error = |path: &Path, source| JitError::Trace {
             path: path.display().to_string(),
