@@ -12,11 +12,30 @@ pub const VERSION: u32 = 1;
 
 /// A constant's elements as stored in memory (little-endian; bools as one byte 0 or 1).
 pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+    let mut out = vec![0; byte_len(t)];
+    write_tensor_bytes(t, &mut out);
+    out
+}
+
+/// The bytes of `t`'s elements in memory.
+pub fn byte_len(t: &Tensor) -> usize {
+    t.ty().numel() * t.ty().dtype.size_bytes()
+}
+
+/// Writes `t`'s elements into `out` as [`tensor_bytes`] lays them out; `out` holds exactly
+/// [`byte_len`] bytes.
+pub fn write_tensor_bytes(t: &Tensor, out: &mut [u8]) {
+    assert_eq!(out.len(), byte_len(t), "room for exactly the tensor");
+    fn put<const N: usize, T: Copy>(out: &mut [u8], v: &[T], bytes: fn(T) -> [u8; N]) {
+        for (chunk, &x) in out.chunks_exact_mut(N).zip(v) {
+            chunk.copy_from_slice(&bytes(x));
+        }
+    }
     match t.data() {
-        Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Data::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Data::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Data::Bool(v) => v.iter().map(|&b| b as u8).collect(),
+        Data::F32(v) => put(out, v, f32::to_le_bytes),
+        Data::F64(v) => put(out, v, f64::to_le_bytes),
+        Data::I64(v) => put(out, v, i64::to_le_bytes),
+        Data::Bool(v) => put(out, v, |b| [u8::from(b)]),
     }
 }
 

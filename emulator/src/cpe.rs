@@ -57,6 +57,7 @@ pub(crate) struct Cpe {
     pub machine: Arc<Shared>,
     buffers: Vec<Block>,
     pending: Vec<Transfer>,
+    /// The main memory it wrote, as `[start, end)` ranges (sorted and joined when it leaves).
     pub writes: Vec<(usize, usize)>,
     pub counters: KernelCounters,
     pub log: Log,
@@ -92,6 +93,16 @@ impl Cpe {
         let mut cpe = CPE
             .with(|cell| cell.borrow_mut().take())
             .expect("the CPE state outlives its kernel");
+        // In address order, overlapping and touching writes joined: the race check merges
+        // the CPEs' lists.
+        cpe.writes.sort_unstable();
+        cpe.writes.dedup_by(|next, last| {
+            let joins = next.0 <= last.1;
+            if joins {
+                last.1 = last.1.max(next.1);
+            }
+            joins
+        });
         if cpe.violation.is_none() && !cpe.pending.is_empty() {
             cpe.violation = Some(cpe.violation(format!(
                 "returns with {} DMA transfer(s) never waited for",
@@ -99,6 +110,15 @@ impl Cpe {
             )));
         }
         cpe
+    }
+
+    /// Records a write of main memory `[start, end)`, joined to the last one when it
+    /// continues it.
+    fn note_write(&mut self, start: usize, end: usize) {
+        match self.writes.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => self.writes.push((start, end)),
+        }
     }
 
     fn violation(&self, message: String) -> Violation {
@@ -315,10 +335,7 @@ pub fn direct(addr: usize, bytes: usize, write: bool) -> Result<(), Violation> {
         }
         if write {
             cpe.counters.direct_writes += 1;
-            match cpe.writes.last_mut() {
-                Some(last) if last.1 == addr => last.1 += bytes,
-                _ => cpe.writes.push((addr, addr + bytes)),
-            }
+            cpe.note_write(addr, addr + bytes);
         } else {
             cpe.counters.direct_reads += 1;
         }
@@ -343,7 +360,9 @@ pub fn wait(reply: usize, n: i64, exact: bool) -> Result<(), Violation> {
             // overlap its LDM side.
             unsafe { perform(&t) };
             if t.dir == Direction::Put {
-                cpe.writes.extend(t.blocks());
+                for (start, end) in t.blocks() {
+                    cpe.note_write(start, end);
+                }
             }
             let counter = reply as *mut i32;
             // SAFETY: `reply` is the address of the counter the kernel named in the transfer; it

@@ -457,3 +457,70 @@ fn cpe_thread(fixed: Option<usize>, shared: Arc<Shared>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+    use crate::{cpe, native};
+
+    static RAN: AtomicU64 = AtomicU64::new(0);
+
+    extern "C" fn mark(_: *mut c_void) {
+        let id = cpe::cpe_id().expect("on a CPE");
+        RAN.fetch_or(1 << id, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_pool_runs_every_cpe_once_per_launch() {
+        let m = Machine::pooled(64, 1024, None, 3);
+        for _ in 0..3 {
+            RAN.store(0, Ordering::SeqCst);
+            m.spawn("mark", mark, std::ptr::null_mut(), 0);
+            m.try_join().expect("no violation");
+            assert_eq!(RAN.load(Ordering::SeqCst), u64::MAX);
+        }
+        assert_eq!(m.stats()["mark"].counters.launches, 3);
+    }
+
+    extern "C" fn meet(_: *mut c_void) {
+        if let Err(v) = cpe::barrier() {
+            cpe::record(v).expect("on a CPE");
+        }
+    }
+
+    #[test]
+    fn a_barrier_on_a_pool_is_a_violation_naming_the_cpe() {
+        let m = Machine::pooled(4, 1024, None, 2);
+        m.spawn("meet", meet, std::ptr::null_mut(), 0);
+        let v = m.try_join().expect_err("a pool cannot meet at barriers");
+        assert_eq!((v.kernel.as_str(), v.cpes.as_slice()), ("meet", &[0][..]));
+        assert!(v.message.contains("barrier"), "{}", v.message);
+    }
+
+    extern "C" fn keep_id(_: *mut c_void) {
+        let area = native::swflow_native_ldm(8).cast::<u64>();
+        // SAFETY: the CPE's LDM area is at least 8 bytes and 16-byte aligned.
+        unsafe { *area = cpe::cpe_id().expect("on a CPE") as u64 + 100 };
+    }
+
+    extern "C" fn check_id(_: *mut c_void) {
+        let area = native::swflow_native_ldm(8).cast::<u64>();
+        let id = cpe::cpe_id().expect("on a CPE") as u64;
+        // SAFETY: as in `keep_id`.
+        let kept = unsafe { *area };
+        if kept != id + 100 {
+            cpe::record(cpe::fail(&format!("found {kept} in its LDM"))).expect("on a CPE");
+        }
+    }
+
+    #[test]
+    fn each_cpe_keeps_its_ldm_from_launch_to_launch_on_a_pool() {
+        let m = Machine::pooled(16, 1024, None, 3);
+        m.spawn("keep", keep_id, std::ptr::null_mut(), 0);
+        m.try_join().expect("no violation");
+        m.spawn("check", check_id, std::ptr::null_mut(), 0);
+        m.try_join().expect("every CPE finds its own value");
+    }
+}

@@ -9,7 +9,8 @@ pub(crate) fn find_race(kernel: &str, results: &[CpeResult], regions: &[Block]) 
         .iter()
         .flat_map(|r| r.writes.iter().map(move |&(s, e)| (s, e, r.id)))
         .collect();
-    writes.sort_unstable();
+    // Each CPE's list is sorted (see `Cpe::leave`): a stable sort merges the runs.
+    writes.sort();
     // The furthest-reaching write so far as (end, cpe), and the furthest one of any other CPE.
     let mut best: Option<(usize, usize)> = None;
     let mut second: Option<(usize, usize)> = None;

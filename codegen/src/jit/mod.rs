@@ -9,10 +9,10 @@
 //! modelled time as the C of the same schedule, and a violation comes back as an error naming
 //! the kernel and the CPE. `SWFLOW_DUMP=jit` prints each kernel's machine code to stderr.
 
+mod arena;
 mod lower;
 mod runtime;
 
-use std::alloc::Layout as AllocLayout;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -34,6 +34,7 @@ use swflow_scheduler::target::{Api, Target};
 
 use crate::cpe::{self, Fields, Func};
 use crate::{kernel_function_names, params, CodegenError};
+use arena::Arena;
 use runtime::{Callee, Pool};
 
 /// Why a program cannot be compiled or run by the JIT.
@@ -229,37 +230,6 @@ pub fn compile_edited(
     })
 }
 
-/// One zeroed block of main memory, aligned, freed on drop.
-struct Arena {
-    ptr: *mut u8,
-    layout: AllocLayout,
-}
-
-impl Arena {
-    fn new(bytes: usize, align: usize) -> Arena {
-        let layout = AllocLayout::from_size_align(bytes.max(1), align).expect("a power-of-two alignment");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Arena { ptr, layout }
-    }
-
-    fn bytes_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
-        assert!(offset + len <= self.layout.size(), "inside the arena");
-        // SAFETY: in bounds (checked), and the arena is exclusively borrowed.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), len) }
-    }
-}
-
-impl Drop for Arena {
-    fn drop(&mut self) {
-        // SAFETY: allocated with this layout in `new`.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-    }
-}
-
 impl JitProgram {
     /// Runs the program on a new machine of `target`: `p` and `target` must be those it was
     /// compiled from.
@@ -286,8 +256,7 @@ impl JitProgram {
         let mut arena = Arena::new(plan.arena_bytes, target.memory_alignment_bytes.max(16));
         for (i, t) in p.tensors.iter().enumerate() {
             if let (TensorKind::Const(c), Some(off)) = (&t.kind, plan.offsets[i]) {
-                let bytes = params::tensor_bytes(c);
-                arena.bytes_mut(off, bytes.len()).copy_from_slice(&bytes);
+                params::write_tensor_bytes(c, arena.bytes_mut(off, params::byte_len(c)));
             }
         }
         for (&id, t) in p.inputs.iter().zip(inputs) {
@@ -300,15 +269,14 @@ impl JitProgram {
                 });
             }
             if let Some(off) = offset(id) {
-                let bytes = params::tensor_bytes(t);
-                arena.bytes_mut(off, bytes.len()).copy_from_slice(&bytes);
+                params::write_tensor_bytes(t, arena.bytes_mut(off, params::byte_len(t)));
             }
         }
         let spec = target.machine_spec();
         // Compiled kernels never meet at barriers, so the CPEs run as tasks on a thread per core.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let machine = Machine::pooled(target.cpes, target.ldm_budget(), Some(spec.clone()), cores);
-        machine.add_region(arena.ptr as usize, arena.layout.size(), "arena");
+        machine.add_region(arena.base() as usize, arena.len(), "arena");
         let trace_error = |path: &Path, source| JitError::Trace {
             path: path.display().to_string(),
             source,
@@ -336,7 +304,7 @@ impl JitProgram {
             let mut para: Vec<u64> = k
                 .fields
                 .iter()
-                .map(|&id| arena.ptr as u64 + offset(id).unwrap_or(0) as u64)
+                .map(|&id| arena.base() as u64 + offset(id).unwrap_or(0) as u64)
                 .collect();
             let bytes = 8 * para.len();
             machine.spawn(&k.name, k.entry, para.as_mut_ptr().cast(), bytes);

@@ -154,7 +154,9 @@ impl<'f> Lower<'f, '_> {
         ldm_places(value, &mut loads);
         let strided_of = |p: &Place| strided.iter().find(|s| std::ptr::eq(s.place, p));
         for p in &loads {
-            let Place::Ldm { buf, .. } = p else { unreachable!("LDM places") };
+            let Place::Ldm { buf, .. } = p else {
+                unreachable!("LDM places")
+            };
             if buf == target_buf || strided_of(p).is_none() {
                 return None;
             }
@@ -166,8 +168,9 @@ impl<'f> Lower<'f, '_> {
         if !t.f32 || !lane_wise(value, &slope) || count_loads(value) != loads.len() {
             return None;
         }
-        let (reduce, outer): (Vec<usize>, Vec<usize>) =
-            (0..t.slopes.len()).filter(|&i| i != lanes).partition(|&i| t.slopes[i] == Some(0));
+        let (reduce, outer): (Vec<usize>, Vec<usize>) = (0..t.slopes.len())
+            .filter(|&i| i != lanes)
+            .partition(|&i| t.slopes[i] == Some(0));
         if reduce.is_empty() {
             return None;
         }
@@ -224,7 +227,10 @@ impl<'f> Lower<'f, '_> {
             steps: (0..from.len())
                 .map(|i| strided.iter().map(|s| s.step[i]).collect())
                 .collect(),
-            slopes: strided.iter().map(|s| s.slopes[plan.lanes].unwrap_or(0) * s.elem_bytes).collect(),
+            slopes: strided
+                .iter()
+                .map(|s| s.slopes[plan.lanes].unwrap_or(0) * s.elem_bytes)
+                .collect(),
             places: strided.iter().map(|s| s.place).collect(),
             moves_along_rows: strided
                 .iter()
@@ -284,7 +290,9 @@ impl<'f> Lower<'f, '_> {
             let (at, addrs) = self.walk(w, w.plan.lanes, at, LANES, addrs, &mut |l, a| {
                 l.block(w, rows, Lanes::Vectors(1), a)
             });
-            self.walk(w, w.plan.lanes, at, 1, addrs, &mut |l, a| l.block(w, rows, Lanes::Scalar, a));
+            self.walk(w, w.plan.lanes, at, 1, addrs, &mut |l, a| {
+                l.block(w, rows, Lanes::Scalar, a)
+            });
             return;
         };
         let at = w.from[level];
@@ -307,7 +315,10 @@ impl<'f> Lower<'f, '_> {
         addrs: Vec<Val>,
         body: &mut dyn FnMut(&mut Self, Vec<Val>),
     ) -> (Val, Vec<Val>) {
-        let steps: Vec<Val> = w.steps[level].iter().map(|&s| self.b.ins().imul_imm_s(s, points)).collect();
+        let steps: Vec<Val> = w.steps[level]
+            .iter()
+            .map(|&s| self.b.ins().imul_imm_s(s, points))
+            .collect();
         let i = self.b.declare_var(I64);
         self.b.def_var(i, at);
         let vars: Vec<_> = addrs
@@ -379,7 +390,15 @@ impl<'f> Lower<'f, '_> {
     }
 
     /// Reduction level `k` (then the fold itself) of a block.
-    fn reduce_level(&mut self, w: &Walk<'_, 'f>, k: usize, rows: i64, lanes: Lanes, accs: &[Variable], addrs: Vec<Val>) {
+    fn reduce_level(
+        &mut self,
+        w: &Walk<'_, 'f>,
+        k: usize,
+        rows: i64,
+        lanes: Lanes,
+        accs: &[Variable],
+        addrs: Vec<Val>,
+    ) {
         let Some(&level) = w.plan.reduce.get(k) else {
             self.fold_block(w, rows, lanes, accs, &addrs);
             return;
@@ -416,7 +435,11 @@ impl<'f> Lower<'f, '_> {
         for row in 0..rows {
             for vector in 0..lanes.vectors() {
                 let mut load = |l: &mut Self, p: &Place| {
-                    let i = w.places.iter().position(|&q| std::ptr::eq(q, p)).expect("a strided place");
+                    let i = w
+                        .places
+                        .iter()
+                        .position(|&q| std::ptr::eq(q, p))
+                        .expect("a strided place");
                     let key = (
                         i,
                         if w.moves_along_rows[i] { row } else { 0 },
@@ -480,4 +503,3 @@ struct Walk<'p, 'f> {
     /// Whether each strided place moves along the rows' level (unless known not to).
     moves_along_rows: Vec<bool>,
 }
-
