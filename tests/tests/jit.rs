@@ -1,5 +1,5 @@
-//! The Cranelift JIT against the generated C: the same numbers, the same emulator counters and
-//! modelled cycles, broken kernels caught with the kernel and CPE named, and mutated loop IR
+//! The Cranelift JIT against the generated C: the same numbers bit for bit, the same emulator
+//! counters and modelled cycles, broken kernels caught with the kernel and CPE named, and mutated loop IR
 //! that is an error, never a crash.
 
 use serde_json::Value;
@@ -10,7 +10,7 @@ use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::target::Target;
-use swflow_tests::cbuild::{compile, make, run_with_stats, scratch};
+use swflow_tests::cbuild::{compile, make, run_model, run_with_stats, scratch};
 use swflow_tests::{lenet, seeded_inputs};
 
 fn inputs_of(g: &Graph) -> Vec<Tensor> {
@@ -21,15 +21,16 @@ fn scheduled(g: &Graph, target: &Target) -> Program {
     swflow_scheduler::pipeline::compile(g, target).unwrap()
 }
 
-/// The emulator's report of the C build of `g` run on the inputs the program makes itself
-/// (seed 0): its JSON.
-fn c_report(g: &Graph, target: &Target, name: &str) -> Value {
+/// The C build of `g` run on `inputs`: its outputs, and the emulator's report of its run on
+/// the inputs the program makes itself (seed 0), as JSON.
+fn c_run(g: &Graph, target: &Target, name: &str, inputs: &[Tensor]) -> (Vec<Tensor>, Value) {
     let dir = scratch("jit", name);
     compile(g, target, &dir).unwrap();
     make(&dir, &[]).unwrap();
     let report = run_with_stats(&dir).unwrap();
+    let outputs = run_model(&dir, g, inputs, &[]).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
-    report
+    (outputs, report)
 }
 
 #[test]
@@ -47,13 +48,17 @@ fn lenet_matches_the_interpreter_on_both_targets() {
 }
 
 /// Runs `g` through the C path and the JIT on both targets, on the inputs the C program makes
-/// itself (seed 0): every kernel's counters and modelled time must be equal.
+/// itself (seed 0): the outputs must be bit-identical, and every kernel's counters and
+/// modelled time equal.
 fn counters_and_cycles_equal(g: &Graph, name: &str) {
     for target in [Target::sw26010(), Target::sw26010pro()] {
-        let c = c_report(g, &target, &format!("{name}-{}", target.name));
         let inputs = seeded_inputs(g, 0);
+        let (c_outputs, c) = c_run(g, &target, &format!("{name}-{}", target.name), &inputs);
         let p = scheduled(g, &target);
         let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
+        for (a, b) in run.outputs.iter().zip(&c_outputs) {
+            compare(a, b, Comparison::Exact).unwrap_or_else(|m| panic!("{name} on {}: {}", target.name, m.message));
+        }
         let j = serde_json::to_value(&run.report).unwrap();
         assert_eq!(
             j["kernels"], c["kernels"],
