@@ -113,7 +113,10 @@ fn broken(kernel: &str, edit: impl Fn(&mut Func)) -> JitError {
     assert!(edited, "no kernel {kernel}");
     match program.run(&p, &target, &inputs_of(&g)) {
         Ok(_) => panic!("the broken {kernel} ran"),
-        Err(e) => e,
+        Err(e) => {
+            println!("{e}");
+            e
+        }
     }
 }
 
