@@ -71,6 +71,9 @@ pub(super) fn constant_vars(f: &Func) -> HashMap<Var, i64> {
                     seen.insert(*var, None);
                     walk(body, seen);
                 }
+                Stmt::Dma(d) => {
+                    seen.insert(d.issued, None);
+                }
                 Stmt::If { then, otherwise, .. } => {
                     walk(then, seen);
                     walk(otherwise, seen);
@@ -502,4 +505,66 @@ struct Walk<'p, 'f> {
     places: Vec<*const Place>,
     /// Whether each strided place moves along the rows' level (unless known not to).
     moves_along_rows: Vec<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpe::{Array, Buf, BoxDma, Field, Half, VarDecl};
+
+    fn var(name: &str, init: Option<i64>) -> VarDecl {
+        VarDecl {
+            name: name.into(),
+            init,
+        }
+    }
+
+    #[test]
+    fn constant_vars_are_those_only_ever_set_to_one_constant() {
+        let (a, b, c, d, e) = (Var(0), Var(1), Var(2), Var(3), Var(4));
+        let f = Func {
+            vars: vec![
+                var("a", None),
+                var("b", Some(0)),
+                var("c", None),
+                var("d", Some(0)),
+                var("e", Some(1)),
+            ],
+            arrays: Vec::new(),
+            decl_lines: Vec::new(),
+            bufs: Vec::new(),
+            fields: Vec::new(),
+            replies: 1,
+            body: vec![
+                Stmt::Set(a, Int::Const(3)),
+                Stmt::If {
+                    cond: crate::cpe::Cond::Lt(Int::Var(a), Int::Const(4)),
+                    then: vec![Stmt::Set(a, Int::Const(3)), Stmt::Set(b, Int::Const(2))],
+                    otherwise: Vec::new(),
+                },
+                Stmt::For {
+                    var: c,
+                    from: Int::Const(0),
+                    to: Int::Const(4),
+                    step: Int::Const(1),
+                    body: vec![Stmt::Set(e, Int::Const(1) + Int::Var(c))],
+                },
+                Stmt::Dma(BoxDma {
+                    put: false,
+                    buf: Buf(0),
+                    half: Half::Single,
+                    field: Field(0),
+                    shape: Array(0),
+                    start: Array(0),
+                    extent: Array(0),
+                    row: None,
+                    issued: d,
+                    reply: 0,
+                }),
+            ],
+        };
+        // b starts at 0 but is set to 2; c is a loop variable; d counts transfers; e is
+        // computed.
+        assert_eq!(constant_vars(&f), HashMap::from([(a, 3)]));
+    }
 }
