@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::cpe::{Block, Cpe};
 use crate::race::find_race;
@@ -174,8 +176,13 @@ pub(crate) struct Shared {
     wake: Condvar,
     done: Condvar,
     pub barrier: Barrier,
-    /// Whether each CPE has a thread of its own (else a pool of threads runs them as tasks).
+    /// Whether each CPE has a thread of its own (else a pool of threads, and the host while
+    /// it joins, run them as tasks).
     pub thread_per_cpe: bool,
+    /// CPEs of the running launch no thread has taken yet, and CPEs still running: mirrors of
+    /// the control block's counts that threads poll for a moment before they sleep.
+    untaken: AtomicUsize,
+    running: AtomicUsize,
     /// Each CPE's LDM area for kernels compiled into this process, made at its first use.
     ldm_areas: Vec<Mutex<Option<Box<[u128]>>>>,
     /// The machine description when time is modelled.
@@ -214,9 +221,10 @@ impl Machine {
         Machine::start(cpes, ldm_bytes, spec, None)
     }
 
-    /// A machine whose `cpes` CPEs run as tasks on `threads` threads: each CPE's kernel runs
-    /// to its end on one of them, so kernels may not meet at barriers. Launches cost far less
-    /// than with a thread per CPE when CPEs outnumber cores.
+    /// A machine whose `cpes` CPEs run as tasks on `threads` threads and on the host's while
+    /// it joins a launch: each CPE's kernel runs to its end on one of them, so kernels may not
+    /// meet at barriers. Launches cost far less than with a thread per CPE when CPEs outnumber
+    /// cores; `threads` is best one less than the cores.
     pub fn pooled(cpes: usize, ldm_bytes: usize, spec: Option<Spec>, threads: usize) -> Machine {
         Machine::start(cpes, ldm_bytes, spec, Some(threads.max(1)))
     }
@@ -231,6 +239,8 @@ impl Machine {
             done: Condvar::new(),
             barrier: Barrier::new(cpes),
             thread_per_cpe: pool.is_none(),
+            untaken: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
             ldm_areas: (0..cpes).map(|_| Mutex::new(None)).collect(),
             spec,
             clock: Mutex::new(HostClock::default()),
@@ -300,6 +310,8 @@ impl Machine {
         c.taken = 0;
         c.running = self.shared.cpes;
         c.results.clear();
+        self.shared.untaken.store(self.shared.cpes, Ordering::Release);
+        self.shared.running.store(self.shared.cpes, Ordering::Release);
         self.shared.wake.notify_all();
     }
 
@@ -315,6 +327,12 @@ impl Machine {
     /// lowest-numbered failing CPE recorded, else a race. A failed launch adds nothing to the
     /// totals.
     pub fn try_join(&self) -> Result<(), Violation> {
+        if !self.shared.thread_per_cpe {
+            while let Some((id, launch)) = self.shared.take_task() {
+                run_cpe(id, &launch, &self.shared);
+            }
+            poll(|| self.shared.running.load(Ordering::Acquire) == 0);
+        }
         let (launch, mut results) = {
             let mut c = self.shared.control.lock().expect("control");
             while c.running > 0 {
@@ -414,8 +432,12 @@ impl Shared {
 
     /// The next CPE for a thread to run, with its launch; `None` at shutdown. A thread of its
     /// own (`fixed`) runs its CPE once per launch (`seen` is the last launch it ran); a pool
-    /// thread takes any CPE of the running launch not yet taken.
+    /// thread takes any CPE of the running launch not yet taken, polling for a moment before
+    /// it sleeps.
     fn next_task(&self, fixed: Option<usize>, seen: &mut u64) -> Option<(usize, Arc<Launch>)> {
+        if fixed.is_none() {
+            poll(|| self.untaken.load(Ordering::Acquire) > 0);
+        }
         let mut c = self.control.lock().expect("control");
         loop {
             if c.shutdown {
@@ -426,35 +448,64 @@ impl Shared {
                     *seen = c.generation;
                     return Some((id, launch));
                 }
-                (None, Some(launch)) if c.taken < self.cpes => {
-                    c.taken += 1;
-                    return Some((c.taken - 1, launch));
-                }
+                (None, Some(launch)) if c.taken < self.cpes => return Some(self.take(&mut c, launch)),
                 _ => c = self.wake.wait(c).expect("control"),
             }
         }
     }
+
+    /// A CPE of the running launch no thread has taken yet, if any.
+    fn take_task(&self) -> Option<(usize, Arc<Launch>)> {
+        let mut c = self.control.lock().expect("control");
+        let launch = c.launch.clone().filter(|_| c.taken < self.cpes)?;
+        Some(self.take(&mut c, launch))
+    }
+
+    fn take(&self, c: &mut Control, launch: Arc<Launch>) -> (usize, Arc<Launch>) {
+        c.taken += 1;
+        self.untaken.store(self.cpes - c.taken, Ordering::Release);
+        (c.taken - 1, launch)
+    }
 }
+
+/// Spins until `ready` holds or [`POLL_FOR`] has passed: a launch's CPEs and its join follow
+/// each other closely, and waking a sleeping thread takes longer than that.
+fn poll(ready: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !ready() && start.elapsed() < POLL_FOR {
+        std::hint::spin_loop();
+    }
+}
+
+/// How long [`poll`] spins.
+const POLL_FOR: Duration = Duration::from_micros(50);
 
 /// A thread that runs CPE `fixed`, or any CPE when it is one of a pool.
 fn cpe_thread(fixed: Option<usize>, shared: Arc<Shared>) {
     let mut seen = 0u64;
     while let Some((id, launch)) = shared.next_task(fixed, &mut seen) {
-        Cpe::enter(id, launch.clone(), shared.clone());
-        (launch.func)(launch.arg as *mut c_void);
-        let cpe = Cpe::leave();
-        let mut c = shared.control.lock().expect("control");
-        c.results.push(CpeResult {
-            id: cpe.id,
-            writes: cpe.writes,
-            counters: cpe.counters,
-            log: cpe.log,
-            violation: cpe.violation,
-        });
-        c.running -= 1;
-        if c.running == 0 {
-            shared.done.notify_all();
-        }
+        run_cpe(id, &launch, &shared);
+    }
+}
+
+/// Runs CPE `id`'s kernel of `launch` on the calling thread and hands its result to the
+/// launch.
+fn run_cpe(id: usize, launch: &Arc<Launch>, shared: &Arc<Shared>) {
+    Cpe::enter(id, launch.clone(), shared.clone());
+    (launch.func)(launch.arg as *mut c_void);
+    let cpe = Cpe::leave();
+    let mut c = shared.control.lock().expect("control");
+    c.results.push(CpeResult {
+        id: cpe.id,
+        writes: cpe.writes,
+        counters: cpe.counters,
+        log: cpe.log,
+        violation: cpe.violation,
+    });
+    c.running -= 1;
+    shared.running.store(c.running, Ordering::Release);
+    if c.running == 0 {
+        shared.done.notify_all();
     }
 }
 

@@ -273,9 +273,10 @@ impl JitProgram {
             }
         }
         let spec = target.machine_spec();
-        // Compiled kernels never meet at barriers, so the CPEs run as tasks on a thread per core.
+        // Compiled kernels never meet at barriers, so the CPEs run as tasks: on a thread per
+        // core but one, and on this thread while it joins.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let machine = Machine::pooled(target.cpes, target.ldm_budget(), Some(spec.clone()), cores);
+        let machine = Machine::pooled(target.cpes, target.ldm_budget(), Some(spec.clone()), cores - 1);
         machine.add_region(arena.base() as usize, arena.len(), "arena");
         let trace_error = |path: &Path, source| JitError::Trace {
             path: path.display().to_string(),

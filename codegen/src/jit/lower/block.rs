@@ -510,7 +510,7 @@ struct Walk<'p, 'f> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpe::{Array, Buf, BoxDma, Field, Half, VarDecl};
+    use crate::cpe::{Array, BoxDma, Buf, Field, Half, VarDecl};
 
     fn var(name: &str, init: Option<i64>) -> VarDecl {
         VarDecl {
