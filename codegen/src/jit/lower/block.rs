@@ -128,7 +128,7 @@ impl Lanes {
 }
 
 impl<'f> Lower<'f, '_> {
-    /// The blocked walk of a nest (`levels` its loops' bounds, `strided` its LDM places), when
+    /// The blocked walk of a nest (`bounds` its loops' bounds, `strided` its LDM places), when
     /// its body is one f32 sum, maximum or minimum into an LDM target that is contiguous along
     /// one of its loops, of a lane-wise value of strided loads from other buffers.
     pub(super) fn block_plan(
