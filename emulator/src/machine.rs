@@ -1,10 +1,12 @@
 //! The core group: CPE threads, launches, and their joins (race check, timing, totals).
 //!
-//! A [`Machine`] lives for the whole program. Its CPEs are OS threads created once; a
-//! launch runs one kernel function on all of them and the host joins it. State a CPE needs
-//! while it runs a kernel (its identity, declared LDM buffers, transfers in flight, the main
-//! memory it wrote) is thread-local to that CPE's thread; what a CPE does with it is in
-//! [`crate::cpe`].
+//! A [`Machine`] lives for the whole program, and a launch runs one kernel function on all its
+//! CPEs, which the host then joins. Made with [`Machine::new`] (C programs), each CPE is an OS
+//! thread of its own, created once; made with [`Machine::pooled`] (compiled kernels, which
+//! never meet at barriers), the CPEs are tasks that a few pool threads, and the host while it
+//! joins, take in turn and run to their end. State a CPE needs while it runs a kernel (its
+//! identity, declared LDM buffers, transfers in flight, the main memory it wrote) is
+//! thread-local to the thread running it; what a CPE does with it is in [`crate::cpe`].
 //!
 //! With a machine description ([`Spec`]) the machine also keeps modelled time: each CPE logs
 //! what it does while it runs, and the join replays the logs ([`crate::replay`]) to find the
