@@ -6,7 +6,7 @@ use serde_json::Value;
 use swflow_codegen::cpe::{Func, Int, Stmt};
 use swflow_codegen::jit::{self, JitError};
 use swflow_frontend::interp;
-use swflow_frontend::ir::{Graph, Tensor};
+use swflow_frontend::ir::{DType, Graph, Op, Output, Tensor, TensorType};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::target::Target;
@@ -43,6 +43,41 @@ fn lenet_matches_the_interpreter_on_both_targets() {
         let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
         for (a, b) in run.outputs.iter().zip(&want) {
             compare(a, b, Comparison::Tolerance).unwrap_or_else(|m| panic!("{}: {}", target.name, m.message));
+        }
+    }
+}
+
+/// Transposes copy values, so the JIT's (4 × 4 blocks in registers, rows and columns left
+/// over point by point) equal the interpreter's bit for bit, on shapes with and without
+/// remainders.
+#[test]
+fn transposes_are_exact() {
+    // Each CPE's rows are those of the target's first dimensions: these give it several
+    // blocks of four, and odd ones give remainders.
+    let cases: [(&[usize], &[usize]); 5] = [
+        (&[256, 1024], &[1, 0]),
+        (&[67, 1031], &[1, 0]),
+        (&[5, 7, 9], &[2, 0, 1]),
+        (&[3, 50, 2051], &[0, 2, 1]),
+        (&[2, 9, 6, 1013], &[0, 3, 1, 2]),
+    ];
+    for (shape, perm) in cases {
+        let mut g = Graph::new("transpose");
+        let x = g.add_input("x", TensorType::new(DType::F32, shape.to_vec()).unwrap());
+        let y = g
+            .add_node("y", Op::Transpose { perm: perm.to_vec() }, vec![x], None)
+            .unwrap();
+        g.outputs.push(Output {
+            name: "y".into(),
+            node: y,
+        });
+        let inputs = inputs_of(&g);
+        let want = interp::run(&g, &inputs).unwrap();
+        for target in [Target::sw26010(), Target::sw26010pro()] {
+            let p = scheduled(&g, &target);
+            let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
+            compare(&run.outputs[0], &want[0], Comparison::Exact)
+                .unwrap_or_else(|m| panic!("{shape:?} by {perm:?} on {}: {}", target.name, m.message));
         }
     }
 }

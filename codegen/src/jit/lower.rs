@@ -19,6 +19,7 @@ use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::Scalar;
 
 mod block;
+mod transpose;
 
 use super::runtime::{Callee, Pool};
 use crate::cpe::{Array, BoxDma, Buf, Cond, Func, Half, Int, Place, Stmt, Value, Var};
@@ -953,19 +954,22 @@ impl<'f> Lower<'f, '_> {
                 strided.push(s);
             }
         }
-        let vector = vectorizable(body, &strided, vars.len() - 1);
+        let fast = Fast {
+            vector: vectorizable(body, &strided, vars.len() - 1),
+            transpose: transpose::transposable(body, &strided, vars.len()),
+        };
         let bounds: Vec<(&Int, &Int)> = levels.iter().map(|&(_, f, t)| (f, t)).collect();
         match self.block_plan(&bounds, body, &strided) {
             Some(plan) => {
                 self.blocked(&plan, &from, &to, &strided, &mut |l| {
-                    l.level(0, &vars, &from, &to, body, &strided, vector)
+                    l.level(0, &vars, &from, &to, body, &strided, fast)
                 });
                 // Each loop variable ends where the plain nest leaves it.
                 for (v, t) in vars.iter().zip(&to) {
                     self.b.def_var(self.vars[v.0 as usize], *t);
                 }
             }
-            None => self.level(0, &vars, &from, &to, body, &strided, vector),
+            None => self.level(0, &vars, &from, &to, body, &strided, fast),
         }
         self.b.ins().jump(exit, &[]);
         self.b.switch_to_block(exit);
@@ -1032,11 +1036,14 @@ impl<'f> Lower<'f, '_> {
         to: &[Val],
         body: &'f [Stmt],
         strided: &[Strided],
-        vector: bool,
+        fast: Fast,
     ) {
         let var = self.vars[vars[i].0 as usize];
-        if vector && i + 1 == vars.len() {
+        if fast.vector && i + 1 == vars.len() {
             self.vector_loop(var, to[i], body, strided);
+        }
+        if fast.transpose && i + 2 == vars.len() {
+            self.transposed_rows(vars, from, to, body, strided);
         }
         let (head, inner, after) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
         self.b.ins().jump(head, &[]);
@@ -1051,7 +1058,7 @@ impl<'f> Lower<'f, '_> {
                 let a = self.b.use_var(s.addr[i]);
                 self.b.def_var(s.addr[i + 1], a);
             }
-            self.level(i + 1, vars, from, to, body, strided, vector);
+            self.level(i + 1, vars, from, to, body, strided, fast);
         } else {
             for s in strided {
                 self.strided.insert(s.place, s.addr[i]);
@@ -1070,6 +1077,16 @@ impl<'f> Lower<'f, '_> {
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(after);
     }
+}
+
+/// The faster ways a point nest's innermost levels run, before the plain loops do what they
+/// leave.
+#[derive(Clone, Copy)]
+struct Fast {
+    /// The innermost level runs four points at a time ([`vectorizable`]).
+    vector: bool,
+    /// The two innermost levels run in transposed 4 × 4 blocks ([`transpose::transposable`]).
+    transpose: bool,
 }
 
 /// Whether `e` reads any of `vars`.
