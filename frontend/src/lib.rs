@@ -1,5 +1,6 @@
-//! swflow frontend: the graph IR, ONNX import, shape inference, constant folding and the
-//! reference graph interpreter.
+//! swflow frontend: the graph IR, ONNX import, shape inference, graph simplification (constant
+//! folding, common subexpressions, scales folded into weights) and the reference graph
+//! interpreter.
 //!
 //! The graph IR ([`ir::Graph`]) is a topologically ordered list of single-output nodes over a
 //! small set of primitive ops ([`ir::Op`]). The ONNX importer ([`onnx::import_file`]) expands
@@ -12,4 +13,5 @@ pub mod ir;
 pub mod npy;
 pub mod onnx;
 pub mod random;
+pub mod simplify;
 pub mod tolerance;

@@ -1,10 +1,11 @@
 //! The scheduler's pipeline: one straight-line function naming each pass.
 //!
-//! `SWFLOW_DUMP=<pass>` (or `all`) prints the program after that pass to stderr; passes are
-//! `lower` and `schedule`. The loop-IR verifier runs after lowering and every schedule is
-//! verified as it is made.
+//! `SWFLOW_DUMP=<pass>` (or `all`) prints the graph or program after that pass to stderr;
+//! passes are `simplify` (the graph), `lower` and `schedule`. The loop-IR verifier runs after
+//! lowering and every schedule is verified as it is made.
 
-use swflow_frontend::ir::Graph;
+use swflow_frontend::ir::{print, Graph};
+use swflow_frontend::simplify::simplify;
 
 use crate::loops::{print_program, verify_program, LoopVerifyError, Program};
 use crate::lower::{lower, LowerError};
@@ -21,14 +22,51 @@ pub enum PipelineError {
     Schedule(#[from] ScheduleError),
 }
 
+/// How much of the graph-level optimisation runs before lowering.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fuse {
+    /// The graph as imported: one kernel per primitive.
+    None,
+    /// The graph simplified first ([`simplify`]).
+    #[default]
+    Default,
+}
+
+/// The pipeline's options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    pub fuse: Fuse,
+}
+
+fn dumping(pass: &str) -> bool {
+    std::env::var("SWFLOW_DUMP").is_ok_and(|v| v == pass || v == "all")
+}
+
 fn dump(pass: &str, p: &Program) {
-    if std::env::var("SWFLOW_DUMP").is_ok_and(|v| v == pass || v == "all") {
+    if dumping(pass) {
         eprintln!("=== after {pass} ===\n{}", print_program(p));
     }
 }
 
-/// Lowers a graph to loop IR and schedules every kernel for `target`.
+/// Lowers a graph to loop IR and schedules every kernel for `target`, with the default
+/// options.
 pub fn compile(g: &Graph, target: &Target) -> Result<Program, PipelineError> {
+    compile_with(g, target, Options::default())
+}
+
+/// Lowers a graph to loop IR and schedules every kernel for `target`.
+pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Program, PipelineError> {
+    let simplified;
+    let g = match options.fuse {
+        Fuse::None => g,
+        Fuse::Default => {
+            simplified = simplify(g);
+            if dumping("simplify") {
+                eprintln!("=== after simplify ===\n{}", print(&simplified));
+            }
+            &simplified
+        }
+    };
     let mut p = lower(g)?;
     verify_program(&p)?;
     dump("lower", &p);

@@ -15,13 +15,15 @@ use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::target::Target;
 
 use super::compile::{emulator_lib, makefile_path};
-use super::model::ModelArgs;
+use super::model::{ModelArgs, PipelineArgs};
 use super::roofline;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
     /// Target: sw26010, sw26010pro, or a target description file (.toml).
     #[arg(long, default_value = "sw26010")]
     pub target: String,
@@ -102,7 +104,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.engine == "jit" && (args.output.is_some() || args.jobs.is_some()) {
         bail!("--output and --jobs apply to --engine c");
     }
-    let p = swflow_scheduler::pipeline::compile(&g, &target)?;
+    let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
     let Measured {
         stats,
         build_seconds,

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use swflow_scheduler::target::Target;
 
-use super::model::ModelArgs;
+use super::model::{ModelArgs, PipelineArgs};
 
 /// File name of the emulator's static library, which cargo builds next to `swflow`.
 const EMULATOR_LIB: &str = "libswflow_emulator.a";
@@ -15,6 +15,8 @@ const EMULATOR_LIB: &str = "libswflow_emulator.a";
 pub struct Args {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
     /// Output folder (created if missing; files swflow writes are replaced).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -64,7 +66,7 @@ pub fn run(args: Args) -> Result<()> {
     let lib = emulator_lib(args.emulator_lib)?;
     let lib_text = makefile_path(&lib)?;
     let start = Instant::now();
-    let p = swflow_scheduler::pipeline::compile(&g, &target)?;
+    let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
     let scheduled = start.elapsed();
     let out = swflow_codegen::generate(&p, &target, lib_text)?;
     let generated = start.elapsed() - scheduled;

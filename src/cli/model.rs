@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::onnx::{ImportOptions, ModelFile};
+use swflow_scheduler::pipeline::{Fuse, Options};
 
 #[derive(clap::Args, Debug)]
 pub struct ModelArgs {
@@ -19,6 +20,28 @@ pub struct ModelArgs {
     /// pass shapes or axes as inputs (repeatable).
     #[arg(long = "const", value_name = "NAME=FILE.npy")]
     pub constants: Vec<String>,
+}
+
+/// Options of the compilation pipeline, for verbs that lower and schedule a model.
+#[derive(clap::Args, Debug)]
+pub struct PipelineArgs {
+    /// Graph-level optimisation before lowering: `default` simplifies the graph (constant
+    /// folding, common subexpressions, per-channel scales and shifts folded into convolution
+    /// and matrix-product weights); `none` lowers every primitive of the graph as imported to
+    /// its own kernel. The graph engine always runs the graph as imported.
+    #[arg(long, default_value = "default", value_parser = ["none", "default"])]
+    pub fuse: String,
+}
+
+impl PipelineArgs {
+    pub fn options(&self) -> Options {
+        Options {
+            fuse: match self.fuse.as_str() {
+                "none" => Fuse::None,
+                _ => Fuse::Default,
+            },
+        }
+    }
 }
 
 /// Splits `NAME=VALUE`.

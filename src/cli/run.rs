@@ -9,13 +9,16 @@ use anyhow::{bail, Context, Result};
 use swflow_frontend::ir::Tensor;
 use swflow_frontend::onnx::frozen_inputs;
 use swflow_frontend::{interp, npy, random};
+use swflow_scheduler::pipeline::Options;
 
-use super::model::{split_assignment, ModelArgs};
+use super::model::{split_assignment, ModelArgs, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
     /// An input value, `NAME=FILE.npy` (repeatable). Inputs not given are filled with
     /// deterministic pseudo-random values (see --seed).
     #[arg(long = "input", value_name = "NAME=FILE.npy")]
@@ -79,8 +82,8 @@ pub fn run(args: Args) -> Result<()> {
         bail!("the model has no input '{name}' (inputs: {})", known.join(", "));
     }
     let outputs = match args.engine.as_str() {
-        "loops" => run_loops(&g, &inputs, &args.target)?,
-        "jit" => run_jit(&g, &inputs, &args.target)?,
+        "loops" => run_loops(&g, &inputs, &args.target, args.pipeline.options())?,
+        "jit" => run_jit(&g, &inputs, &args.target, args.pipeline.options())?,
         _ => {
             let start = Instant::now();
             let outputs = interp::run(&g, &inputs)?;
@@ -107,9 +110,9 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Lowers, schedules and runs `g` on the modelled CPEs of `target`.
-fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str) -> Result<Vec<Tensor>> {
+fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
-    let p = swflow_scheduler::pipeline::compile(g, &target)?;
+    let p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
     let start = Instant::now();
     let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, inputs, &target)?;
     let dma: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
@@ -125,9 +128,9 @@ fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str) ->
 
 /// Lowers and schedules `g` for `target`, compiles its kernels with Cranelift and runs them
 /// on the emulator.
-fn run_jit(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str) -> Result<Vec<Tensor>> {
+fn run_jit(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
-    let p = swflow_scheduler::pipeline::compile(g, &target)?;
+    let p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
     let start = Instant::now();
     let program = swflow_codegen::jit::compile(&p, &target)?;
     let compiled = start.elapsed();

@@ -9,12 +9,14 @@ use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::memplan;
 use swflow_scheduler::target::Target;
 
-use super::model::ModelArgs;
+use super::model::{ModelArgs, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
     /// Target: sw26010, sw26010pro, or a target description file (.toml).
     #[arg(long, default_value = "sw26010")]
     pub target: String,
@@ -50,7 +52,7 @@ pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
     let (_, g) = args.model.load()?;
     let start = Instant::now();
-    let p = swflow_scheduler::pipeline::compile(&g, &target)?;
+    let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
     let schedule_seconds = start.elapsed().as_secs_f64();
     tracing::info!(
         "scheduled {} kernels for {} in {:.2?}",

@@ -4,7 +4,9 @@
 //! - `# import: <path>` — the body is the graph the ONNX model at `<path>` (relative to the
 //!   conformance data folder, e.g. `node/test_lrn`) imports to, in the text form, with the
 //!   inputs that carry shapes or axes frozen to their test values;
-//! - no `import` — the body is a graph in the text form; it must parse, and then either verify
+//! - `# pass: simplify` — the body is a graph in the text form, a line `----`, and the graph
+//!   that [`simplify`] makes of it;
+//! - neither — the body is a graph in the text form; it must parse, and then either verify
 //!   and print back exactly as written, or fail with the message of an `# error: <message>`
 //!   directive.
 //!
@@ -14,7 +16,11 @@
 use std::path::{Path, PathBuf};
 
 use swflow_frontend::ir::{parse, print, verify};
+use swflow_frontend::simplify::simplify;
 use swflow_tests::{conformance_dir, workspace_root, OnnxCase};
+
+/// The line between a pass test's input and its result.
+const SEPARATOR: &str = "----\n";
 
 struct FileTest {
     path: PathBuf,
@@ -59,8 +65,32 @@ impl FileTest {
         std::fs::write(&self.path, text).unwrap();
     }
 
+    /// The body of a pass test: the input graph, the separator and the pass's result.
+    fn pass_body(&self, pass: &str) -> Result<String, String> {
+        let (input, _) = self.body.split_once(SEPARATOR).unwrap_or((&self.body, ""));
+        let g = parse(input).map_err(|e| format!("input does not parse: {e}"))?;
+        verify(&g).map_err(|e| format!("input does not verify: {e}"))?;
+        let out = match pass {
+            "simplify" => simplify(&g),
+            _ => return Err(format!("unknown pass '{pass}'")),
+        };
+        verify(&out).map_err(|e| format!("the {pass} result does not verify: {e}"))?;
+        Ok(format!("{input}{SEPARATOR}{}", print(&out)))
+    }
+
     /// `Ok` when the file's expectations hold, else a description of the difference.
     fn run(&self, bless: bool) -> Result<(), String> {
+        if let Some(pass) = self.directive("pass") {
+            let actual = self.pass_body(pass)?;
+            if actual == self.body {
+                return Ok(());
+            }
+            if bless {
+                self.write(&self.directives, &actual);
+                return Ok(());
+            }
+            return Err(format!("body differs; expected:\n{}\nactual:\n{actual}", self.body));
+        }
         let (actual_body, actual_error) = match self.directive("import") {
             Some(model) => {
                 let case = OnnxCase::new(conformance_dir().map_err(|e| e.to_string())?.join(model));

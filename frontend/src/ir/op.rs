@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use super::{DType, Tensor};
 
-/// A primitive op with its attributes.
-#[derive(Clone, Debug)]
+/// A primitive op with its attributes. Ops are equal when they compute the same function of
+/// their operands (constants: the same bits).
+#[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// A runtime input of the graph; the node's name is the input's name.
     Input,

@@ -68,6 +68,14 @@ pub struct Tensor {
     data: Data,
 }
 
+/// Tensors are equal when they hold the same bits ([`Tensor::bit_eq`]): the equality of graph
+/// constants, under which two constants are interchangeable.
+impl PartialEq for Tensor {
+    fn eq(&self, other: &Tensor) -> bool {
+        self.bit_eq(other)
+    }
+}
+
 impl Tensor {
     /// Pairs a shape with data, checking that the element count matches.
     pub fn new(shape: Vec<usize>, data: Data) -> Result<Tensor, ShapeError> {
