@@ -1053,11 +1053,7 @@ impl<'f> Lower<'f, '_> {
         self.b.ins().brif(go, inner, &[], after, &[]);
         self.b.switch_to_block(inner);
         if i + 1 < vars.len() {
-            self.b.def_var(self.vars[vars[i + 1].0 as usize], from[i + 1]);
-            for s in strided {
-                let a = self.b.use_var(s.addr[i]);
-                self.b.def_var(s.addr[i + 1], a);
-            }
+            self.enter(self.vars[vars[i + 1].0 as usize], from[i + 1], i + 1, strided);
             self.level(i + 1, vars, from, to, body, strided, fast);
         } else {
             for s in strided {
@@ -1066,16 +1062,42 @@ impl<'f> Lower<'f, '_> {
             self.stmts(body);
             self.strided.clear();
         }
-        let v = self.b.use_var(var);
-        let next = self.b.ins().iadd_imm_s(v, 1);
-        self.b.def_var(var, next);
-        for s in strided {
-            let a = self.b.use_var(s.addr[i]);
-            let next = self.b.ins().iadd(a, s.step[i]);
-            self.b.def_var(s.addr[i], next);
-        }
+        self.advance(var, i, 1, strided);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(after);
+    }
+
+    /// Starts level `level` of a point nest: its variable `var` at `from`, and every place's
+    /// address at the enclosing level's.
+    fn enter(&mut self, var: Variable, from: Val, level: usize, strided: &[Strided]) {
+        self.b.def_var(var, from);
+        for s in strided {
+            let a = self.b.use_var(s.addr[level - 1]);
+            self.b.def_var(s.addr[level], a);
+        }
+    }
+
+    /// Whether `points` more points from `var`'s value stay below `to`.
+    fn fits(&mut self, var: Variable, points: i64, to: Val) -> Val {
+        let v = self.b.use_var(var);
+        let end = self.b.ins().iadd_imm_s(v, points);
+        self.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, to)
+    }
+
+    /// Moves level `level`'s variable `var` and every place's address `points` points on.
+    fn advance(&mut self, var: Variable, level: usize, points: i64, strided: &[Strided]) {
+        let v = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(v, points);
+        self.b.def_var(var, next);
+        for s in strided {
+            let a = self.b.use_var(s.addr[level]);
+            let step = match points {
+                1 => s.step[level],
+                _ => self.b.ins().imul_imm_s(s.step[level], points),
+            };
+            let next = self.b.ins().iadd(a, step);
+            self.b.def_var(s.addr[level], next);
+        }
     }
 }
 
@@ -1245,9 +1267,7 @@ impl<'f> Lower<'f, '_> {
         let (head, inner, after) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(head);
-        let v = self.b.use_var(var);
-        let end = self.b.ins().iadd_imm_s(v, LANES);
-        let go = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, to);
+        let go = self.fits(var, LANES, to);
         self.b.ins().brif(go, inner, &[], after, &[]);
         self.b.switch_to_block(inner);
         let addrs: HashMap<*const Place, (Variable, i64)> = strided
@@ -1273,15 +1293,7 @@ impl<'f> Lower<'f, '_> {
             }
             _ => unreachable!("vectorizable bodies are one store or fold"),
         }
-        let v = self.b.use_var(var);
-        let next = self.b.ins().iadd_imm_s(v, LANES);
-        self.b.def_var(var, next);
-        for s in strided {
-            let a = self.b.use_var(s.addr[last]);
-            let step = self.b.ins().imul_imm_s(s.step[last], LANES);
-            let next = self.b.ins().iadd(a, step);
-            self.b.def_var(s.addr[last], next);
-        }
+        self.advance(var, last, LANES, strided);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(after);
     }

@@ -109,25 +109,17 @@ impl<'f> Lower<'f, '_> {
         let (head, rows, after) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(head);
-        let o = self.b.use_var(var_o);
-        let end = self.b.ins().iadd_imm_s(o, LANES);
-        let four = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, to[outer]);
+        let four = self.fits(var_o, LANES, to[outer]);
         let go = self.b.ins().band(four, apart);
         self.b.ins().brif(go, rows, &[], after, &[]);
         self.b.switch_to_block(rows);
-        self.b.def_var(var_i, from[inner]);
-        for s in strided {
-            let a = self.b.use_var(s.addr[outer]);
-            self.b.def_var(s.addr[inner], a);
-        }
+        self.enter(var_i, from[inner], inner, strided);
 
         // Blocks of four columns.
         let (chead, block, rest) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
         self.b.ins().jump(chead, &[]);
         self.b.switch_to_block(chead);
-        let i = self.b.use_var(var_i);
-        let end = self.b.ins().iadd_imm_s(i, LANES);
-        let go = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, end, to[inner]);
+        let go = self.fits(var_i, LANES, to[inner]);
         self.b.ins().brif(go, block, &[], rest, &[]);
         self.b.switch_to_block(block);
         // Column k's value over the block's four rows, then row m's over its four columns.
@@ -183,19 +175,6 @@ impl<'f> Lower<'f, '_> {
         self.advance(var_o, outer, LANES, strided);
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(after);
-    }
-
-    /// Moves level `level`'s variable and every place's address `points` points on.
-    fn advance(&mut self, var: cranelift_frontend::Variable, level: usize, points: i64, strided: &[Strided]) {
-        let v = self.b.use_var(var);
-        let next = self.b.ins().iadd_imm_s(v, points);
-        self.b.def_var(var, next);
-        for s in strided {
-            let a = self.b.use_var(s.addr[level]);
-            let step = self.b.ins().imul_imm_s(s.step[level], points);
-            let next = self.b.ins().iadd(a, step);
-            self.b.def_var(s.addr[level], next);
-        }
     }
 
     /// The 4 × 4 transpose of four f32 vectors: lane `j` of result `m` is lane `m` of `x[j]`.
