@@ -1,14 +1,16 @@
 //! The scheduler's pipeline: one straight-line function naming each pass.
 //!
 //! `SWFLOW_DUMP=<pass>` (or `all`) prints the graph or program after that pass to stderr;
-//! passes are `simplify` (the graph), `lower` and `schedule`. The loop-IR verifier runs after
+//! passes are `simplify` (the graph), `fuse` (the fusion plan: which nodes each kernel holds),
+//! `lower` and `schedule`. The loop-IR verifier runs after
 //! lowering and every schedule is verified as it is made.
 
+use swflow_frontend::fuse::{plan, print_plan};
 use swflow_frontend::ir::{print, Graph};
 use swflow_frontend::simplify::simplify;
 
 use crate::loops::{print_program, verify_program, LoopVerifyError, Program};
-use crate::lower::{lower, LowerError};
+use crate::lower::{lower, lower_fused, LowerError};
 use crate::schedule::{schedule_program, ScheduleError};
 use crate::target::Target;
 
@@ -27,7 +29,8 @@ pub enum PipelineError {
 pub enum Fuse {
     /// The graph as imported: one kernel per primitive.
     None,
-    /// The graph simplified first ([`simplify`]).
+    /// The graph simplified ([`simplify`]), then primitives fused into shared kernels by the
+    /// rules of [`swflow_frontend::fuse::RULES`].
     #[default]
     Default,
 }
@@ -56,18 +59,20 @@ pub fn compile(g: &Graph, target: &Target) -> Result<Program, PipelineError> {
 
 /// Lowers a graph to loop IR and schedules every kernel for `target`.
 pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Program, PipelineError> {
-    let simplified;
-    let g = match options.fuse {
-        Fuse::None => g,
+    let mut p = match options.fuse {
+        Fuse::None => lower(g)?,
         Fuse::Default => {
-            simplified = simplify(g);
+            let g = simplify(g);
             if dumping("simplify") {
-                eprintln!("=== after simplify ===\n{}", print(&simplified));
+                eprintln!("=== after simplify ===\n{}", print(&g));
             }
-            &simplified
+            let plan = plan(&g);
+            if dumping("fuse") {
+                eprintln!("=== after fuse ===\n{}", print_plan(&g, &plan));
+            }
+            lower_fused(&g, &plan)?
         }
     };
-    let mut p = lower(g)?;
     verify_program(&p)?;
     dump("lower", &p);
     schedule_program(&mut p, target)?;

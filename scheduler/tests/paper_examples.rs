@@ -65,7 +65,7 @@ fn whole_schedule_fits_the_ldm() {
     let p = matmul_program();
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let s = schedule_kernel(&p.kernels[0], &p, &target).unwrap();
-        assert!(s.ldm_bytes(&target) <= target.ldm_bytes - target.stack_reserve_bytes);
+        assert!(s.ldm_bytes(&p.kernels[0], &target) <= target.ldm_bytes - target.stack_reserve_bytes);
         assert_eq!(s.balance(target.cpes), 1.0);
     }
 }

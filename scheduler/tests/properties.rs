@@ -37,7 +37,7 @@ fn check(g: Graph) -> Result<(), TestCaseError> {
         for k in &p.kernels {
             let s = k.schedule.as_ref().unwrap();
             prop_assert!(
-                s.ldm_bytes(&target) <= target.ldm_bytes - target.stack_reserve_bytes,
+                s.ldm_bytes(k, &target) <= target.ldm_bytes - target.stack_reserve_bytes,
                 "{} does not fit",
                 k.name
             );

@@ -31,7 +31,10 @@ pub struct Args {
 #[derive(Serialize)]
 struct Row {
     kernel: String,
+    /// The primitive ops the kernel computes (`add+relu` when producers were fused into it).
     op: String,
+    /// The graph nodes fused into the kernel besides its own.
+    fused: Vec<String>,
     ldm_bytes: usize,
     dma_transfers: usize,
     dma_bytes: usize,
@@ -69,6 +72,7 @@ pub fn run(args: Args) -> Result<()> {
             Row {
                 kernel: k.name.clone(),
                 op: k.op.clone(),
+                fused: k.fused.clone(),
                 ldm_bytes: s.ldm_bytes,
                 dma_transfers: s.traffic.gets + s.traffic.puts,
                 dma_bytes: s.traffic.get_bytes + s.traffic.put_bytes,
@@ -93,13 +97,14 @@ pub fn run(args: Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    let opw = report.kernels.iter().map(|r| r.op.len()).max().unwrap_or(0).max(14);
     println!(
-        "{:<40} {:<14} {:>9} {:>12} {:>14} {:>8}",
+        "{:<40} {:<opw$} {:>9} {:>12} {:>14} {:>8}",
         "kernel", "op", "LDM", "DMA ops", "DMA bytes", "balance"
     );
     for r in &report.kernels {
         println!(
-            "{:<40} {:<14} {:>9} {:>12} {:>14} {:>8.3}",
+            "{:<40} {:<opw$} {:>9} {:>12} {:>14} {:>8.3}",
             r.kernel, r.op, r.ldm_bytes, r.dma_transfers, r.dma_bytes, r.balance
         );
     }

@@ -6,6 +6,9 @@
 //!   inputs that carry shapes or axes frozen to their test values;
 //! - `# pass: simplify` — the body is a graph in the text form, a line `----`, and the graph
 //!   that [`simplify`] makes of it;
+//! - `# pass: fuse` — the body is a graph in the text form, a line `----`, the fusion plan
+//!   ([`print_plan`]: each kernel-owning node with the nodes joined into it, and the rule
+//!   that joined each) and the loop IR that lowering makes of the graph under that plan;
 //! - neither — the body is a graph in the text form; it must parse, and then either verify
 //!   and print back exactly as written, or fail with the message of an `# error: <message>`
 //!   directive.
@@ -15,8 +18,11 @@
 
 use std::path::{Path, PathBuf};
 
+use swflow_frontend::fuse::{plan, print_plan};
 use swflow_frontend::ir::{parse, print, verify};
 use swflow_frontend::simplify::simplify;
+use swflow_scheduler::loops::{print_program, verify_program};
+use swflow_scheduler::lower::lower_fused;
 use swflow_tests::{conformance_dir, workspace_root, OnnxCase};
 
 /// The line between a pass test's input and its result.
@@ -71,11 +77,20 @@ impl FileTest {
         let g = parse(input).map_err(|e| format!("input does not parse: {e}"))?;
         verify(&g).map_err(|e| format!("input does not verify: {e}"))?;
         let out = match pass {
-            "simplify" => simplify(&g),
+            "simplify" => {
+                let out = simplify(&g);
+                verify(&out).map_err(|e| format!("the {pass} result does not verify: {e}"))?;
+                print(&out)
+            }
+            "fuse" => {
+                let plan = plan(&g);
+                let p = lower_fused(&g, &plan).map_err(|e| format!("lowering the fused graph: {e}"))?;
+                verify_program(&p).map_err(|e| format!("the fused loop IR does not verify: {e}"))?;
+                format!("{}{}", print_plan(&g, &plan), print_program(&p))
+            }
             _ => return Err(format!("unknown pass '{pass}'")),
         };
-        verify(&out).map_err(|e| format!("the {pass} result does not verify: {e}"))?;
-        Ok(format!("{input}{SEPARATOR}{}", print(&out)))
+        Ok(format!("{input}{SEPARATOR}{out}"))
     }
 
     /// `Ok` when the file's expectations hold, else a description of the difference.

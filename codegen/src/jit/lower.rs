@@ -21,11 +21,14 @@ use swflow_scheduler::loops::Scalar;
 mod block;
 mod transpose;
 
+use swflow_scheduler::schedule::{LDM_BUFFER_ALIGN, PARAM_FIELD_BYTES};
+
 use super::runtime::{Callee, Pool};
 use crate::cpe::{Array, BoxDma, Buf, Cond, Func, Half, Int, Place, Stmt, Value, Var};
 
 /// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
-/// then each buffer (16-byte aligned), then the reply counters (`i32`).
+/// then each buffer (aligned to [`LDM_BUFFER_ALIGN`]), then the reply counters (`i32`). The
+/// scheduler's LDM accounting ([`swflow_scheduler::schedule::ldm_overhead`]) counts the same.
 pub struct Layout {
     pub bufs: Vec<usize>,
     pub replies: usize,
@@ -34,8 +37,8 @@ pub struct Layout {
 
 impl Layout {
     pub fn of(f: &Func) -> Layout {
-        let align = |x: usize| x.div_ceil(16) * 16;
-        let mut at = align(8 * f.fields.len());
+        let align = |x: usize| x.next_multiple_of(LDM_BUFFER_ALIGN);
+        let mut at = align(PARAM_FIELD_BYTES * f.fields.len());
         let mut bufs = Vec::new();
         for b in &f.bufs {
             bufs.push(at);

@@ -20,7 +20,7 @@ pub use dtype::DType;
 pub use graph::{Graph, Node, NodeId, Output};
 pub use op::{BinaryOp, ConvAttrs, Op, PoolAttrs, PoolKind, ReduceKind, UnaryOp};
 pub use parse::{parse, ParseError};
-pub use print::{print, print_with, PrintOptions};
+pub use print::{print, print_with, value_name, PrintOptions};
 pub use tensor::{Data, Tensor};
 pub use types::{checked_numel, strides, ShapeDisplay, TensorType, MAX_TENSOR_ELEMENTS};
 pub use verify::{verify, VerifyError};

@@ -150,7 +150,8 @@ pub(super) fn is_bare_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-')
 }
 
-fn value_name(name: &str) -> String {
+/// A node name as the text form writes it: `%name`, or `%"name"` when it needs quotes.
+pub fn value_name(name: &str) -> String {
     if is_bare_name(name) {
         format!("%{name}")
     } else {

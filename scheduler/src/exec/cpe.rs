@@ -40,7 +40,7 @@ pub fn kernel_stats(p: &Program, k: &Kernel, s: &Schedule, machine: &Machine) ->
     KernelStats {
         kernel: k.name.clone(),
         traffic: count(k, &shapes, s, machine.cpes),
-        ldm_bytes: s.ldm_bytes(machine),
+        ldm_bytes: s.ldm_bytes(k, machine),
         balance: s.balance(machine.cpes),
         points: k.points(),
     }

@@ -134,6 +134,20 @@ impl Affine {
         self
     }
 
+    /// `self` with every loop `l` replaced by `args[l]`: an affine function of another
+    /// kernel's loops, when `self` indexes the loops of a producer whose point `l` the
+    /// consumer reads at `args`.
+    pub fn compose(&self, args: &[Affine]) -> Affine {
+        let mut out = Affine::constant(self.offset);
+        for &(l, c) in &self.terms {
+            out.offset += c * args[l].offset;
+            for &(m, d) in &args[l].terms {
+                out = out.plus(m, c * d);
+            }
+        }
+        out
+    }
+
     /// Value at a point.
     pub fn eval(&self, point: &[usize]) -> i64 {
         self.offset + self.terms.iter().map(|&(l, c)| c * point[l] as i64).sum::<i64>()
@@ -317,9 +331,13 @@ impl Stmt {
 pub struct Kernel {
     /// Unique within the program.
     pub name: String,
-    /// The primitive op it computes, and the model node that op came from.
+    /// The primitive ops it computes, joined by `+` in the order they are computed (one op
+    /// unless producers were fused into it), and the model node its own op came from.
     pub op: String,
     pub origin: Option<String>,
+    /// Graph nodes fused into the kernel besides its own: their values are computed inside
+    /// its statement and never stored.
+    pub fused: Vec<String>,
     pub loops: Vec<Loop>,
     /// Tensor of each operand slot; slot 0 is the target.
     pub operands: Vec<TensorId>,

@@ -227,13 +227,26 @@ impl Parser<'_> {
         self.keyword("kernel")?;
         let name = self.name()?;
         self.punct('=')?;
-        let op = self.word()?;
+        let mut op = self.word()?;
+        while self.is_punct('+') {
+            self.punct('+')?;
+            op = format!("{op}+{}", self.word()?);
+        }
         let origin = if self.is_punct('@') {
             self.punct('@')?;
             Some(self.name()?)
         } else {
             None
         };
+        let mut fused = Vec::new();
+        if self.peek() == Some(&Tok::Word("fuses".into())) {
+            self.keyword("fuses")?;
+            fused.push(self.name()?);
+            while self.is_punct(',') {
+                self.punct(',')?;
+                fused.push(self.name()?);
+            }
+        }
         self.punct('{')?;
         self.keyword("tensors")?;
         loop {
@@ -293,6 +306,7 @@ impl Parser<'_> {
             name,
             op,
             origin,
+            fused,
             loops: std::mem::take(&mut self.loops),
             operands: std::mem::take(&mut self.operands),
             stmt: Stmt { target, value, reduce },

@@ -7,9 +7,10 @@
 //!   y[n, m + 64*g, o0, o1] sum(0.0)= (xp[n, c + 3*g, 2*o0 + k0, 2*o1 + k1] * w[m + 64*g, c, k0, k1])
 //! }
 //! ```
-//! Loops after `|` are reduction loops. Tensor names print bare when they are made of
-//! `[A-Za-z0-9_./]` (not starting with a digit), quoted otherwise. [`super::parse_kernel`]
-//! reads kernels and schedules back.
+//! Loops after `|` are reduction loops. A kernel with producers fused into it lists its ops in
+//! the order they are computed and names the fused nodes: `kernel r = add+relu fuses "a" {`.
+//! Tensor names print bare when they are made of `[A-Za-z0-9_./]` (not starting with a
+//! digit), quoted otherwise. [`super::parse_kernel`] reads kernels and schedules back.
 
 use std::fmt::Write;
 
@@ -110,7 +111,13 @@ fn expr(e: &Expr, k: &Kernel, p: &Program) -> String {
 pub fn print_kernel(k: &Kernel, p: &Program) -> String {
     let mut s = String::new();
     let origin = k.origin.as_ref().map(|o| format!(" @{o:?}")).unwrap_or_default();
-    let _ = writeln!(s, "kernel {} = {}{origin} {{", quoted_name(&k.name), k.op);
+    let fused = if k.fused.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = k.fused.iter().map(|n| format!("{n:?}")).collect();
+        format!(" fuses {}", names.join(", "))
+    };
+    let _ = writeln!(s, "kernel {} = {}{origin}{fused} {{", quoted_name(&k.name), k.op);
     let tensors: Vec<String> = k
         .operands
         .iter()

@@ -39,12 +39,12 @@ pub(super) fn lower(cx: &mut Lowering, n: &NodeCx) -> Result<(), String> {
         target(vars(out_shape.len())),
         value,
         None,
-    );
+    )?;
     Ok(())
 }
 
 /// A kernel writing `value` to every element of `t` (helper kernel `<node>.<suffix>`).
-pub(super) fn fill(cx: &mut Lowering, n: &NodeCx, suffix: &str, t: TensorId, value: Scalar) {
+pub(super) fn fill(cx: &mut Lowering, n: &NodeCx, suffix: &str, t: TensorId, value: Scalar) -> Result<(), String> {
     let shape = cx.p.tensor(t).ty.shape.clone();
     cx.kernel(
         n,
@@ -54,7 +54,7 @@ pub(super) fn fill(cx: &mut Lowering, n: &NodeCx, suffix: &str, t: TensorId, val
         target(vars(shape.len())),
         Expr::Const(value),
         None,
-    );
+    )
 }
 
 pub(super) fn transpose(cx: &mut Lowering, n: &NodeCx, perm: &[usize]) -> Result<(), String> {
@@ -62,20 +62,18 @@ pub(super) fn transpose(cx: &mut Lowering, n: &NodeCx, perm: &[usize]) -> Result
     for (i, &p) in perm.iter().enumerate() {
         index[p] = Affine::var(i);
     }
-    copy_from(cx, n, index);
-    Ok(())
+    copy_from(cx, n, index)
 }
 
 pub(super) fn slice(cx: &mut Lowering, n: &NodeCx, starts: &[usize], steps: &[i64]) -> Result<(), String> {
     let index = (0..starts.len())
         .map(|i| Affine::constant(starts[i] as i64).plus(i, steps[i]))
         .collect();
-    copy_from(cx, n, index);
-    Ok(())
+    copy_from(cx, n, index)
 }
 
 /// `out[d..] = x[index]` over the output's dimensions.
-fn copy_from(cx: &mut Lowering, n: &NodeCx, index: Vec<Affine>) {
+fn copy_from(cx: &mut Lowering, n: &NodeCx, index: Vec<Affine>) -> Result<(), String> {
     let shape = n.node().ty.shape.clone();
     let x = cx.input(n, 0);
     cx.kernel(
@@ -86,7 +84,7 @@ fn copy_from(cx: &mut Lowering, n: &NodeCx, index: Vec<Affine>) {
         target(vars(shape.len())),
         Expr::load(1, index),
         None,
-    );
+    )
 }
 
 /// One copy kernel per operand into its range of the output.
@@ -106,7 +104,7 @@ pub(super) fn concat(cx: &mut Lowering, n: &NodeCx, axis: usize) -> Result<(), S
                 target(out_index),
                 Expr::load(1, vars(shape.len())),
                 None,
-            );
+            )?;
         }
         offset += shape[axis];
     }
@@ -136,7 +134,7 @@ pub(super) fn gather(cx: &mut Lowering, n: &NodeCx, axis: usize) -> Result<(), S
         target(vars(shape.len())),
         Expr::Load(Access { operand: 1, index }),
         None,
-    );
+    )?;
     Ok(())
 }
 
@@ -157,7 +155,7 @@ pub(super) fn reduce(cx: &mut Lowering, n: &NodeCx, kind: ReduceKind, axes: &[us
     let init = reduce_init(kind, dtype);
     if axes.iter().any(|&a| shape[a] == 0) {
         // Nothing to fold: every element is the identity.
-        super::elementwise::fill(cx, n, "", n.out, init);
+        super::elementwise::fill(cx, n, "", n.out, init)?;
         return Ok(());
     }
     let mut loops = Vec::new();
@@ -181,6 +179,6 @@ pub(super) fn reduce(cx: &mut Lowering, n: &NodeCx, kind: ReduceKind, axes: &[us
         target(out_index),
         Expr::load(1, x_index),
         Some(Reduction { kind, init }),
-    );
+    )?;
     Ok(())
 }

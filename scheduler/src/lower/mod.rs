@@ -1,17 +1,24 @@
-//! Lowering of a graph to loop IR: one or more kernels per primitive op.
+//! Lowering of a graph to loop IR: one or more kernels per primitive op, following a fusion
+//! plan ([`swflow_frontend::fuse`]).
 //!
 //! Reshapes become views (no kernel). Padding is made explicit: a convolution or pooling
 //! with padding reads a padded copy of its input (a fill kernel and a copy kernel), so every
 //! access of every kernel is in bounds. A transposed convolution becomes a zero-stuffed,
 //! padded copy of its input convolved with the flipped, transposed weight. Average pooling is
 //! a windowed sum followed by a division by a constant divisor.
+//!
+//! A node the plan joins into its consumers gets no kernel: its single kernel becomes an
+//! [`inline::Template`], and every kernel that reads its tensor computes the template there
+//! instead ([`inline`]). Tensors no kernel touches are dropped at the end.
 
 mod elementwise;
+mod inline;
 mod nn;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use swflow_frontend::fuse::{unfused, Plan};
 use swflow_frontend::ir::{Graph, NodeId, Op, Tensor, TensorType};
 
 use crate::loops::{
@@ -27,8 +34,13 @@ pub struct LowerError {
     pub reason: String,
 }
 
-/// Lowers a verified graph.
+/// Lowers a verified graph, one kernel (or a few) per primitive.
 pub fn lower(g: &Graph) -> Result<Program, LowerError> {
+    lower_fused(g, &unfused(g))
+}
+
+/// Lowers a verified graph, joining the nodes `plan` joins into their consumers' kernels.
+pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
     let mut cx = Lowering {
         p: Program {
             name: g.name.clone(),
@@ -41,6 +53,7 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
         node_names: g.nodes().iter().map(|n| n.name.clone()).collect(),
         tensor_names: HashSet::new(),
         kernel_names: HashSet::new(),
+        templates: HashMap::new(),
     };
     for id in g.ids() {
         let n = g.node(id);
@@ -56,15 +69,25 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
             cx.p.inputs.push(t);
         }
         if !matches!(n.op, Op::Input | Op::Const(_) | Op::Reshape { .. }) && n.ty.numel() > 0 {
-            let node = NodeCx { g, id, out: t };
-            cx.lower_node(&node).map_err(|reason| LowerError {
+            let node = NodeCx {
+                g,
+                id,
+                out: t,
+                joined: plan.is_joined(id),
+            };
+            let fail = |reason| LowerError {
                 node: n.name.clone(),
                 op: n.op.name().into(),
                 reason,
-            })?;
+            };
+            cx.lower_node(&node).map_err(fail)?;
+            if node.joined && !cx.templates.contains_key(&t) {
+                return Err(fail("a node joined into its consumers must lower to one kernel".into()));
+            }
         }
     }
     cx.p.outputs = g.outputs.iter().map(|o| (o.name.clone(), cx.of[&o.node])).collect();
+    inline::drop_untouched(&mut cx.p);
     Ok(cx.p)
 }
 
@@ -76,6 +99,8 @@ struct Lowering {
     node_names: HashSet<String>,
     tensor_names: HashSet<String>,
     kernel_names: HashSet<String>,
+    /// The values of joined nodes, by their (never stored) tensors.
+    templates: HashMap<TensorId, inline::Template>,
 }
 
 /// `name` if `own` says it is the caller's own or it is neither taken nor reserved, else
@@ -97,6 +122,8 @@ struct NodeCx<'a> {
     g: &'a Graph,
     id: NodeId,
     out: TensorId,
+    /// The plan joins it into its consumers: its kernel becomes a template.
+    joined: bool,
 }
 
 impl NodeCx<'_> {
@@ -186,7 +213,9 @@ impl Lowering {
         )
     }
 
-    /// Appends a kernel; `suffix` distinguishes helper kernels of one node.
+    /// Appends a kernel, with the templates of joined producers expanded in its value (or,
+    /// for a joined node, records it as the node's template); `suffix` distinguishes helper
+    /// kernels of one node.
     #[allow(clippy::too_many_arguments)]
     fn kernel(
         &mut self,
@@ -197,10 +226,10 @@ impl Lowering {
         target: Access,
         value: Expr,
         reduce: Option<Reduction>,
-    ) {
+    ) -> Result<(), String> {
         let node = n.node();
         if loops.iter().any(|l| l.kind == LoopKind::Parallel && l.extent == 0) {
-            return; // Nothing to write.
+            return Ok(()); // Nothing to write.
         }
         let (loops, value, reduce) = match reduce {
             // Nothing to fold: every target element is the reduction's initial value.
@@ -216,16 +245,27 @@ impl Lowering {
         } else {
             format!("{}.{suffix}", node.name)
         };
-        let name = unique(&mut self.kernel_names, &self.node_names, base, suffix.is_empty());
-        self.p.kernels.push(Kernel {
-            name,
+        let mut k = Kernel {
+            name: String::new(),
             op: node.op.name().to_string(),
             origin: node.origin.clone(),
+            fused: Vec::new(),
             loops,
             operands,
             stmt: Stmt { target, value, reduce },
             schedule: None,
-        });
+        };
+        inline::expand(&mut k, &self.templates)?;
+        if n.joined {
+            let template = inline::Template::of(k, node.name.clone())?;
+            if self.templates.insert(n.out, template).is_some() {
+                return Err("a node joined into its consumers must lower to one kernel".into());
+            }
+            return Ok(());
+        }
+        k.name = unique(&mut self.kernel_names, &self.node_names, base, suffix.is_empty());
+        self.p.kernels.push(k);
+        Ok(())
     }
 
     fn lower_node(&mut self, n: &NodeCx) -> Result<(), String> {

@@ -32,7 +32,7 @@ pub(super) fn matmul(cx: &mut Lowering, n: &NodeCx) -> Result<(), String> {
             kind: ReduceKind::Sum,
             init,
         }),
-    );
+    )?;
     Ok(())
 }
 
@@ -61,7 +61,7 @@ fn pad(
         shape.push(usize::try_from(len).map_err(|_| "padding crops away the whole input")?);
     }
     let padded = cx.temp(n, suffix, TensorType::new(ty.dtype, shape.clone()).map_err(|e| e.0)?);
-    fill(cx, n, &format!("{suffix}.fill"), padded, value);
+    fill(cx, n, &format!("{suffix}.fill"), padded, value)?;
     // Input positions i whose place front + i*stride falls inside the padded extent.
     let mut loops = vec![par("n", ty.shape[0]), par("c", ty.shape[1])];
     let mut src = vars(2);
@@ -77,7 +77,7 @@ fn pad(
         src.push(Affine::var(2 + i).add_offset(lo));
         dst.push(Affine::constant(f + lo * s).plus(2 + i, s));
     }
-    cx.kernel(n, suffix, loops, vec![padded, x], target(dst), Expr::load(1, src), None);
+    cx.kernel(n, suffix, loops, vec![padded, x], target(dst), Expr::load(1, src), None)?;
     Ok(padded)
 }
 
@@ -91,7 +91,7 @@ fn conv_kernel(
     strides: &[usize],
     dilations: &[usize],
     groups: usize,
-) {
+) -> Result<(), String> {
     let out = n.node().ty.shape.clone();
     let ws = cx.p.tensor(w).ty.shape.clone();
     let nd = out.len() - 2;
@@ -137,7 +137,7 @@ fn conv_kernel(
             kind: ReduceKind::Sum,
             init,
         }),
-    );
+    )
 }
 
 fn split_pads(pads: &[usize]) -> (Vec<i64>, Vec<i64>) {
@@ -154,7 +154,7 @@ pub(super) fn conv(cx: &mut Lowering, n: &NodeCx, c: &ConvAttrs) -> Result<(), S
     let ones = vec![1; front.len()];
     let zero = Scalar::of(n.node().ty.dtype, 0.0);
     let xp = pad(cx, n, "pad", x, &front, &back, &ones, zero)?;
-    conv_kernel(cx, n, xp, w, &c.strides, &c.dilations, c.groups);
+    conv_kernel(cx, n, xp, w, &c.strides, &c.dilations, c.groups)?;
     Ok(())
 }
 
@@ -194,7 +194,7 @@ pub(super) fn conv_transpose(
     dst.extend((0..nd).map(|i| Affine::var(ci + 1 + i)));
     let mut src = vec![grouped(ci, cg), Affine::var(m)];
     src.extend((0..nd).map(|i| Affine::constant(wt.shape[2 + i] as i64 - 1).plus(ci + 1 + i, -1)));
-    cx.kernel(n, "weight", loops, vec![w2, w], target(dst), Expr::load(1, src), None);
+    cx.kernel(n, "weight", loops, vec![w2, w], target(dst), Expr::load(1, src), None)?;
 
     let (pb, pe) = split_pads(&c.pads);
     let span = |i: usize| (c.dilations[i] * (wt.shape[2 + i] - 1)) as i64;
@@ -202,7 +202,7 @@ pub(super) fn conv_transpose(
     let back: Vec<i64> = (0..nd).map(|i| span(i) - pe[i] + output_padding[i] as i64).collect();
     let zero = Scalar::of(n.node().ty.dtype, 0.0);
     let xd = pad(cx, n, "spread", x, &front, &back, &c.strides, zero)?;
-    conv_kernel(cx, n, xd, w2, &vec![1; nd], &c.dilations, groups);
+    conv_kernel(cx, n, xd, w2, &vec![1; nd], &c.dilations, groups)?;
     Ok(())
 }
 
@@ -251,7 +251,7 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
             target(vars(2 + nd)),
             Expr::load(1, x_index),
             reduction,
-        );
+        )?;
         return Ok(());
     };
     let sum = cx.temp(n, "sum", n.node().ty.clone());
@@ -263,7 +263,7 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         target(vars(2 + nd)),
         Expr::load(1, x_index),
         reduction,
-    );
+    )?;
     let counts = p.average_divisors(&in_shape[2..], &out[2..]);
     let (divisor, operands) = if counts.iter().all(|&c| c == counts[0]) {
         (Expr::Const(Scalar::of(dtype, counts[0] as f64)), vec![n.out, sum])
@@ -291,6 +291,6 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         target(vars(2 + nd)),
         value,
         None,
-    );
+    )?;
     Ok(())
 }

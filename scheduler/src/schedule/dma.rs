@@ -65,7 +65,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
         }
         buffers[i].double = true;
         s2.buffers = buffers.clone();
-        if s2.ldm_bytes(target) > budget {
+        if s2.ldm_bytes(k, target) > budget {
             buffers[i].double = false;
         }
     }

@@ -45,6 +45,22 @@ pub struct ScheduleError {
     pub reason: String,
 }
 
+/// Alignment of every LDM buffer in the generated code (the C structs and the JIT's layout).
+pub const LDM_BUFFER_ALIGN: usize = 16;
+
+/// Bytes of one field of a kernel's parameter struct (a pointer to one of its tensors). Every
+/// CPE copies the struct into its LDM before it starts.
+pub const PARAM_FIELD_BYTES: usize = 8;
+
+/// LDM bytes a kernel takes besides its buffers: its parameter struct (one field per distinct
+/// tensor) and the reply counters, one per buffered access and one for the struct's own get.
+pub fn ldm_overhead(k: &Kernel, buffered: usize, target: &Target) -> usize {
+    let mut tensors = k.operands.clone();
+    tensors.sort_unstable();
+    tensors.dedup();
+    (tensors.len() * PARAM_FIELD_BYTES).next_multiple_of(LDM_BUFFER_ALIGN) + (buffered + 1) * target.dma.reply_bytes
+}
+
 /// How an access is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Residence {
@@ -75,11 +91,13 @@ impl Buffer {
         self.dims.iter().product()
     }
 
-    /// LDM bytes it takes (none when accessed directly).
+    /// LDM bytes it takes, aligned as generated code places it (none when accessed directly).
     pub fn ldm_bytes(&self) -> usize {
         match self.residence {
             Residence::Direct => 0,
-            Residence::Buffer => self.elements() * self.elem_bytes * if self.double { 2 } else { 1 },
+            Residence::Buffer => {
+                (self.elements() * self.elem_bytes * if self.double { 2 } else { 1 }).next_multiple_of(LDM_BUFFER_ALIGN)
+            }
         }
     }
 }
@@ -105,10 +123,10 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// LDM bytes of all buffers plus one reply counter per buffered access.
-    pub fn ldm_bytes(&self, target: &Target) -> usize {
+    /// LDM bytes of kernel `k` under this schedule: its buffers and [`ldm_overhead`].
+    pub fn ldm_bytes(&self, k: &Kernel, target: &Target) -> usize {
         let buffered = self.buffers.iter().filter(|b| b.residence == Residence::Buffer).count();
-        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>() + buffered * target.dma.reply_bytes
+        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>() + ldm_overhead(k, buffered, target)
     }
 
     /// Mean over max work per CPE (1.0 is perfect balance).
@@ -276,8 +294,11 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
         }
     }
     let budget = target.ldm_budget();
-    if s.ldm_bytes(target) > budget {
-        return Err(format!("needs {} LDM bytes, {budget} available", s.ldm_bytes(target)));
+    if s.ldm_bytes(k, target) > budget {
+        return Err(format!(
+            "needs {} LDM bytes, {budget} available",
+            s.ldm_bytes(k, target)
+        ));
     }
     Ok(())
 }

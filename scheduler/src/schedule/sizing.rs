@@ -61,7 +61,8 @@ pub fn is_direct(dims: Option<&[usize]>, shape: &[usize]) -> bool {
     dims[..keep].last().is_some_and(|&d| d == 1) && dims.iter().product::<usize>() > 1
 }
 
-/// LDM bytes all buffered accesses need with `tiles`.
+/// LDM bytes all buffered accesses need with `tiles`, each buffer aligned as generated code
+/// places it.
 pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
     super::accesses(k)
         .iter()
@@ -71,7 +72,9 @@ pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
             if is_direct(dims.as_deref(), &ty.shape) {
                 0
             } else {
-                dims.map_or(0, |d| d.iter().product::<usize>() * ty.dtype.size_bytes())
+                dims.map_or(0, |d| {
+                    (d.iter().product::<usize>() * ty.dtype.size_bytes()).next_multiple_of(super::LDM_BUFFER_ALIGN)
+                })
             }
         })
         .sum()
@@ -97,7 +100,7 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
     let n_access = super::accesses(k).len();
     let budget = target
         .ldm_budget()
-        .saturating_sub(n_access.saturating_mul(target.dma.reply_bytes));
+        .saturating_sub(super::ldm_overhead(k, n_access, target));
     let range = |l: usize| part.range(k, l);
     let buffer_iters: Vec<usize> = (0..k.loops.len()).filter(|&l| range(l) > 1).collect();
     let size_iter = |l: usize| k.loops[l].kind == LoopKind::Parallel;

@@ -1,0 +1,279 @@
+//! Operator fusion: which primitives share a kernel.
+//!
+//! Every op has a [`Pattern`], the part it can play in a fused kernel. One table, [`RULES`],
+//! says which producer patterns join which consumer patterns, and how. [`plan`] walks a graph
+//! in order and decides for every node whether it gets kernels of its own or is joined into
+//! its consumers; lowering follows the plan. A joined node is never materialised in main
+//! memory: each consumer computes its value where it needs it.
+//!
+//! A node is joined only when every one of its uses is a consumer the table admits and it is
+//! not a graph output. A node with several uses is computed once per use, so it is joined only
+//! when that moves fewer bytes than storing it once and reading it back per use (see
+//! [`Plan::reads`]).
+
+use std::fmt::Write;
+
+use crate::ir::{Graph, NodeId, Op};
+
+/// The part an op can play in a fused kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Elementwise arithmetic: unary and binary functions, select, casts.
+    Elementwise,
+    /// Data movement whose every read is an affine function of the written position:
+    /// broadcast, transpose, slice.
+    Movement,
+    /// Reduction over axes.
+    Reduce,
+    /// Windowed maximum or average.
+    Pool,
+    /// Convolutions and matrix products.
+    Contraction,
+    /// Everything else: inputs, constants, reshapes (views of their operand), concatenation,
+    /// gathers. They are never joined into another kernel, and nothing is joined into them.
+    Opaque,
+}
+
+impl Pattern {
+    pub fn of(op: &Op) -> Pattern {
+        match op {
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. } => Pattern::Elementwise,
+            Op::Broadcast { .. } | Op::Transpose { .. } | Op::Slice { .. } => Pattern::Movement,
+            Op::Reduce { .. } => Pattern::Reduce,
+            Op::Pool(_) => Pattern::Pool,
+            Op::Conv(_) | Op::ConvTranspose { .. } | Op::MatMul => Pattern::Contraction,
+            Op::Input | Op::Const(_) | Op::Reshape { .. } | Op::Concat { .. } | Op::Gather { .. } => Pattern::Opaque,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Elementwise => "elementwise",
+            Pattern::Movement => "movement",
+            Pattern::Reduce => "reduce",
+            Pattern::Pool => "pool",
+            Pattern::Contraction => "contraction",
+            Pattern::Opaque => "opaque",
+        }
+    }
+}
+
+/// How a producer joins a consumer's kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Join {
+    /// The producer's value is computed inside the consumer's statement, at the consumer's
+    /// subscripts composed with the producer's own.
+    Inline,
+}
+
+/// One line of the fusion table.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    pub name: &'static str,
+    pub producer: Pattern,
+    /// Consumer patterns the producer joins.
+    pub consumers: &'static [Pattern],
+    pub join: Join,
+}
+
+use Pattern::*;
+
+/// The fusion rules. A producer joins a consumer by the first rule that matches both patterns;
+/// it is joined into its consumers when a rule admits each of them.
+///
+/// Elementwise producers are not joined into contractions: a convolution or matrix product
+/// reads each operand element many times, and would compute it again every time.
+pub const RULES: &[Rule] = &[
+    Rule {
+        name: "elementwise-chain",
+        producer: Elementwise,
+        consumers: &[Elementwise, Movement],
+        join: Join::Inline,
+    },
+    Rule {
+        name: "reduction-producer",
+        producer: Elementwise,
+        consumers: &[Reduce],
+        join: Join::Inline,
+    },
+    Rule {
+        name: "pool-producer",
+        producer: Elementwise,
+        consumers: &[Pool],
+        join: Join::Inline,
+    },
+    Rule {
+        name: "movement-as-index",
+        producer: Movement,
+        consumers: &[Elementwise, Movement, Reduce, Pool, Contraction],
+        join: Join::Inline,
+    },
+];
+
+/// The rule (index into [`RULES`]) by which a producer of pattern `producer` joins a consumer
+/// of pattern `consumer`, if any.
+pub fn rule(producer: Pattern, consumer: Pattern) -> Option<usize> {
+    RULES
+        .iter()
+        .position(|r| r.producer == producer && r.consumers.contains(&consumer))
+}
+
+/// What happens to one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The node gets kernels of its own (or none, for inputs, constants and views).
+    Own,
+    /// The node is joined into each of its consumers, by the rule for its pattern and the
+    /// consumer's.
+    Joined,
+}
+
+/// The fusion decisions for one graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// One decision per node, by node index.
+    pub decisions: Vec<Decision>,
+    /// The pattern each node plays as a producer: its op's, except that data movement of a
+    /// value computed by joined elementwise producers is elementwise itself.
+    pub patterns: Vec<Pattern>,
+    /// Main-memory bytes a consumer reads to compute the node's value where it needs it: the
+    /// node's own size when it is stored, else the reads of its operands (for data movement
+    /// at most its own size, since it reads only the part it moves).
+    pub reads: Vec<usize>,
+}
+
+impl Plan {
+    pub fn decision(&self, id: NodeId) -> Decision {
+        self.decisions[id.index()]
+    }
+
+    pub fn is_joined(&self, id: NodeId) -> bool {
+        self.decision(id) == Decision::Joined
+    }
+}
+
+/// A plan that joins nothing: one group per node.
+pub fn unfused(g: &Graph) -> Plan {
+    let n = g.nodes().len();
+    Plan {
+        decisions: vec![Decision::Own; n],
+        patterns: g.nodes().iter().map(|n| Pattern::of(&n.op)).collect(),
+        reads: g.nodes().iter().map(|n| n.ty.size_bytes()).collect(),
+    }
+}
+
+/// Decides, in graph order, which nodes join their consumers.
+pub fn plan(g: &Graph) -> Plan {
+    let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes().len()];
+    for id in g.ids() {
+        for &i in &g.node(id).inputs {
+            consumers[i.index()].push(id);
+        }
+    }
+    let mut outputs = vec![false; g.nodes().len()];
+    for o in &g.outputs {
+        outputs[o.node.index()] = true;
+    }
+    let mut plan = unfused(g);
+    for id in g.ids() {
+        let node = g.node(id);
+        let i = id.index();
+        let own = Pattern::of(&node.op);
+        let joined_elementwise = node
+            .inputs
+            .iter()
+            .any(|&x| plan.is_joined(x) && plan.patterns[x.index()] == Elementwise);
+        if own == Movement && joined_elementwise {
+            plan.patterns[i] = Elementwise;
+        }
+        let size = node.ty.size_bytes();
+        let operand_reads: usize = node.inputs.iter().map(|x| plan.reads[x.index()]).sum();
+        let reads = if own == Movement {
+            operand_reads.min(size)
+        } else {
+            operand_reads
+        };
+        let uses = &consumers[i];
+        if outputs[i] || uses.is_empty() || node.ty.numel() == 0 {
+            continue;
+        }
+        if !uses
+            .iter()
+            .all(|&c| rule(plan.patterns[i], Pattern::of(&g.node(c).op)).is_some())
+        {
+            continue;
+        }
+        // Stored: written once, read once per use. Joined: its operands read once per use.
+        let k = uses.len();
+        if (k - 1) * reads > (k + 1) * size {
+            continue;
+        }
+        plan.decisions[i] = Decision::Joined;
+        plan.reads[i] = reads;
+    }
+    plan
+}
+
+/// The plan as text: one line per kernel-owning node that something joined, naming the joined
+/// nodes (in graph order) and the rules that joined each to its consumers in the group.
+pub fn print_plan(g: &Graph, plan: &Plan) -> String {
+    let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes().len()];
+    for id in g.ids() {
+        for &i in &g.node(id).inputs {
+            if !consumers[i.index()].contains(&id) {
+                consumers[i.index()].push(id);
+            }
+        }
+    }
+    let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes().len()];
+    // Every joined node belongs to the groups of the owned nodes that consume it, through
+    // chains of joined nodes.
+    for id in g.ids().collect::<Vec<_>>().into_iter().rev() {
+        if plan.is_joined(id) {
+            continue;
+        }
+        let mut stack = vec![id];
+        let mut seen = vec![false; g.nodes().len()];
+        while let Some(x) = stack.pop() {
+            for &i in &g.node(x).inputs {
+                if plan.is_joined(i) && !seen[i.index()] {
+                    seen[i.index()] = true;
+                    members[id.index()].push(i);
+                    stack.push(i);
+                }
+            }
+        }
+        members[id.index()].sort_unstable();
+    }
+    let mut s = String::new();
+    for id in g.ids() {
+        let m = &members[id.index()];
+        if m.is_empty() {
+            continue;
+        }
+        let node = g.node(id);
+        let _ = write!(s, "{} {}", crate::ir::value_name(&node.name), node.op.name());
+        for &j in m {
+            let mut rules: Vec<&str> = Vec::new();
+            for &c in &consumers[j.index()] {
+                if c != id && !m.contains(&c) {
+                    continue;
+                }
+                let r = rule(plan.patterns[j.index()], Pattern::of(&g.node(c).op)).expect("joined by a rule");
+                if !rules.contains(&RULES[r].name) {
+                    rules.push(RULES[r].name);
+                }
+            }
+            let jn = g.node(j);
+            let _ = write!(
+                s,
+                " <- {} {} ({})",
+                crate::ir::value_name(&jn.name),
+                jn.op.name(),
+                rules.join(", ")
+            );
+        }
+        s.push('\n');
+    }
+    s
+}

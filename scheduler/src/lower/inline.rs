@@ -1,0 +1,245 @@
+//! Joined producers: the kernel of a node the fusion plan joins into its consumers is kept as
+//! a [`Template`], and every kernel that reads the node's tensor computes the template at the
+//! subscripts of its read instead.
+//!
+//! A template's kernel writes each element of its tensor once, at the position given by its
+//! loops in order, without a reduction. So reading element `g(i)` of it (subscripts affine in
+//! the reader's loops `i`) is its value expression with every loop `l` replaced by `g_l(i)`:
+//! its own subscripts compose with the reader's and stay affine.
+
+use std::collections::HashMap;
+
+use crate::loops::{Access, Affine, Expr, Index, Kernel, Program, Scalar, TensorId, TensorKind};
+
+/// The value of a joined node, over its own loops.
+pub(super) struct Template {
+    /// Nodes it computes and their ops, in the order they are computed (its own last).
+    nodes: Vec<(String, String)>,
+    /// Tensors its loads read, by operand slot (slot 0, its target, is never read).
+    operands: Vec<TensorId>,
+    value: Expr,
+}
+
+impl Template {
+    /// The kernel of joined node `node`, already expanded.
+    pub(super) fn of(k: Kernel, node: String) -> Result<Template, String> {
+        let identity = k.stmt.target.index.len() == k.loops.len()
+            && k.stmt
+                .target
+                .index
+                .iter()
+                .enumerate()
+                .all(|(l, i)| matches!(i, Index::Affine(a) if *a == Affine::var(l)));
+        if k.stmt.reduce.is_some() || !identity {
+            return Err("a node joined into its consumers must write each element once, in loop order".into());
+        }
+        let mut nodes: Vec<(String, String)> = k.fused.into_iter().zip(k.op.split('+').map(String::from)).collect();
+        nodes.push((node, k.op.rsplit('+').next().unwrap_or_default().to_string()));
+        Ok(Template {
+            nodes,
+            operands: k.operands,
+            value: k.stmt.value,
+        })
+    }
+}
+
+/// Replaces every load of a joined node's tensor in `k`'s value by the node's template at the
+/// load's subscripts, adds the template's operands to `k` (dropping slots no longer read) and
+/// records the nodes it now holds in `k.fused` and `k.op`.
+pub(super) fn expand(k: &mut Kernel, templates: &HashMap<TensorId, Template>) -> Result<(), String> {
+    if templates.is_empty() {
+        return Ok(());
+    }
+    let value = std::mem::replace(&mut k.stmt.value, Expr::Const(Scalar::Bool(false)));
+    let mut used = Vec::new();
+    k.stmt.value = rewrite(value, &mut k.operands, templates, &mut used)?;
+    if used.is_empty() {
+        return Ok(());
+    }
+    let mut nodes: Vec<(String, String)> = k.fused.iter().cloned().zip(k.op.split('+').map(String::from)).collect();
+    for t in used {
+        for n in &templates[&t].nodes {
+            if !nodes.iter().any(|m| m.0 == n.0) {
+                nodes.push(n.clone());
+            }
+        }
+    }
+    let own = k.op.rsplit('+').next().unwrap_or_default().to_string();
+    k.op = nodes
+        .iter()
+        .map(|n| n.1.as_str())
+        .chain([own.as_str()])
+        .collect::<Vec<_>>()
+        .join("+");
+    k.fused = nodes.into_iter().map(|n| n.0).collect();
+    compact_operands(k);
+    Ok(())
+}
+
+/// `e` with each load of a templated tensor replaced; `used` collects those tensors in order.
+fn rewrite(
+    e: Expr,
+    operands: &mut Vec<TensorId>,
+    templates: &HashMap<TensorId, Template>,
+    used: &mut Vec<TensorId>,
+) -> Result<Expr, String> {
+    let mut go = |e: Box<Expr>, operands: &mut Vec<TensorId>| rewrite(*e, operands, templates, used).map(Box::new);
+    Ok(match e {
+        Expr::Load(a) => {
+            if positions_read_templates(&a, operands, templates) {
+                return Err("a joined node's value is used as gather positions".into());
+            }
+            let t = operands[a.operand];
+            let Some(template) = templates.get(&t) else {
+                return Ok(Expr::Load(a));
+            };
+            let args = a
+                .index
+                .iter()
+                .map(|i| match i {
+                    Index::Affine(x) => Ok(x.clone()),
+                    Index::Gathered { .. } => Err("a joined node is read at gathered positions".to_string()),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if !used.contains(&t) {
+                used.push(t);
+            }
+            let mut value = template.value.clone();
+            remap(&mut value, &template.operands, &args, operands);
+            value
+        }
+        Expr::Const(c) => Expr::Const(c),
+        Expr::Unary(op, a) => Expr::Unary(op, go(a, operands)?),
+        Expr::Cast(d, a) => Expr::Cast(d, go(a, operands)?),
+        Expr::Binary(op, a, b) => {
+            let a = go(a, operands)?;
+            Expr::Binary(op, a, go(b, operands)?)
+        }
+        Expr::Select(c, a, b) => {
+            let c = go(c, operands)?;
+            let a = go(a, operands)?;
+            Expr::Select(c, a, go(b, operands)?)
+        }
+    })
+}
+
+fn positions_read_templates(a: &Access, operands: &[TensorId], templates: &HashMap<TensorId, Template>) -> bool {
+    a.index.iter().any(|i| match i {
+        Index::Affine(_) => false,
+        Index::Gathered { access, .. } => {
+            templates.contains_key(&operands[access.operand]) || positions_read_templates(access, operands, templates)
+        }
+    })
+}
+
+/// Moves a template's value into a reader: operand slots of `from` become slots of `operands`
+/// (reusing a slot that reads the same tensor), and subscripts over the template's loops
+/// become subscripts over the reader's (`args`, one per template loop).
+fn remap(e: &mut Expr, from: &[TensorId], args: &[Affine], operands: &mut Vec<TensorId>) {
+    fn access(a: &mut Access, from: &[TensorId], args: &[Affine], operands: &mut Vec<TensorId>) {
+        let t = from[a.operand];
+        a.operand = match operands.iter().skip(1).position(|&o| o == t) {
+            Some(i) => i + 1,
+            None => {
+                operands.push(t);
+                operands.len() - 1
+            }
+        };
+        for i in &mut a.index {
+            match i {
+                Index::Affine(x) => *x = x.compose(args),
+                Index::Gathered { access: inner, .. } => access(inner, from, args, operands),
+            }
+        }
+    }
+    match e {
+        Expr::Load(a) => access(a, from, args, operands),
+        Expr::Const(_) => {}
+        Expr::Unary(_, a) | Expr::Cast(_, a) => remap(a, from, args, operands),
+        Expr::Binary(_, a, b) => {
+            remap(a, from, args, operands);
+            remap(b, from, args, operands);
+        }
+        Expr::Select(c, a, b) => {
+            remap(c, from, args, operands);
+            remap(a, from, args, operands);
+            remap(b, from, args, operands);
+        }
+    }
+}
+
+/// Drops operand slots no access uses, renumbering the rest in order.
+fn compact_operands(k: &mut Kernel) {
+    fn slots(a: &mut Access, f: &mut impl FnMut(&mut usize)) {
+        f(&mut a.operand);
+        for i in &mut a.index {
+            if let Index::Gathered { access, .. } = i {
+                slots(access, f);
+            }
+        }
+    }
+    let mut used = vec![false; k.operands.len()];
+    used[0] = true;
+    for a in k.stmt.value.accesses() {
+        used[a.operand] = true;
+    }
+    let mut new_slot = vec![0; used.len()];
+    let mut kept = Vec::new();
+    for (s, &t) in k.operands.iter().enumerate() {
+        if used[s] {
+            new_slot[s] = kept.len();
+            kept.push(t);
+        }
+    }
+    k.operands = kept;
+    for a in k.stmt.value_accesses_mut() {
+        slots(a, &mut |s| *s = new_slot[*s]);
+    }
+}
+
+/// Removes the tensors that no kernel, input or output touches (those of joined nodes, and
+/// constants only they read), renumbering the rest in order.
+pub(super) fn drop_untouched(p: &mut Program) {
+    let mut touched = vec![false; p.tensors.len()];
+    let mark = |t: TensorId, touched: &mut Vec<bool>| touched[t.index()] = true;
+    for &t in p.inputs.iter().chain(p.outputs.iter().map(|(_, t)| t)) {
+        mark(t, &mut touched);
+    }
+    for k in &p.kernels {
+        for &t in &k.operands {
+            mark(t, &mut touched);
+        }
+    }
+    // Views keep their sources (views come after their sources).
+    for i in (0..p.tensors.len()).rev() {
+        if let (true, TensorKind::View(of)) = (touched[i], &p.tensors[i].kind) {
+            touched[of.index()] = true;
+        }
+    }
+    if touched.iter().all(|&t| t) {
+        return;
+    }
+    let mut new_id = vec![TensorId(u32::MAX); p.tensors.len()];
+    let mut kept = Vec::new();
+    for (i, t) in std::mem::take(&mut p.tensors).into_iter().enumerate() {
+        if touched[i] {
+            new_id[i] = TensorId(kept.len() as u32);
+            kept.push(t);
+        }
+    }
+    let id = |t: TensorId| new_id[t.index()];
+    for t in &mut kept {
+        if let TensorKind::View(of) = &mut t.kind {
+            *of = id(*of);
+        }
+    }
+    p.tensors = kept;
+    for t in p.inputs.iter_mut().chain(p.outputs.iter_mut().map(|(_, t)| t)) {
+        *t = id(*t);
+    }
+    for k in &mut p.kernels {
+        for t in &mut k.operands {
+            *t = id(*t);
+        }
+    }
+}
