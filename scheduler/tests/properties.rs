@@ -1,9 +1,11 @@
 //! Property tests: for random shapes (drawn from 1, 3, 50, 783, 4096 and small values) and
 //! attributes, every kernel's schedule fits the LDM of both targets, and running the scheduled
 //! kernels on the modelled CPEs gives the graph interpreter's result within the project
-//! tolerance.
+//! tolerance, with one kernel per primitive and with the primitives fused as the fusion plan
+//! says (never more kernels than unfused).
 
 use proptest::prelude::*;
+use swflow_frontend::fuse::plan;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{
     BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind, TensorType, UnaryOp,
@@ -12,7 +14,7 @@ use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::run_program;
 use swflow_scheduler::loops::verify_program;
-use swflow_scheduler::lower::lower;
+use swflow_scheduler::lower::{lower, lower_fused};
 use swflow_scheduler::schedule::schedule_program;
 use swflow_scheduler::target::Target;
 
@@ -22,7 +24,8 @@ fn input(g: &mut Graph, name: &str, shape: Vec<usize>) -> NodeId {
     g.add_input(name, TensorType::new(DType::F32, shape).unwrap())
 }
 
-/// Schedules `g` for both targets and compares the CPE execution with the interpreter.
+/// Schedules `g` for both targets, unfused and fused, and compares the CPE execution with the
+/// interpreter.
 fn check(g: Graph) -> Result<(), TestCaseError> {
     let inputs: Vec<_> = g
         .inputs()
@@ -30,8 +33,15 @@ fn check(g: Graph) -> Result<(), TestCaseError> {
         .map(|(i, id)| random_tensor(&g.node(id).ty, 11, i))
         .collect();
     let want = interp::run(&g, &inputs).unwrap();
-    for target in [Target::sw26010(), Target::sw26010pro()] {
-        let mut p = lower(&g).unwrap();
+    let unfused = lower(&g).unwrap();
+    let fused = lower_fused(&g, &plan(&g)).unwrap();
+    prop_assert!(fused.kernels.len() <= unfused.kernels.len());
+    for (target, mut p) in [
+        (Target::sw26010(), unfused.clone()),
+        (Target::sw26010pro(), unfused),
+        (Target::sw26010(), fused.clone()),
+        (Target::sw26010pro(), fused),
+    ] {
         verify_program(&p).unwrap();
         schedule_program(&mut p, &target).unwrap();
         for k in &p.kernels {
@@ -45,7 +55,12 @@ fn check(g: Graph) -> Result<(), TestCaseError> {
         let (got, _) = run_program(&p, &inputs, &target).unwrap();
         for (a, b) in got.iter().zip(&want) {
             if let Err(m) = compare(a, b, Comparison::Tolerance) {
-                return Err(TestCaseError::fail(format!("{}: {}", target.name, m.message)));
+                return Err(TestCaseError::fail(format!(
+                    "{} ({} kernels): {}",
+                    target.name,
+                    p.kernels.len(),
+                    m.message
+                )));
             }
         }
     }
@@ -157,6 +172,52 @@ proptest! {
         let x = input(&mut g, "x", vec![a, b, c]);
         let kind = [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min][kind];
         let y = g.add_node("y", Op::Reduce { kind, axes }, vec![x], None).unwrap();
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn fused_softmax(a in prop::sample::select(SIZES.to_vec()), b in prop::sample::select(SIZES.to_vec()), c in prop::sample::select(vec![1usize, 3, 50]), axis in 0usize..3) {
+        prop_assume!(a * b * c <= 4_000_000);
+        let mut g = Graph::new("softmax");
+        let x = input(&mut g, "x", vec![a, b, c]);
+        let m = g.add_node("m", Op::Reduce { kind: ReduceKind::Max, axes: vec![axis] }, vec![x], None).unwrap();
+        let s = g.add_node("s", Op::Binary(BinaryOp::Sub), vec![x, m], None).unwrap();
+        let e = g.add_node("e", Op::Unary(UnaryOp::Exp), vec![s], None).unwrap();
+        let t = g.add_node("t", Op::Reduce { kind: ReduceKind::Sum, axes: vec![axis] }, vec![e], None).unwrap();
+        let y = g.add_node("y", Op::Binary(BinaryOp::Div), vec![e, t], None).unwrap();
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn fused_pool_producers(c in prop::sample::select(vec![1usize, 3, 50]), h in prop::sample::select(vec![1usize, 3, 50]), w in prop::sample::select(SIZES.to_vec()),
+                            k in 1usize..4, s in 1usize..3, p in 0usize..2, avg in any::<bool>(), un in 0usize..4) {
+        let kind = if avg { PoolKind::Avg { count_include_pad: false } } else { PoolKind::Max };
+        let p = p.min(k - 1);
+        let attrs = PoolAttrs { kind, kernel: vec![k, k], strides: vec![s, s], dilations: vec![1, 1], pads: vec![p; 4], ceil_mode: false };
+        let mut g = Graph::new("pool_producers");
+        let x = input(&mut g, "x", vec![1, c, h, w]);
+        let b = input(&mut g, "b", vec![c, 1, 1]);
+        let a = g.add_node("a", Op::Binary(BinaryOp::Add), vec![x, b], None).unwrap();
+        let u = [UnaryOp::Relu, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Abs][un];
+        let r = g.add_node("r", Op::Unary(u), vec![a], None).unwrap();
+        let Ok(y) = g.add_node("y", Op::Pool(attrs), vec![r], None) else { return Ok(()) };
+        check(output(g, y))?;
+    }
+
+    #[test]
+    fn fused_movement(m in prop::sample::select(SIZES.to_vec()), k in prop::sample::select(SIZES.to_vec()), n in prop::sample::select(vec![1usize, 3, 50]), from in 0usize..3) {
+        prop_assume!(m * k * n <= 20_000_000 && m * k <= 4_000_000);
+        let mut g = Graph::new("movement");
+        let a = input(&mut g, "a", vec![k + from, m]);
+        let b = input(&mut g, "b", vec![n, k]);
+        let c = input(&mut g, "c", vec![n + from]);
+        let at = g.add_node("at", Op::Transpose { perm: vec![1, 0] }, vec![a], None).unwrap();
+        let ats = g.add_node("ats", Op::Slice { starts: vec![0, from], steps: vec![1, 1], sizes: vec![m, k] }, vec![at], None).unwrap();
+        let bt = g.add_node("bt", Op::Transpose { perm: vec![1, 0] }, vec![b], None).unwrap();
+        let mm = g.add_node("mm", Op::MatMul, vec![ats, bt], None).unwrap();
+        let cs = g.add_node("cs", Op::Slice { starts: vec![n + from - 1], steps: vec![-1], sizes: vec![n] }, vec![c], None).unwrap();
+        let cb = g.add_node("cb", Op::Broadcast { shape: vec![m, n] }, vec![cs], None).unwrap();
+        let y = g.add_node("y", Op::Binary(BinaryOp::Add), vec![mm, cb], None).unwrap();
         check(output(g, y))?;
     }
 }

@@ -27,8 +27,9 @@ pub struct ModelArgs {
 pub struct PipelineArgs {
     /// Graph-level optimisation before lowering: `default` simplifies the graph (constant
     /// folding, common subexpressions, per-channel scales and shifts folded into convolution
-    /// and matrix-product weights); `none` lowers every primitive of the graph as imported to
-    /// its own kernel. The graph engine always runs the graph as imported.
+    /// and matrix-product weights), then fuses primitives into shared kernels by the rules of
+    /// the fusion table; `none` lowers every primitive of the graph as imported to its own
+    /// kernel. The graph engine always runs the graph as imported.
     #[arg(long, default_value = "default", value_parser = ["none", "default"])]
     pub fuse: String,
 }
