@@ -6,10 +6,16 @@
 //! its consumers; lowering follows the plan. A joined node is never materialised in main
 //! memory: each consumer computes its value where it needs it.
 //!
-//! A node is joined only when every one of its uses is a consumer the table admits and it is
-//! not a graph output. A node with several uses is computed once per use, so it is joined only
-//! when that moves fewer bytes than storing it once and reading it back per use (see
+//! A node is inlined only when every one of its uses is a consumer the table admits and it is
+//! not a graph output. A node with several uses is computed once per use, so it is inlined
+//! only when that moves fewer bytes than storing it once and reading it back per use (see
 //! [`Plan::reads`]).
+//!
+//! Then, a reduction (a contraction or a reduce) takes an elementwise consumer as its
+//! epilogue when the reduced values flow into that consumer alone, unchanged in shape and
+//! type, through inlined elementwise nodes used once each: the consumer's computation runs on
+//! the reduced values while they are still in LDM, and the reduction's own result is never
+//! stored.
 
 use std::fmt::Write;
 
@@ -64,6 +70,9 @@ pub enum Join {
     /// The producer's value is computed inside the consumer's statement, at the consumer's
     /// subscripts composed with the producer's own.
     Inline,
+    /// The consumer's computation becomes the producer's epilogue: it runs on each reduced
+    /// element once the reduction is complete, and writes the consumer's tensor.
+    Epilogue,
 }
 
 /// One line of the fusion table.
@@ -108,14 +117,26 @@ pub const RULES: &[Rule] = &[
         consumers: &[Elementwise, Movement, Reduce, Pool, Contraction],
         join: Join::Inline,
     },
+    Rule {
+        name: "contraction-epilogue",
+        producer: Contraction,
+        consumers: &[Elementwise],
+        join: Join::Epilogue,
+    },
+    Rule {
+        name: "reduction-epilogue",
+        producer: Reduce,
+        consumers: &[Elementwise],
+        join: Join::Epilogue,
+    },
 ];
 
 /// The rule (index into [`RULES`]) by which a producer of pattern `producer` joins a consumer
-/// of pattern `consumer`, if any.
-pub fn rule(producer: Pattern, consumer: Pattern) -> Option<usize> {
+/// of pattern `consumer` in the way `join`, if any.
+pub fn rule(producer: Pattern, consumer: Pattern, join: Join) -> Option<usize> {
     RULES
         .iter()
-        .position(|r| r.producer == producer && r.consumers.contains(&consumer))
+        .position(|r| r.producer == producer && r.consumers.contains(&consumer) && r.join == join)
 }
 
 /// What happens to one node.
@@ -123,9 +144,12 @@ pub fn rule(producer: Pattern, consumer: Pattern) -> Option<usize> {
 pub enum Decision {
     /// The node gets kernels of its own (or none, for inputs, constants and views).
     Own,
-    /// The node is joined into each of its consumers, by the rule for its pattern and the
+    /// The node is inlined into each of its consumers, by the rule for its pattern and the
     /// consumer's.
     Joined,
+    /// The node is a reduction whose kernel takes the computation of elementwise node `into`
+    /// (and of the inlined nodes between them) as its epilogue, and writes `into`'s tensor.
+    Epilogue { into: NodeId },
 }
 
 /// The fusion decisions for one graph.
@@ -199,7 +223,7 @@ pub fn plan(g: &Graph) -> Plan {
         }
         if !uses
             .iter()
-            .all(|&c| rule(plan.patterns[i], Pattern::of(&g.node(c).op)).is_some())
+            .all(|&c| rule(plan.patterns[i], Pattern::of(&g.node(c).op), Join::Inline).is_some())
         {
             continue;
         }
@@ -211,7 +235,48 @@ pub fn plan(g: &Graph) -> Plan {
         plan.decisions[i] = Decision::Joined;
         plan.reads[i] = reads;
     }
+    let mut taken = vec![false; g.nodes().len()];
+    for id in g.ids() {
+        let node = g.node(id);
+        let reduction = rule(plan.patterns[id.index()], Elementwise, Join::Epilogue).is_some();
+        if outputs[id.index()] || !reduction || node.ty.numel() == 0 {
+            continue;
+        }
+        if let Some(into) = epilogue_of(g, &plan, &consumers, &outputs, id) {
+            if !taken[into.index()] && g.node(into).ty == node.ty {
+                taken[into.index()] = true;
+                plan.decisions[id.index()] = Decision::Epilogue { into };
+            }
+        }
+    }
     plan
+}
+
+/// The node whose kernel reduction `id` can take as its epilogue: following single uses
+/// through inlined elementwise nodes of `id`'s shape, the first elementwise node with a kernel
+/// of its own. Every step reads the previous node once, so the reduced value enters the
+/// epilogue once, at the element being finished.
+fn epilogue_of(g: &Graph, plan: &Plan, consumers: &[Vec<NodeId>], outputs: &[bool], id: NodeId) -> Option<NodeId> {
+    let shape = &g.node(id).ty.shape;
+    let mut at = id;
+    loop {
+        let [next] = consumers[at.index()].as_slice() else {
+            return None;
+        };
+        if outputs[at.index()] {
+            return None;
+        }
+        let n = g.node(*next);
+        let reads = n.inputs.iter().filter(|&&x| x == at).count();
+        let elementwise = Pattern::of(&n.op) == Elementwise && plan.patterns[next.index()] == Elementwise;
+        if reads != 1 || !elementwise || &n.ty.shape != shape {
+            return None;
+        }
+        if plan.decision(*next) == Decision::Own {
+            return Some(*next);
+        }
+        at = *next;
+    }
 }
 
 /// The plan as text: one line per kernel-owning node that something joined, naming the joined
@@ -229,14 +294,15 @@ pub fn print_plan(g: &Graph, plan: &Plan) -> String {
     // Every joined node belongs to the groups of the owned nodes that consume it, through
     // chains of joined nodes.
     for id in g.ids().collect::<Vec<_>>().into_iter().rev() {
-        if plan.is_joined(id) {
+        if plan.decision(id) != Decision::Own {
             continue;
         }
         let mut stack = vec![id];
         let mut seen = vec![false; g.nodes().len()];
         while let Some(x) = stack.pop() {
             for &i in &g.node(x).inputs {
-                if plan.is_joined(i) && !seen[i.index()] {
+                let member = plan.is_joined(i) || plan.decision(i) == (Decision::Epilogue { into: id });
+                if member && !seen[i.index()] {
                     seen[i.index()] = true;
                     members[id.index()].push(i);
                     stack.push(i);
@@ -259,7 +325,11 @@ pub fn print_plan(g: &Graph, plan: &Plan) -> String {
                 if c != id && !m.contains(&c) {
                     continue;
                 }
-                let r = rule(plan.patterns[j.index()], Pattern::of(&g.node(c).op)).expect("joined by a rule");
+                let join = match plan.decision(j) {
+                    Decision::Epilogue { .. } => Join::Epilogue,
+                    _ => Join::Inline,
+                };
+                let r = rule(plan.patterns[j.index()], Pattern::of(&g.node(c).op), join).expect("joined by a rule");
                 if !rules.contains(&RULES[r].name) {
                     rules.push(RULES[r].name);
                 }

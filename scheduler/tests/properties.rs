@@ -13,7 +13,7 @@ use swflow_frontend::ir::{
 use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::run_program;
-use swflow_scheduler::loops::verify_program;
+use swflow_scheduler::loops::{verify_program, LoopKind};
 use swflow_scheduler::lower::{lower, lower_fused};
 use swflow_scheduler::schedule::schedule_program;
 use swflow_scheduler::target::Target;
@@ -101,6 +101,33 @@ fn empty_reductions_give_initial_values() {
     let b = input(&mut g, "b", vec![0, 3]);
     let y = g.add_node("y", Op::MatMul, vec![a, b], None).unwrap();
     check(output(g, y)).unwrap();
+}
+
+/// A reduction split into several tiles applies its epilogue once, after the last: a matrix
+/// product with a long inner dimension, whose schedule splits it, then a shift and a scale
+/// (which, applied to a partial sum, would change the result).
+#[test]
+fn epilogue_after_a_split_reduction() {
+    let mut g = Graph::new("split");
+    let a = input(&mut g, "a", vec![64, 8192]);
+    let b = input(&mut g, "b", vec![8192, 256]);
+    let c = input(&mut g, "c", vec![256]);
+    let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
+    let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
+    let z = g.add_node("z", Op::Binary(BinaryOp::Mul), vec![y, c], None).unwrap();
+    let g = output(g, z);
+    let mut p = lower_fused(&g, &plan(&g)).unwrap();
+    schedule_program(&mut p, &Target::sw26010()).unwrap();
+    let [k] = p.kernels.as_slice() else {
+        panic!("one fused kernel")
+    };
+    let s = k.schedule.as_ref().unwrap();
+    assert!(k.stmt.epilogue.is_some());
+    assert!(
+        s.order.iter().any(|&l| k.loops[l].kind == LoopKind::Reduce),
+        "the reduction is split: {s:?}"
+    );
+    check(g).unwrap();
 }
 
 proptest! {
@@ -219,5 +246,40 @@ proptest! {
         let cb = g.add_node("cb", Op::Broadcast { shape: vec![m, n] }, vec![cs], None).unwrap();
         let y = g.add_node("y", Op::Binary(BinaryOp::Add), vec![mm, cb], None).unwrap();
         check(output(g, y))?;
+    }
+
+    #[test]
+    fn fused_epilogues(n in prop::sample::select(vec![1usize, 2]), c in prop::sample::select(vec![1usize, 3, 8]), m in prop::sample::select(vec![1usize, 3, 16]),
+                       h in prop::sample::select(vec![1usize, 3, 17]), w in prop::sample::select(vec![1usize, 3, 50, 783]), k in 1usize..4, p in 0usize..2, un in 0usize..4) {
+        let p = p.min(k - 1);
+        let mut g = Graph::new("epilogues");
+        let x = input(&mut g, "x", vec![n, c, h, w]);
+        let wt = input(&mut g, "w", vec![m, c, k, k]);
+        let b = input(&mut g, "b", vec![m, 1, 1]);
+        let attrs = ConvAttrs { strides: vec![1, 1], dilations: vec![1, 1], pads: vec![p; 4], groups: 1 };
+        let Ok(y) = g.add_node("y", Op::Conv(attrs), vec![x, wt], None) else { return Ok(()) };
+        prop_assume!(g.node(y).ty.numel() > 0 && g.node(y).ty.numel() * c * k * k <= 20_000_000);
+        let shape = g.node(y).ty.shape.clone();
+        let r = input(&mut g, "r", shape.clone());
+        let yb = g.add_node("yb", Op::Binary(BinaryOp::Add), vec![y, b], None).unwrap();
+        let u = [UnaryOp::Relu, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Abs][un];
+        let a = g.add_node("a", Op::Unary(u), vec![yb], None).unwrap();
+        let t = g.add_node("t", Op::Binary(BinaryOp::Add), vec![a, r], None).unwrap();
+        let s = g.add_node("s", Op::Reduce { kind: ReduceKind::Sum, axes: vec![3] }, vec![t], None).unwrap();
+        let q = g.add_node("q", Op::Unary(UnaryOp::Neg), vec![s], None).unwrap();
+        check(output(g, q))?;
+    }
+
+    #[test]
+    fn fused_matmul_epilogue(m in prop::sample::select(SIZES.to_vec()), k in prop::sample::select(SIZES.to_vec()), n in prop::sample::select(SIZES.to_vec())) {
+        prop_assume!(m * k * n <= 20_000_000 && m * k <= 4_000_000 && k * n <= 4_000_000 && m * n <= 4_000_000);
+        let mut g = Graph::new("matmul_epilogue");
+        let a = input(&mut g, "a", vec![m, k]);
+        let b = input(&mut g, "b", vec![k, n]);
+        let c = input(&mut g, "c", vec![n]);
+        let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
+        let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
+        let z = g.add_node("z", Op::Unary(UnaryOp::Relu), vec![y], None).unwrap();
+        check(output(g, z))?;
     }
 }

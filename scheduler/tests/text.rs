@@ -6,7 +6,7 @@ use swflow_frontend::onnx::{import_file, ImportOptions};
 use swflow_frontend::random::random_tensor;
 use swflow_scheduler::exec::cpe::run_program;
 use swflow_scheduler::loops::{parse_kernel, print_kernel, verify_kernel, Program};
-use swflow_scheduler::lower::lower;
+use swflow_scheduler::lower::{lower, lower_fused};
 use swflow_scheduler::schedule::{schedule_program, verify_schedule};
 use swflow_scheduler::target::Target;
 
@@ -16,20 +16,39 @@ fn lenet() -> Program {
     lower(&g).unwrap()
 }
 
+/// Lenet lowered one kernel per primitive, and simplified and fused (kernels that hold
+/// several ops, name fused nodes and have epilogues).
+fn lenet_fused() -> Program {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let g = import_file(&root.join("examples/lenet/model.onnx"), &ImportOptions::default()).unwrap();
+    let g = swflow_frontend::simplify::simplify(&g);
+    lower_fused(&g, &swflow_frontend::fuse::plan(&g)).unwrap()
+}
+
 #[test]
 fn kernels_round_trip_with_and_without_schedules() {
-    let mut p = lenet();
-    for k in &p.kernels {
-        let text = print_kernel(k, &p);
-        let back = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        verify_kernel(&back, &p).unwrap();
-        assert_eq!(print_kernel(&back, &p), text);
+    let fused = lenet_fused();
+    assert!(fused
+        .kernels
+        .iter()
+        .any(|k| k.stmt.epilogue.is_some() && !k.fused.is_empty()));
+    for mut p in [lenet(), fused] {
+        round_trip(&mut p);
     }
-    schedule_program(&mut p, &Target::sw26010()).unwrap();
+}
+
+fn round_trip(p: &mut Program) {
     for k in &p.kernels {
-        let text = print_kernel(k, &p);
-        let back = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        assert_eq!(print_kernel(&back, &p), text);
+        let text = print_kernel(k, p);
+        let back = parse_kernel(&text, p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verify_kernel(&back, p).unwrap();
+        assert_eq!(print_kernel(&back, p), text);
+    }
+    schedule_program(p, &Target::sw26010()).unwrap();
+    for k in &p.kernels {
+        let text = print_kernel(k, p);
+        let back = parse_kernel(&text, p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(print_kernel(&back, p), text);
         let (s, t) = (back.schedule.as_ref().unwrap(), k.schedule.as_ref().unwrap());
         assert_eq!(
             (&s.partition, &s.tiles, &s.order, &s.buffers, &s.ranges),
@@ -169,4 +188,42 @@ proptest::proptest! {
             }
         }
     }
+}
+
+#[test]
+fn malformed_epilogues_are_rejected() {
+    let p = lenet_fused();
+    let k = p.kernels.iter().find(|k| k.stmt.epilogue.is_some()).unwrap();
+    let text = print_kernel(k, &p);
+    let edit_line = |starts: &str, f: &dyn Fn(&str) -> String| -> String {
+        text.lines()
+            .map(|l| {
+                if l.trim_start().starts_with(starts) {
+                    f(l)
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let reason = |text: &str| {
+        let k = parse_kernel(text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verify_kernel(&k, &p).unwrap_err().reason
+    };
+    let wrong_type = edit_line("then ", &|l| {
+        format!("{}cast<f64>({})", "  then ", &l["  then ".len()..])
+    });
+    assert_eq!(reason(&wrong_type), "epilogue is f64 but the target is f32");
+    let target = &p.tensor(k.operands[0]).name;
+    let acc_in_value = edit_line(&format!("{target}["), &|l| {
+        let (lhs, rhs) = l.split_once("= ").unwrap();
+        format!("{lhs}= (acc + {rhs})")
+    });
+    assert_eq!(reason(&acc_in_value), "'acc' outside an epilogue");
+    let no_reduction = edit_line(&format!("{target}["), &|l| {
+        let (lhs, rhs) = l.split_once(" sum(0.0)= ").unwrap();
+        format!("{lhs} = {rhs}")
+    });
+    assert_eq!(reason(&no_reduction), "has reduction loops but no reduction");
 }

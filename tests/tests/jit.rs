@@ -171,7 +171,7 @@ fn dma_past_an_ldm_buffer_is_caught() {
 #[test]
 fn two_cpes_writing_one_range_is_caught() {
     // Every CPE computes the first CPE's chunk and writes it back.
-    let err = broken("k_r1", |f| {
+    let err = broken("k_g1_1", |f| {
         let first = f.vars.iter().position(|v| v.name == "first").unwrap();
         for s in &mut f.body {
             if let Stmt::Set(v, e) = s {
@@ -182,26 +182,26 @@ fn two_cpes_writing_one_range_is_caught() {
         }
     })
     .to_string();
-    assert!(err.starts_with("kernel 'k_r1' on CPEs 0 and "), "{err}");
+    assert!(err.starts_with("kernel 'k_g1_1' on CPEs 0 and "), "{err}");
     assert!(err.contains("both write arena bytes"), "{err}");
 }
 
 #[test]
 fn a_transfer_never_waited_for_is_caught() {
-    let err = broken("k_r1", |f| {
+    let err = broken("k_g1_1", |f| {
         each_body(&mut f.body, &mut |body| {
             body.retain(|s| !matches!(s, Stmt::Wait { reply: 1, .. }))
         })
     })
     .to_string();
-    assert!(err.starts_with("kernel 'k_r1' on CPE "), "{err}");
+    assert!(err.starts_with("kernel 'k_g1_1' on CPE "), "{err}");
     assert!(err.contains("never waited for"), "{err}");
 }
 
 #[test]
 fn an_ldm_access_outside_its_buffer_is_caught() {
     // The compute loop indexes one element past the tile: the DMA is fine, the access is not.
-    let err = broken("k_r1", |f| {
+    let err = broken("k_g1_1", |f| {
         each_body(&mut f.body, &mut |body| {
             for s in body {
                 if let Stmt::Store {
@@ -215,7 +215,7 @@ fn an_ldm_access_outside_its_buffer_is_caught() {
         })
     })
     .to_string();
-    assert!(err.starts_with("kernel 'k_r1' on CPE "), "{err}");
+    assert!(err.starts_with("kernel 'k_g1_1' on CPE "), "{err}");
     assert!(err.contains("outside LDM buffer"), "{err}");
 }
 

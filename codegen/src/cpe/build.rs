@@ -738,6 +738,45 @@ impl Gen<'_> {
         let all: Vec<usize> = (0..k.loops.len()).collect();
         self.charge_nest(out, &all, ops);
         out.extend(self.point_loops(&all, vec![statement]));
+        if let Some(e) = &k.stmt.epilogue {
+            self.epilogue(out, e);
+        }
+    }
+
+    /// After the tile of the last reduction tiles: every target element of the tile becomes
+    /// the epilogue's value of it (in place, `acc` read from where the element is).
+    fn epilogue(&self, out: &mut Vec<Stmt>, e: &Expr) {
+        let k = self.k;
+        let parallel: Vec<usize> = (0..k.loops.len())
+            .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
+            .collect();
+        let (target, target_ops) = self.access_ref(0);
+        let (value, _, value_ops) = self.expr(e);
+        let store = Ops {
+            store: u32::from(self.buffered(0)),
+            ..Ops::default()
+        };
+        let mut body = vec![Stmt::Comment("The epilogue, on the reduced values.".into())];
+        self.charge_nest(&mut body, &parallel, value_ops + target_ops + store);
+        body.extend(self.point_loops(&parallel, vec![Stmt::Store { place: target, value }]));
+        // The last reduction tiles: those that end at their loop's extent.
+        let last: Vec<Cond> = self
+            .s
+            .order
+            .iter()
+            .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
+            .map(|&l| Cond::Eq(self.origin(l) + self.extent(l), Int::Const(k.loops[l].extent as i64)))
+            .collect();
+        if last.is_empty() {
+            out.extend(body);
+            return;
+        }
+        charge_once(out, int(2 * last.len() as u32) + branch(1));
+        out.push(Stmt::If {
+            cond: Cond::All(last),
+            then: body,
+            otherwise: Vec::new(),
+        });
     }
 
     /// Charges a nest of point loops over `loops` (outermost first) whose innermost body does
@@ -865,6 +904,14 @@ impl Gen<'_> {
     fn expr(&self, e: &Expr) -> (Value, DType, Ops) {
         match e {
             Expr::Load(a) => self.load(a),
+            Expr::Acc => {
+                let (place, ops) = self.access_ref(0);
+                let load = Ops {
+                    load: u32::from(self.buffered(0)),
+                    ..Ops::default()
+                };
+                (Value::Load(place), self.dtype(0), ops + load)
+            }
             Expr::Const(c) => (Value::Const(*c), c.dtype(), Ops::default()),
             Expr::Unary(op, a) => {
                 let (a, d, o) = self.expr(a);

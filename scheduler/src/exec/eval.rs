@@ -14,7 +14,7 @@ use std::rc::Rc;
 use swflow_frontend::interp::{columns, Num};
 use swflow_frontend::ir::{BinaryOp, DType, Data, ReduceKind, UnaryOp};
 
-use crate::loops::{Access, Expr, Index, Kernel, Scalar};
+use crate::loops::{Access, Expr, Index, Scalar};
 
 /// Points per column (at least the innermost loop, whatever its extent).
 const COLUMN: usize = 16384;
@@ -195,17 +195,22 @@ enum Node<'a> {
     Binary(BinaryOp, Box<Node<'a>>, Box<Node<'a>>),
     Select(Box<Node<'a>>, Box<Node<'a>>, Box<Node<'a>>),
     Cast(DType, Box<Node<'a>>),
+    /// The target column's current values.
+    Acc,
 }
 
 impl Node<'_> {
-    fn eval(&self, point: &[usize], col: &Column) -> Result<Data, String> {
+    /// The column's values; `acc` is the target column, for [`Node::Acc`].
+    fn eval(&self, point: &[usize], col: &Column, acc: &Data) -> Result<Data, String> {
+        let go = |n: &Node| n.eval(point, col, acc);
         Ok(match self {
             Node::Load(l) => l.values(point, col)?,
             Node::Const(d) => d.clone(),
-            Node::Unary(u, a) => columns::unary(*u, &a.eval(point, col)?),
-            Node::Binary(b, x, y) => columns::binary(*b, &x.eval(point, col)?, &y.eval(point, col)?)?,
-            Node::Select(c, a, b) => columns::select(&c.eval(point, col)?, &a.eval(point, col)?, &b.eval(point, col)?),
-            Node::Cast(d, a) => columns::cast(&a.eval(point, col)?, *d),
+            Node::Acc => acc.clone(),
+            Node::Unary(u, a) => columns::unary(*u, &go(a)?),
+            Node::Binary(b, x, y) => columns::binary(*b, &go(x)?, &go(y)?)?,
+            Node::Select(c, a, b) => columns::select(&go(c)?, &go(a)?, &go(b)?),
+            Node::Cast(d, a) => columns::cast(&go(a)?, *d),
         })
     }
 }
@@ -215,6 +220,7 @@ fn build<'a>(e: &Expr, loc: &impl Locate<'a>, col: &Column, cache: &mut PatternC
     Ok(match e {
         Expr::Load(a) => Node::Load(Load::new(loc.place(a)?, col, cache)),
         Expr::Const(s) => Node::Const(scalar_data(*s)),
+        Expr::Acc => Node::Acc,
         Expr::Unary(u, a) => Node::Unary(*u, sub(a, cache)?),
         Expr::Binary(b, x, y) => Node::Binary(*b, sub(x, cache)?, sub(y, cache)?),
         Expr::Select(c, a, b) => Node::Select(sub(c, cache)?, sub(a, cache)?, sub(b, cache)?),
@@ -229,11 +235,24 @@ pub(crate) struct Target<'t> {
     pub strides: Vec<isize>,
 }
 
-/// Evaluates `k`'s statement at every point of the box `0 <= loop < extents[loop]` (in loop
-/// order) with accesses resolved by `loc`, writing or folding into `target`. Reduction
-/// targets must already hold their initial or partial values.
+impl Target<'_> {
+    /// The same target, borrowed for one more evaluation.
+    pub fn reborrow(&mut self) -> Target<'_> {
+        Target {
+            data: &mut *self.data,
+            base: self.base,
+            strides: self.strides.clone(),
+        }
+    }
+}
+
+/// Evaluates `value` (an expression of kernel `k`'s statement) at every point of the box
+/// `0 <= loop < extents[loop]` (in loop order) with accesses resolved by `loc`, writing it
+/// into `target`, or folding it with `kind`. Reduction targets must already hold their
+/// initial or partial values; [`Expr::Acc`] reads the target element's current value.
 pub(crate) fn eval_box<'a>(
-    k: &Kernel,
+    value: &Expr,
+    kind: Option<ReduceKind>,
     extents: &[usize],
     loc: &impl Locate<'a>,
     target: Target<'_>,
@@ -259,7 +278,12 @@ pub(crate) fn eval_box<'a>(
         len,
     };
     let outer: Vec<usize> = (0..extents.len()).filter(|l| !col.loops.contains(l)).collect();
-    let value = build(&k.stmt.value, loc, &col, cache)?;
+    let reads_acc = {
+        let mut found = false;
+        value.visit(&mut |e| found |= matches!(e, Expr::Acc));
+        found
+    };
+    let value = build(value, loc, &col, cache)?;
     let store = Load {
         data: &Data::F32(Vec::new()),
         base: target.base,
@@ -267,8 +291,8 @@ pub(crate) fn eval_box<'a>(
         pattern: cache.get(&target.strides, &col),
         gathers: Vec::new(),
     };
-    let kind = k.stmt.reduce.map(|r| r.kind);
     let fast = Fast::recognise(&value, kind);
+    let no_acc = Data::F32(Vec::new());
     let outer_points: usize = outer.iter().map(|&l| extents[l]).product();
     let mut point = vec![0usize; extents.len()];
     for _ in 0..outer_points {
@@ -286,7 +310,13 @@ pub(crate) fn eval_box<'a>(
         match &fast {
             Some(f) => f.run(target.data, &store, tbase, &point, col.len)?,
             None => {
-                let v = value.eval(&point, &col)?;
+                let acc = if reads_acc {
+                    let n = if store.pattern.is_some() { col.len } else { 1 };
+                    pick(target.data, (0..n).map(|j| store.at(tbase, j)))
+                } else {
+                    no_acc.clone()
+                };
+                let v = value.eval(&point, &col, &acc)?;
                 fold_into(kind, target.data, &store, tbase, col.len, &v)?;
             }
         }

@@ -117,14 +117,10 @@ impl<'a> Locate<'a> for MainMemory<'a> {
     }
 }
 
-/// A copy of `k` whose statement writes the reduction's initial value, or `None` without a
-/// reduction. Run it over [`collapse_reductions`] of a box to initialise that box's targets.
-pub(crate) fn init_kernel(k: &Kernel) -> Option<Kernel> {
-    let r = k.stmt.reduce?;
-    let mut init = k.clone();
-    init.stmt.value = Expr::Const(r.init);
-    init.stmt.reduce = None;
-    Some(init)
+/// The reduction's initial value as an expression, or `None` without a reduction. Evaluate it
+/// over [`collapse_reductions`] of a box to initialise that box's targets.
+pub(crate) fn init_value(k: &Kernel) -> Option<Expr> {
+    k.stmt.reduce.map(|r| Expr::Const(r.init))
 }
 
 /// Box extents with every reduction loop collapsed to one point.
@@ -159,31 +155,22 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
             mem,
             origin: origin.clone(),
         };
-        if let Some(init) = init_kernel(k) {
-            let extents = collapse_reductions(k, &k.extents());
-            eval_box(
-                &init,
-                &extents,
-                &loc,
-                Target {
-                    data: &mut target,
-                    base,
-                    strides: strides.clone(),
-                },
-                &mut cache,
-            )?;
+        let whole = k.extents();
+        let collapsed = collapse_reductions(k, &whole);
+        let mut target = Target {
+            data: &mut target,
+            base,
+            strides,
+        };
+        if let Some(init) = init_value(k) {
+            eval_box(&init, None, &collapsed, &loc, target.reborrow(), &mut cache)?;
         }
-        eval_box(
-            k,
-            &k.extents(),
-            &loc,
-            Target {
-                data: &mut target,
-                base,
-                strides,
-            },
-            &mut cache,
-        )
+        let kind = k.stmt.reduce.map(|r| r.kind);
+        eval_box(&k.stmt.value, kind, &whole, &loc, target.reborrow(), &mut cache)?;
+        if let Some(e) = &k.stmt.epilogue {
+            eval_box(e, None, &collapsed, &loc, target, &mut cache)?;
+        }
+        Ok(())
     })();
     mem.put(p, target_id, target);
     result.map_err(fail)

@@ -18,10 +18,13 @@ pub enum Event<'w> {
         first_visit: bool,
     },
     /// Compute the tile at `origin` with extents `extent` (every loop's current range).
+    /// `last_visit` says that every reduction tile loop is at its last tile: the target
+    /// elements of the tile have all their values folded in after it.
     Compute {
         origin: &'w [usize],
         extent: &'w [usize],
         first_visit: bool,
+        last_visit: bool,
     },
     /// Write the target's buffered box back to main memory.
     WriteBack { start: &'w [i64], extent: &'w [usize] },
@@ -98,6 +101,11 @@ pub fn walk(
                 .iter()
                 .enumerate()
                 .all(|(pos, &l)| k.loops[l].kind != LoopKind::Reduce || tile[pos] == 0);
+            let last_visit = s
+                .order
+                .iter()
+                .enumerate()
+                .all(|(pos, &l)| k.loops[l].kind != LoopKind::Reduce || tile[pos] + 1 == count(l));
             for (i, b) in s.buffers.iter().enumerate() {
                 if b.residence != Residence::Buffer || (step > 0 && b.depth <= changed_from) {
                     continue;
@@ -123,6 +131,7 @@ pub fn walk(
                 origin: &origin,
                 extent: &box_ext,
                 first_visit,
+                last_visit,
             })?;
             for pos in (0..s.order.len()).rev() {
                 tile[pos] += 1;

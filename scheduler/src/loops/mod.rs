@@ -232,6 +232,8 @@ pub enum Expr {
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     Cast(DType, Box<Expr>),
+    /// In a reduction's epilogue: the target element's reduced value.
+    Acc,
 }
 
 impl Expr {
@@ -266,10 +268,11 @@ impl Expr {
         out
     }
 
-    fn visit<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
+    /// Calls `f` on the expression and every subexpression, outermost first.
+    pub fn visit<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
         f(self);
         match self {
-            Expr::Load(_) | Expr::Const(_) => {}
+            Expr::Load(_) | Expr::Const(_) | Expr::Acc => {}
             Expr::Unary(_, a) | Expr::Cast(_, a) => a.visit(f),
             Expr::Binary(_, a, b) => {
                 a.visit(f);
@@ -291,23 +294,36 @@ pub struct Reduction {
     pub init: Scalar,
 }
 
-/// `target = value`, or `target = fold(target, value)` with a reduction.
+/// `target = value`, or `target = fold(target, value)` with a reduction. A reduction may have
+/// an epilogue: once every point that folds into a target element has, the element becomes
+/// the epilogue's value, in which [`Expr::Acc`] is the reduced value and every load's
+/// subscripts use parallel loops only.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stmt {
     /// Affine subscripts only.
     pub target: Access,
     pub value: Expr,
     pub reduce: Option<Reduction>,
+    pub epilogue: Option<Expr>,
 }
 
 impl Stmt {
-    /// The loads of the value (not gathered positions), mutably, for passes and tests that
-    /// rewrite subscripts.
+    /// Every access of the value, then of the epilogue, as [`Expr::accesses`] lists them.
+    pub fn read_accesses(&self) -> Vec<&Access> {
+        let mut v = self.value.accesses();
+        if let Some(e) = &self.epilogue {
+            v.extend(e.accesses());
+        }
+        v
+    }
+
+    /// The loads of the value and the epilogue (not gathered positions), mutably, for passes
+    /// and tests that rewrite subscripts.
     pub fn value_accesses_mut(&mut self) -> Vec<&mut Access> {
         fn walk<'e>(e: &'e mut Expr, out: &mut Vec<&'e mut Access>) {
             match e {
                 Expr::Load(a) => out.push(a),
-                Expr::Const(_) => {}
+                Expr::Const(_) | Expr::Acc => {}
                 Expr::Unary(_, a) | Expr::Cast(_, a) => walk(a, out),
                 Expr::Binary(_, a, b) => {
                     walk(a, out);
@@ -322,6 +338,9 @@ impl Stmt {
         }
         let mut out = Vec::new();
         walk(&mut self.value, &mut out);
+        if let Some(e) = &mut self.epilogue {
+            walk(e, &mut out);
+        }
         out
     }
 }

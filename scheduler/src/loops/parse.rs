@@ -293,6 +293,12 @@ impl Parser<'_> {
         };
         self.punct('=')?;
         let value = self.expr()?;
+        let epilogue = if self.peek() == Some(&Tok::Word("then".into())) {
+            self.keyword("then")?;
+            Some(self.expr()?)
+        } else {
+            None
+        };
         let schedule = if self.is_punct('}') {
             None
         } else {
@@ -309,7 +315,12 @@ impl Parser<'_> {
             fused,
             loops: std::mem::take(&mut self.loops),
             operands: std::mem::take(&mut self.operands),
-            stmt: Stmt { target, value, reduce },
+            stmt: Stmt {
+                target,
+                value,
+                reduce,
+                epilogue,
+            },
             schedule,
         })
     }
@@ -447,6 +458,10 @@ impl Parser<'_> {
         let is_access = self.toks.get(self.pos + 1).map(|t| &t.0) == Some(&Tok::Punct('['));
         if is_access {
             return Ok(Expr::Load(self.access()?));
+        }
+        if !is_call && self.peek() == Some(&Tok::Word("acc".into())) {
+            self.pos += 1;
+            return Ok(Expr::Acc);
         }
         if !is_call {
             return Ok(Expr::Const(self.scalar()?));

@@ -9,6 +9,8 @@
 //! ```
 //! Loops after `|` are reduction loops. A kernel with producers fused into it lists its ops in
 //! the order they are computed and names the fused nodes: `kernel r = add+relu fuses "a" {`.
+//! A reduction's epilogue follows its statement as `then <expr>`, where `acc` is the reduced
+//! value: `y[n, m] sum(0.0)= (a[n, k] * w[k, m])` / `then relu((acc + b[m]))`.
 //! Tensor names print bare when they are made of `[A-Za-z0-9_./]` (not starting with a
 //! digit), quoted otherwise. [`super::parse_kernel`] reads kernels and schedules back.
 
@@ -88,6 +90,7 @@ fn expr(e: &Expr, k: &Kernel, p: &Program) -> String {
     match e {
         Expr::Load(a) => access(a, k, p),
         Expr::Const(s) => scalar(*s),
+        Expr::Acc => "acc".to_string(),
         Expr::Unary(u, a) => format!("{}({})", u.name(), expr(a, k, p)),
         Expr::Binary(b, x, y) => {
             let infix = match b.name() {
@@ -160,6 +163,9 @@ pub fn print_kernel(k: &Kernel, p: &Program) -> String {
         access(&k.stmt.target, k, p),
         expr(&k.stmt.value, k, p)
     );
+    if let Some(e) = &k.stmt.epilogue {
+        let _ = writeln!(s, "  then {}", expr(e, k, p));
+    }
     if let Some(sched) = &k.schedule {
         s.push_str(&sched.describe(k, p));
     }

@@ -33,7 +33,9 @@ pub fn verify_program(p: &Program) -> Result<(), LoopVerifyError> {
 /// - the target has affine subscripts using each parallel loop exactly once, in mixed-radix
 ///   form, and no reduction loop, so distinct parallel points write distinct elements;
 /// - a kernel with reduction loops has a reduction;
-/// - the value's type is the target's.
+/// - the value's type is the target's;
+/// - only a reduction has an epilogue, `acc` appears only there, the epilogue's loads use
+///   parallel loops only, and its type is the target's.
 pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
     let fail = |reason: String| LoopVerifyError {
         kernel: k.name.clone(),
@@ -98,7 +100,7 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
         }
         Ok(())
     };
-    for a in k.stmt.value.accesses().into_iter().chain([&k.stmt.target]) {
+    for a in k.stmt.read_accesses().into_iter().chain([&k.stmt.target]) {
         check_access(a)?;
     }
     let mut used = vec![0; k.loops.len()];
@@ -129,8 +131,26 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
     if k.loops.iter().any(|l| l.kind == LoopKind::Reduce) && k.stmt.reduce.is_none() {
         return Err(fail("has reduction loops but no reduction".into()));
     }
-    let value = expr_type(&k.stmt.value, k, p).map_err(fail)?;
+    let value = expr_type(&k.stmt.value, k, p, false).map_err(fail)?;
     let target = p.tensor(k.operands[0]).ty.dtype;
+    if let Some(e) = &k.stmt.epilogue {
+        if k.stmt.reduce.is_none() {
+            return Err(fail("has an epilogue but no reduction".into()));
+        }
+        let reduce_loop = |a: &Access| {
+            a.index.iter().any(|i| match i {
+                Index::Affine(x) => x.terms.iter().any(|&(l, _)| k.loops[l].kind == LoopKind::Reduce),
+                Index::Gathered { .. } => true,
+            })
+        };
+        if e.accesses().into_iter().any(reduce_loop) {
+            return Err(fail("the epilogue reads with reduction loops or gathers".into()));
+        }
+        let ty = expr_type(e, k, p, true).map_err(fail)?;
+        if ty != target {
+            return Err(fail(format!("epilogue is {ty} but the target is {target}")));
+        }
+    }
     if value != target {
         return Err(fail(format!("value is {value} but the target is {target}")));
     }
@@ -169,10 +189,14 @@ fn print_affine_terms(x: &super::Affine, k: &Kernel) -> String {
         .join(" + ")
 }
 
-/// Element type of an expression, with the graph IR's typing rules.
-fn expr_type(e: &Expr, k: &Kernel, p: &Program) -> Result<DType, String> {
+/// Element type of an expression, with the graph IR's typing rules; `acc` says whether
+/// [`Expr::Acc`] may appear (in an epilogue, where it has the target's type).
+fn expr_type(e: &Expr, k: &Kernel, p: &Program, acc: bool) -> Result<DType, String> {
     let scalar = |d: DType| TensorType::scalar(d);
+    let expr_type = |e: &Expr, k: &Kernel, p: &Program| expr_type(e, k, p, acc);
     Ok(match e {
+        Expr::Acc if acc => p.tensor(k.operands[0]).ty.dtype,
+        Expr::Acc => return Err("'acc' outside an epilogue".into()),
         Expr::Load(a) => p.tensor(k.operands[a.operand]).ty.dtype,
         Expr::Const(s) => s.dtype(),
         Expr::Unary(u, a) => {

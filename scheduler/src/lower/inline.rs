@@ -20,17 +20,23 @@ pub(super) struct Template {
     value: Expr,
 }
 
+/// Whether `k` writes each element of its target once, at the position given by its loops in
+/// order, without a reduction.
+fn elementwise(k: &Kernel) -> bool {
+    k.stmt.reduce.is_none()
+        && k.stmt.target.index.len() == k.loops.len()
+        && k.stmt
+            .target
+            .index
+            .iter()
+            .enumerate()
+            .all(|(l, i)| matches!(i, Index::Affine(a) if *a == Affine::var(l)))
+}
+
 impl Template {
     /// The kernel of joined node `node`, already expanded.
     pub(super) fn of(k: Kernel, node: String) -> Result<Template, String> {
-        let identity = k.stmt.target.index.len() == k.loops.len()
-            && k.stmt
-                .target
-                .index
-                .iter()
-                .enumerate()
-                .all(|(l, i)| matches!(i, Index::Affine(a) if *a == Affine::var(l)));
-        if k.stmt.reduce.is_some() || !identity {
+        if !elementwise(&k) {
             return Err("a node joined into its consumers must write each element once, in loop order".into());
         }
         let mut nodes: Vec<(String, String)> = k.fused.into_iter().zip(k.op.split('+').map(String::from)).collect();
@@ -76,6 +82,101 @@ pub(super) fn expand(k: &mut Kernel, templates: &HashMap<TensorId, Template>) ->
     Ok(())
 }
 
+/// Makes reduction kernel `r` take the statement of `consumer` (the kernel of elementwise node
+/// `node`, which reads `r`'s tensor once, at the element it writes) as its epilogue: `r` then
+/// writes the consumer's tensor, and the consumer's other loads read at `r`'s target
+/// subscripts. A kernel whose reduction was empty (it writes the initial value) takes the
+/// consumer's statement into its value instead.
+pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String) -> Result<Kernel, String> {
+    let reduced = r.operands[0];
+    if !elementwise(&consumer) {
+        return Err("an epilogue must write each element once, in loop order".into());
+    }
+    let args = r
+        .stmt
+        .target
+        .index
+        .iter()
+        .map(|i| match i {
+            Index::Affine(x) => Ok(x.clone()),
+            Index::Gathered { .. } => Err("a gathered target".to_string()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut e = consumer.stmt.value;
+    let mut reads = 0;
+    replace_loads(&mut e, &mut |a| {
+        if consumer.operands[a.operand] != reduced {
+            return None;
+        }
+        reads += 1;
+        let at_element = a
+            .index
+            .iter()
+            .enumerate()
+            .all(|(l, i)| *i == Index::Affine(Affine::var(l)));
+        Some(if at_element { Expr::Acc } else { Expr::Load(a.clone()) })
+    });
+    let mut acc_reads = 0;
+    e.visit(&mut |x| acc_reads += usize::from(matches!(x, Expr::Acc)));
+    if reads != 1 || acc_reads != 1 {
+        return Err("an epilogue must read the reduced value once, at the element it writes".into());
+    }
+    remap(&mut e, &consumer.operands, &args, &mut r.operands);
+    r.operands[0] = consumer.operands[0];
+    r.op = format!("{}+{}", r.op, consumer.op);
+    r.fused.extend(consumer.fused);
+    r.fused.push(node);
+    match r.stmt.reduce {
+        Some(_) => r.stmt.epilogue = Some(e),
+        None => {
+            let value = std::mem::replace(&mut r.stmt.value, Expr::Acc);
+            replace_acc(&mut e, &value);
+            r.stmt.value = e;
+        }
+    }
+    compact_operands(&mut r);
+    Ok(r)
+}
+
+/// Replaces each load for which `f` returns an expression.
+fn replace_loads(e: &mut Expr, f: &mut impl FnMut(&Access) -> Option<Expr>) {
+    match e {
+        Expr::Load(a) => {
+            if let Some(x) = f(a) {
+                *e = x;
+            }
+        }
+        Expr::Const(_) | Expr::Acc => {}
+        Expr::Unary(_, a) | Expr::Cast(_, a) => replace_loads(a, f),
+        Expr::Binary(_, a, b) => {
+            replace_loads(a, f);
+            replace_loads(b, f);
+        }
+        Expr::Select(c, a, b) => {
+            replace_loads(c, f);
+            replace_loads(a, f);
+            replace_loads(b, f);
+        }
+    }
+}
+
+fn replace_acc(e: &mut Expr, value: &Expr) {
+    match e {
+        Expr::Acc => *e = value.clone(),
+        Expr::Load(_) | Expr::Const(_) => {}
+        Expr::Unary(_, a) | Expr::Cast(_, a) => replace_acc(a, value),
+        Expr::Binary(_, a, b) => {
+            replace_acc(a, value);
+            replace_acc(b, value);
+        }
+        Expr::Select(c, a, b) => {
+            replace_acc(c, value);
+            replace_acc(a, value);
+            replace_acc(b, value);
+        }
+    }
+}
+
 /// `e` with each load of a templated tensor replaced; `used` collects those tensors in order.
 fn rewrite(
     e: Expr,
@@ -109,6 +210,7 @@ fn rewrite(
             value
         }
         Expr::Const(c) => Expr::Const(c),
+        Expr::Acc => Expr::Acc,
         Expr::Unary(op, a) => Expr::Unary(op, go(a, operands)?),
         Expr::Cast(d, a) => Expr::Cast(d, go(a, operands)?),
         Expr::Binary(op, a, b) => {
@@ -154,7 +256,7 @@ fn remap(e: &mut Expr, from: &[TensorId], args: &[Affine], operands: &mut Vec<Te
     }
     match e {
         Expr::Load(a) => access(a, from, args, operands),
-        Expr::Const(_) => {}
+        Expr::Const(_) | Expr::Acc => {}
         Expr::Unary(_, a) | Expr::Cast(_, a) => remap(a, from, args, operands),
         Expr::Binary(_, a, b) => {
             remap(a, from, args, operands);
@@ -180,7 +282,7 @@ fn compact_operands(k: &mut Kernel) {
     }
     let mut used = vec![false; k.operands.len()];
     used[0] = true;
-    for a in k.stmt.value.accesses() {
+    for a in k.stmt.read_accesses() {
         used[a.operand] = true;
     }
     let mut new_slot = vec![0; used.len()];

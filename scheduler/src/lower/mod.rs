@@ -18,7 +18,7 @@ mod nn;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use swflow_frontend::fuse::{unfused, Plan};
+use swflow_frontend::fuse::{unfused, Decision, Plan};
 use swflow_frontend::ir::{Graph, NodeId, Op, Tensor, TensorType};
 
 use crate::loops::{
@@ -54,6 +54,7 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
         tensor_names: HashSet::new(),
         kernel_names: HashSet::new(),
         templates: HashMap::new(),
+        pending: HashMap::new(),
     };
     for id in g.ids() {
         let n = g.node(id);
@@ -74,6 +75,7 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
                 id,
                 out: t,
                 joined: plan.is_joined(id),
+                epilogue: matches!(plan.decision(id), Decision::Epilogue { .. }),
             };
             let fail = |reason| LowerError {
                 node: n.name.clone(),
@@ -84,7 +86,19 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
             if node.joined && !cx.templates.contains_key(&t) {
                 return Err(fail("a node joined into its consumers must lower to one kernel".into()));
             }
+            if node.epilogue && !cx.pending.contains_key(&t) {
+                return Err(fail(
+                    "a reduction with an epilogue must end in a kernel writing its result".into(),
+                ));
+            }
         }
+    }
+    if let Some((k, _, _)) = cx.pending.values().next() {
+        return Err(LowerError {
+            node: k.origin.clone().unwrap_or_default(),
+            op: k.op.clone(),
+            reason: "the node meant to be this reduction's epilogue reads it nowhere".into(),
+        });
     }
     cx.p.outputs = g.outputs.iter().map(|o| (o.name.clone(), cx.of[&o.node])).collect();
     inline::drop_untouched(&mut cx.p);
@@ -101,6 +115,9 @@ struct Lowering {
     kernel_names: HashSet<String>,
     /// The values of joined nodes, by their (never stored) tensors.
     templates: HashMap<TensorId, inline::Template>,
+    /// Reduction kernels waiting for the kernel that becomes their epilogue, by the tensor
+    /// they would write, with their kernel name and whether it is their node's own.
+    pending: HashMap<TensorId, (Kernel, String, bool)>,
 }
 
 /// `name` if `own` says it is the caller's own or it is neither taken nor reserved, else
@@ -124,6 +141,8 @@ struct NodeCx<'a> {
     out: TensorId,
     /// The plan joins it into its consumers: its kernel becomes a template.
     joined: bool,
+    /// The plan gives it an epilogue: its kernel waits for the kernel of the epilogue.
+    epilogue: bool,
 }
 
 impl NodeCx<'_> {
@@ -252,7 +271,12 @@ impl Lowering {
             fused: Vec::new(),
             loops,
             operands,
-            stmt: Stmt { target, value, reduce },
+            stmt: Stmt {
+                target,
+                value,
+                reduce,
+                epilogue: None,
+            },
             schedule: None,
         };
         inline::expand(&mut k, &self.templates)?;
@@ -263,7 +287,28 @@ impl Lowering {
             }
             return Ok(());
         }
-        k.name = unique(&mut self.kernel_names, &self.node_names, base, suffix.is_empty());
+        let own = suffix.is_empty();
+        if n.epilogue && k.operands[0] == n.out {
+            if self.pending.insert(n.out, (k, base, own)).is_some() {
+                return Err("a reduction with an epilogue must end in one kernel writing its result".into());
+            }
+            return Ok(());
+        }
+        let waiting = k
+            .operands
+            .iter()
+            .skip(1)
+            .copied()
+            .find(|t| self.pending.contains_key(t));
+        let (k, base, own) = match waiting {
+            Some(t) => {
+                let (r, base, own) = self.pending.remove(&t).expect("found above");
+                (inline::attach_epilogue(r, k, node.name.clone())?, base, own)
+            }
+            None => (k, base, own),
+        };
+        let mut k = k;
+        k.name = unique(&mut self.kernel_names, &self.node_names, base, own);
         self.p.kernels.push(k);
         Ok(())
     }

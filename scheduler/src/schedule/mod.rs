@@ -180,10 +180,10 @@ impl Schedule {
 }
 
 /// The accesses a schedule plans for, in order: the target, then every load of the value
-/// (positions of gathers included).
+/// (positions of gathers included), then of the epilogue.
 pub fn accesses(k: &Kernel) -> Vec<&Access> {
     let mut v = vec![&k.stmt.target];
-    v.extend(k.stmt.value.accesses());
+    v.extend(k.stmt.read_accesses());
     v
 }
 
