@@ -2,7 +2,9 @@
 # What fusion changes, per light model and target: kernels, DMA bytes and DMA transfers of the
 # schedule (`swflow schedule --json`) and the modelled time of a run through the JIT on the
 # timed emulator (`swflow bench --json`), with `--fuse none` and with the default fusion side
-# by side, and their ratios. Needs the conformance data (bash scripts/setup-conformance.sh)
+# by side, and their ratios. Then, for resnet50, the kernels the timed emulator finds
+# memory-bound: their DMA bytes against their compulsory traffic (each result written once,
+# each tensor read read once). Needs the conformance data (bash scripts/setup-conformance.sh)
 # and a release build.
 #   bash scripts/fusion-table.sh [--target T ...] [model ...]
 set -euo pipefail
@@ -63,4 +65,18 @@ for target in targets:
             f"{a[3]:.2f} -> {b[3]:.2f} ({a[3] / b[3]:.2f}x)",
         ]
         print(f"| {m} | " + " | ".join(cells) + " |")
+
+if "resnet50" in models:
+    print("\nresnet50, memory-bound kernels (bound = dma): DMA against compulsory traffic")
+    print("| target | fuse | memory-bound kernels | their modelled ms | DMA MB | compulsory MB | DMA / compulsory |")
+    print("|---|---|---|---|---|---|---|")
+    for target in targets:
+        for fuse in ("none", "default"):
+            bench = json.load(open(f"{work}/resnet50.{target}.{fuse}.bench.json"))
+            rows = [k for k in bench["kernels"] if k["bound"] == "dma"]
+            dma = sum(k["dma_bytes"] for k in rows) / 1e6
+            need = sum(k["compulsory_bytes"] for k in rows) / 1e6
+            ms = sum(k["modelled_seconds"] for k in rows) * 1e3
+            ratio = f"{dma / need:.2f}" if need else "-"
+            print(f"| {target} | {fuse} | {len(rows)} of {len(bench['kernels'])} | {ms:.2f} | {dma:.1f} | {need:.1f} | {ratio} |")
 EOF

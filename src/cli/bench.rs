@@ -62,6 +62,9 @@ pub struct KernelRow {
     /// The scheduler's estimate of the kernel's DMA time (the target's `[dma]` cost of the
     /// transfers it planned); it ignores compute and overlap.
     pub scheduler_dma_estimate_seconds: f64,
+    /// The least main-memory traffic of the kernel: its result written once and each tensor
+    /// it reads read once.
+    pub compulsory_bytes: usize,
     /// The emulator's statistics of the kernel (`SWFLOW_STATS`' fields).
     #[serde(flatten)]
     pub stats: serde_json::Map<String, Value>,
@@ -135,6 +138,7 @@ pub fn run(args: Args) -> Result<()> {
             scheduler_dma_estimate_seconds: target
                 .dma
                 .estimate_seconds(traffic.gets + traffic.puts, traffic.get_bytes + traffic.put_bytes),
+            compulsory_bytes: k.compulsory_bytes(&p),
             stats,
         });
     }

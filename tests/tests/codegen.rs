@@ -171,21 +171,21 @@ fn dma_past_an_ldm_buffer_is_caught() {
 #[test]
 fn two_cpes_writing_one_range_is_caught() {
     // Every CPE computes the first CPE's chunk and writes it back.
-    let (code, err) = run_broken("race", "k_r1_slave.c", |t| {
-        t.replace("first = cpe * 3;", "first = 0 * cpe;")
+    let (code, err) = run_broken("race", "k_g1_1_slave.c", |t| {
+        t.replace("first = cpe * 2;", "first = 0 * cpe;")
     });
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error: kernel 'k_r1' on CPEs 0 and "), "{err}");
+    assert!(err.contains("error: kernel 'k_g1_1' on CPEs 0 and "), "{err}");
     assert!(err.contains("both write arena bytes"), "{err}");
 }
 
 #[test]
 fn a_transfer_never_waited_for_is_caught() {
-    let (code, err) = run_broken("unwaited", "k_r1_slave.c", |t| {
-        t.replace("SWFLOW_DMA_WAIT(ldm->reply[1], r1_issued);", "")
+    let (code, err) = run_broken("unwaited", "k_g1_1_slave.c", |t| {
+        t.replace("SWFLOW_DMA_WAIT(ldm->reply[1], r3_issued);", "")
     });
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("error: kernel 'k_r1' on CPE "), "{err}");
+    assert!(err.contains("error: kernel 'k_g1_1' on CPE "), "{err}");
     assert!(err.contains("never waited for"), "{err}");
 }
 
@@ -257,12 +257,14 @@ fn built_program_reports_bad_inputs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Lenet with the target of kernel `r1` read and written directly in main memory instead of
-/// through an LDM buffer, built in `dir` (with `edit` applied to that kernel's slave file).
+/// Lenet with the target of kernel `g1/1` (a matrix product with a bias and ReLU epilogue)
+/// read and written directly in main memory instead of through an LDM buffer, built in `dir`
+/// (with `edit` applied to that kernel's slave file).
 fn lenet_with_direct_target(dir: &Path, edit: impl Fn(&str) -> String) {
     let target = Target::sw26010();
     let mut p = swflow_scheduler::pipeline::compile(&lenet(), &target).unwrap();
-    let k = p.kernels.iter_mut().find(|k| k.name == "r1").unwrap();
+    let k = p.kernels.iter_mut().find(|k| k.name == "g1/1").unwrap();
+    assert!(k.stmt.epilogue.is_some());
     let s = k.schedule.as_mut().unwrap();
     s.buffers[0].residence = swflow_scheduler::schedule::Residence::Direct;
     s.buffers[0].dims.clear();
@@ -272,10 +274,10 @@ fn lenet_with_direct_target(dir: &Path, edit: impl Fn(&str) -> String) {
         std::fs::remove_dir_all(dir).unwrap();
     }
     out.write_to(dir).unwrap();
-    let path = dir.join("slave/k_r1_slave.c");
+    let path = dir.join("slave/k_g1_1_slave.c");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(
-        text.contains("SWFLOW_GSTORE(float, para.r1, "),
+        text.contains("SWFLOW_GSTORE(float, para.r3, "),
         "the target is written directly"
     );
     std::fs::write(&path, edit(&text)).unwrap();
@@ -291,10 +293,10 @@ fn direct_target_writes_are_computed_and_race_checked() {
     let got = run_model(&dir, &g, &inputs, &[]).unwrap();
     compare(&got[0], &interp::run(&g, &inputs).unwrap()[0], Comparison::Tolerance).unwrap();
 
-    lenet_with_direct_target(&dir, |t| t.replace("first = cpe * 3;", "first = 0 * cpe;"));
+    lenet_with_direct_target(&dir, |t| t.replace("first = cpe * 2;", "first = 0 * cpe;"));
     let out = Command::new(dir.join("model")).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("error: kernel 'k_r1' on CPEs 0 and "), "{err}");
+    assert!(err.contains("error: kernel 'k_g1_1' on CPEs 0 and "), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

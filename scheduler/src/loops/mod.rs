@@ -268,6 +268,25 @@ impl Expr {
         out
     }
 
+    /// Calls `f` on every subexpression, innermost first, and last on the expression itself;
+    /// `f` may replace the expression it is given (its replacement is not visited).
+    pub fn rewrite(&mut self, f: &mut impl FnMut(&mut Expr)) {
+        match self {
+            Expr::Load(_) | Expr::Const(_) | Expr::Acc => {}
+            Expr::Unary(_, a) | Expr::Cast(_, a) => a.rewrite(f),
+            Expr::Binary(_, a, b) => {
+                a.rewrite(f);
+                b.rewrite(f);
+            }
+            Expr::Select(c, a, b) => {
+                c.rewrite(f);
+                a.rewrite(f);
+                b.rewrite(f);
+            }
+        }
+        f(self);
+    }
+
     /// Calls `f` on the expression and every subexpression, outermost first.
     pub fn visit<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
         f(self);
@@ -373,6 +392,18 @@ impl Kernel {
             .index
             .iter()
             .all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
+    }
+
+    /// The least main-memory traffic the kernel can have: its target written once and every
+    /// other tensor it reads read once, whole (an overestimate for a kernel that reads only
+    /// part of a tensor).
+    pub fn compulsory_bytes(&self, p: &Program) -> usize {
+        let mut reads: Vec<TensorId> = self.operands[1..].to_vec();
+        reads.sort_unstable();
+        reads.dedup();
+        reads.retain(|&t| t != self.operands[0]);
+        let size = |t: TensorId| p.tensor(t).ty.size_bytes();
+        size(self.operands[0]) + reads.into_iter().map(size).sum::<usize>()
     }
 
     pub fn extents(&self) -> Vec<usize> {

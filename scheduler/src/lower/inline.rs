@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::loops::{Access, Affine, Expr, Index, Kernel, Program, Scalar, TensorId, TensorKind};
+use crate::loops::{Access, Affine, Expr, Index, Kernel, Program, TensorId, TensorKind};
 
 /// The value of a joined node, over its own loops.
 pub(super) struct Template {
@@ -56,9 +56,8 @@ pub(super) fn expand(k: &mut Kernel, templates: &HashMap<TensorId, Template>) ->
     if templates.is_empty() {
         return Ok(());
     }
-    let value = std::mem::replace(&mut k.stmt.value, Expr::Const(Scalar::Bool(false)));
     let mut used = Vec::new();
-    k.stmt.value = rewrite(value, &mut k.operands, templates, &mut used)?;
+    rewrite(&mut k.stmt.value, &mut k.operands, templates, &mut used)?;
     if used.is_empty() {
         return Ok(());
     }
@@ -92,16 +91,7 @@ pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String) -> 
     if !elementwise(&consumer) {
         return Err("an epilogue must write each element once, in loop order".into());
     }
-    let args = r
-        .stmt
-        .target
-        .index
-        .iter()
-        .map(|i| match i {
-            Index::Affine(x) => Ok(x.clone()),
-            Index::Gathered { .. } => Err("a gathered target".to_string()),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let args = affine_subscripts(&r.stmt.target).ok_or("a gathered target")?;
     let mut e = consumer.stmt.value;
     let mut reads = 0;
     replace_loads(&mut e, &mut |a| {
@@ -138,91 +128,76 @@ pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String) -> 
     Ok(r)
 }
 
+/// The subscripts of `a`, when all are affine.
+fn affine_subscripts(a: &Access) -> Option<Vec<Affine>> {
+    a.index
+        .iter()
+        .map(|i| match i {
+            Index::Affine(x) => Some(x.clone()),
+            Index::Gathered { .. } => None,
+        })
+        .collect()
+}
+
 /// Replaces each load for which `f` returns an expression.
 fn replace_loads(e: &mut Expr, f: &mut impl FnMut(&Access) -> Option<Expr>) {
-    match e {
-        Expr::Load(a) => {
-            if let Some(x) = f(a) {
-                *e = x;
+    e.rewrite(&mut |x| {
+        if let Expr::Load(a) = x {
+            if let Some(y) = f(a) {
+                *x = y;
             }
         }
-        Expr::Const(_) | Expr::Acc => {}
-        Expr::Unary(_, a) | Expr::Cast(_, a) => replace_loads(a, f),
-        Expr::Binary(_, a, b) => {
-            replace_loads(a, f);
-            replace_loads(b, f);
-        }
-        Expr::Select(c, a, b) => {
-            replace_loads(c, f);
-            replace_loads(a, f);
-            replace_loads(b, f);
-        }
-    }
+    });
 }
 
 fn replace_acc(e: &mut Expr, value: &Expr) {
-    match e {
-        Expr::Acc => *e = value.clone(),
-        Expr::Load(_) | Expr::Const(_) => {}
-        Expr::Unary(_, a) | Expr::Cast(_, a) => replace_acc(a, value),
-        Expr::Binary(_, a, b) => {
-            replace_acc(a, value);
-            replace_acc(b, value);
+    e.rewrite(&mut |x| {
+        if matches!(x, Expr::Acc) {
+            *x = value.clone();
         }
-        Expr::Select(c, a, b) => {
-            replace_acc(c, value);
-            replace_acc(a, value);
-            replace_acc(b, value);
-        }
-    }
+    });
 }
 
 /// `e` with each load of a templated tensor replaced; `used` collects those tensors in order.
 fn rewrite(
-    e: Expr,
+    e: &mut Expr,
     operands: &mut Vec<TensorId>,
     templates: &HashMap<TensorId, Template>,
     used: &mut Vec<TensorId>,
-) -> Result<Expr, String> {
-    let mut go = |e: Box<Expr>, operands: &mut Vec<TensorId>| rewrite(*e, operands, templates, used).map(Box::new);
-    Ok(match e {
-        Expr::Load(a) => {
-            if positions_read_templates(&a, operands, templates) {
-                return Err("a joined node's value is used as gather positions".into());
-            }
-            let t = operands[a.operand];
-            let Some(template) = templates.get(&t) else {
-                return Ok(Expr::Load(a));
-            };
-            let args = a
-                .index
-                .iter()
-                .map(|i| match i {
-                    Index::Affine(x) => Ok(x.clone()),
-                    Index::Gathered { .. } => Err("a joined node is read at gathered positions".to_string()),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            if !used.contains(&t) {
-                used.push(t);
-            }
-            let mut value = template.value.clone();
-            remap(&mut value, &template.operands, &args, operands);
-            value
+) -> Result<(), String> {
+    let mut failed = None;
+    e.rewrite(&mut |x| {
+        let Expr::Load(a) = x else { return };
+        match instantiate(a, operands, templates, used) {
+            Ok(Some(value)) => *x = value,
+            Ok(None) => {}
+            Err(m) => failed = Some(m),
         }
-        Expr::Const(c) => Expr::Const(c),
-        Expr::Acc => Expr::Acc,
-        Expr::Unary(op, a) => Expr::Unary(op, go(a, operands)?),
-        Expr::Cast(d, a) => Expr::Cast(d, go(a, operands)?),
-        Expr::Binary(op, a, b) => {
-            let a = go(a, operands)?;
-            Expr::Binary(op, a, go(b, operands)?)
-        }
-        Expr::Select(c, a, b) => {
-            let c = go(c, operands)?;
-            let a = go(a, operands)?;
-            Expr::Select(c, a, go(b, operands)?)
-        }
-    })
+    });
+    failed.map_or(Ok(()), Err)
+}
+
+/// The template of the tensor `a` loads, at `a`'s subscripts, when it has one.
+fn instantiate(
+    a: &Access,
+    operands: &mut Vec<TensorId>,
+    templates: &HashMap<TensorId, Template>,
+    used: &mut Vec<TensorId>,
+) -> Result<Option<Expr>, String> {
+    if positions_read_templates(a, operands, templates) {
+        return Err("a joined node's value is used as gather positions".into());
+    }
+    let t = operands[a.operand];
+    let Some(template) = templates.get(&t) else {
+        return Ok(None);
+    };
+    let args = affine_subscripts(a).ok_or("a joined node is read at gathered positions")?;
+    if !used.contains(&t) {
+        used.push(t);
+    }
+    let mut value = template.value.clone();
+    remap(&mut value, &template.operands, &args, operands);
+    Ok(Some(value))
 }
 
 fn positions_read_templates(a: &Access, operands: &[TensorId], templates: &HashMap<TensorId, Template>) -> bool {
@@ -254,20 +229,11 @@ fn remap(e: &mut Expr, from: &[TensorId], args: &[Affine], operands: &mut Vec<Te
             }
         }
     }
-    match e {
-        Expr::Load(a) => access(a, from, args, operands),
-        Expr::Const(_) | Expr::Acc => {}
-        Expr::Unary(_, a) | Expr::Cast(_, a) => remap(a, from, args, operands),
-        Expr::Binary(_, a, b) => {
-            remap(a, from, args, operands);
-            remap(b, from, args, operands);
+    e.rewrite(&mut |x| {
+        if let Expr::Load(a) = x {
+            access(a, from, args, operands);
         }
-        Expr::Select(c, a, b) => {
-            remap(c, from, args, operands);
-            remap(a, from, args, operands);
-            remap(b, from, args, operands);
-        }
-    }
+    });
 }
 
 /// Drops operand slots no access uses, renumbering the rest in order.
