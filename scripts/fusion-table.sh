@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What fusion changes, per light model and target: kernels, DMA bytes and DMA transfers of the
 # schedule (`swflow schedule --json`) and the modelled time of a run through the JIT on the
-# timed emulator (`swflow bench --json`), with `--fuse none` and with the default fusion side
-# by side, and their ratios. Then, for resnet50, the kernels the timed emulator finds
+# timed emulator (`swflow bench --json`), side by side for `--fuse none` (the graph as
+# imported), `--fuse simplify` (simplified, one kernel per primitive) and the default
+# (simplified and fused), with the ratios none / default and simplify / default (the part
+# fusion alone gives). Then, for resnet50, the kernels the timed emulator finds
 # memory-bound: their DMA bytes against their compulsory traffic (each result written once,
 # each tensor read read once). Needs the conformance data (bash scripts/setup-conformance.sh)
 # and a release build.
@@ -28,7 +30,7 @@ mkdir -p "$work"
 
 for target in "${targets[@]}"; do
     for m in "${models[@]}"; do
-        for fuse in none default; do
+        for fuse in none simplify default; do
             base="$work/$m.$target.$fuse"
             "$swflow" schedule "$light/$m/model.onnx" --target "$target" --fuse "$fuse" --json > "$base.schedule.json"
             "$swflow" bench "$light/$m/model.onnx" --target "$target" --fuse "$fuse" --json > "$base.bench.json"
@@ -53,17 +55,14 @@ def figures(model, target, fuse):
     )
 
 for target in targets:
-    print(f"\n{target}: unfused -> fused (ratio unfused / fused)")
+    print(f"\n{target}: none / simplify / default (ratios none / default, simplify / default)")
     print(f"| model | kernels | DMA MB | DMA transfers | modelled ms |")
     print(f"|---|---|---|---|---|")
     for m in models:
-        a, b = figures(m, target, "none"), figures(m, target, "default")
-        cells = [
-            f"{a[0]} -> {b[0]}",
-            f"{a[1]:.1f} -> {b[1]:.1f} ({a[1] / b[1]:.2f}x)",
-            f"{a[2]} -> {b[2]} ({a[2] / b[2]:.2f}x)",
-            f"{a[3]:.2f} -> {b[3]:.2f} ({a[3] / b[3]:.2f}x)",
-        ]
+        a, s, b = (figures(m, target, f) for f in ("none", "simplify", "default"))
+        def cell(i, fmt):
+            return f"{a[i]:{fmt}} / {s[i]:{fmt}} / {b[i]:{fmt}} ({a[i] / b[i]:.2f}x, {s[i] / b[i]:.2f}x)"
+        cells = [cell(0, "d"), cell(1, ".1f"), cell(2, "d"), cell(3, ".2f")]
         print(f"| {m} | " + " | ".join(cells) + " |")
 
 if "resnet50" in models:
@@ -71,7 +70,7 @@ if "resnet50" in models:
     print("| target | fuse | memory-bound kernels | their modelled ms | DMA MB | compulsory MB | DMA / compulsory |")
     print("|---|---|---|---|---|---|---|")
     for target in targets:
-        for fuse in ("none", "default"):
+        for fuse in ("none", "simplify", "default"):
             bench = json.load(open(f"{work}/resnet50.{target}.{fuse}.bench.json"))
             rows = [k for k in bench["kernels"] if k["bound"] == "dma"]
             dma = sum(k["dma_bytes"] for k in rows) / 1e6

@@ -5,7 +5,7 @@
 //! `lower` and `schedule`. The loop-IR verifier runs after
 //! lowering and every schedule is verified as it is made.
 
-use swflow_frontend::fuse::{plan, print_plan};
+use swflow_frontend::fuse::{plan, print_plan, unfused};
 use swflow_frontend::ir::{print, Graph};
 use swflow_frontend::simplify::simplify;
 
@@ -29,6 +29,8 @@ pub enum PipelineError {
 pub enum Fuse {
     /// The graph as imported: one kernel per primitive.
     None,
+    /// The graph simplified ([`simplify`]), then one kernel per primitive.
+    Simplify,
     /// The graph simplified ([`simplify`]), then primitives fused into shared kernels by the
     /// rules of [`swflow_frontend::fuse::RULES`].
     #[default]
@@ -61,12 +63,15 @@ pub fn compile(g: &Graph, target: &Target) -> Result<Program, PipelineError> {
 pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Program, PipelineError> {
     let mut p = match options.fuse {
         Fuse::None => lower(g)?,
-        Fuse::Default => {
+        Fuse::Simplify | Fuse::Default => {
             let g = simplify(g);
             if dumping("simplify") {
                 eprintln!("=== after simplify ===\n{}", print(&g));
             }
-            let plan = plan(&g);
+            let plan = match options.fuse {
+                Fuse::Simplify => unfused(&g),
+                _ => plan(&g),
+            };
             if dumping("fuse") {
                 eprintln!("=== after fuse ===\n{}", print_plan(&g, &plan));
             }

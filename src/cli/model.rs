@@ -28,9 +28,10 @@ pub struct PipelineArgs {
     /// Graph-level optimisation before lowering: `default` simplifies the graph (constant
     /// folding, common subexpressions, per-channel scales and shifts folded into convolution
     /// and matrix-product weights), then fuses primitives into shared kernels by the rules of
-    /// the fusion table; `none` lowers every primitive of the graph as imported to its own
-    /// kernel. The graph engine always runs the graph as imported.
-    #[arg(long, default_value = "default", value_parser = ["none", "default"])]
+    /// the fusion table; `simplify` simplifies only, one kernel per primitive; `none` lowers
+    /// every primitive of the graph as imported to its own kernel. The graph engine always
+    /// runs the graph as imported.
+    #[arg(long, default_value = "default", value_parser = ["none", "simplify", "default"])]
     pub fuse: String,
 }
 
@@ -39,6 +40,7 @@ impl PipelineArgs {
         Options {
             fuse: match self.fuse.as_str() {
                 "none" => Fuse::None,
+                "simplify" => Fuse::Simplify,
                 _ => Fuse::Default,
             },
         }

@@ -9,7 +9,9 @@
 //!
 //! A node the plan joins into its consumers gets no kernel: its single kernel becomes an
 //! [`inline::Template`], and every kernel that reads its tensor computes the template there
-//! instead ([`inline`]). Tensors no kernel touches are dropped at the end.
+//! instead ([`inline`]). A reduction the plan gives an epilogue keeps its last kernel waiting
+//! until the kernel of the epilogue node is made, then takes that kernel's value as its
+//! epilogue and writes that node's tensor. Tensors no kernel touches are dropped at the end.
 
 mod elementwise;
 mod inline;
@@ -93,10 +95,10 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
             }
         }
     }
-    if let Some((k, _, _)) = cx.pending.values().next() {
+    if let Some(w) = cx.pending.values().next() {
         return Err(LowerError {
-            node: k.origin.clone().unwrap_or_default(),
-            op: k.op.clone(),
+            node: w.node.clone(),
+            op: w.kernel.op.clone(),
             reason: "the node meant to be this reduction's epilogue reads it nowhere".into(),
         });
     }
@@ -116,8 +118,18 @@ struct Lowering {
     /// The values of joined nodes, by their (never stored) tensors.
     templates: HashMap<TensorId, inline::Template>,
     /// Reduction kernels waiting for the kernel that becomes their epilogue, by the tensor
-    /// they would write, with their kernel name and whether it is their node's own.
-    pending: HashMap<TensorId, (Kernel, String, bool)>,
+    /// they would write.
+    pending: HashMap<TensorId, Waiting>,
+}
+
+/// A reduction kernel waiting for its epilogue.
+struct Waiting {
+    kernel: Kernel,
+    /// Its kernel name, and whether that is its node's own name.
+    name: String,
+    own: bool,
+    /// The graph node it computes.
+    node: String,
 }
 
 /// `name` if `own` says it is the caller's own or it is neither taken nor reserved, else
@@ -289,25 +301,30 @@ impl Lowering {
         }
         let own = suffix.is_empty();
         if n.epilogue && k.operands[0] == n.out {
-            if self.pending.insert(n.out, (k, base, own)).is_some() {
+            let waiting = Waiting {
+                kernel: k,
+                name: base,
+                own,
+                node: node.name.clone(),
+            };
+            if self.pending.insert(n.out, waiting).is_some() {
                 return Err("a reduction with an epilogue must end in one kernel writing its result".into());
             }
             return Ok(());
         }
-        let waiting = k
+        let reduction = k
             .operands
             .iter()
             .skip(1)
             .copied()
             .find(|t| self.pending.contains_key(t));
-        let (k, base, own) = match waiting {
+        let (mut k, base, own) = match reduction {
             Some(t) => {
-                let (r, base, own) = self.pending.remove(&t).expect("found above");
-                (inline::attach_epilogue(r, k, node.name.clone())?, base, own)
+                let w = self.pending.remove(&t).expect("found above");
+                (inline::attach_epilogue(w.kernel, k, node.name.clone())?, w.name, w.own)
             }
             None => (k, base, own),
         };
-        let mut k = k;
         k.name = unique(&mut self.kernel_names, &self.node_names, base, own);
         self.p.kernels.push(k);
         Ok(())
