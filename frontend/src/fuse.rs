@@ -188,16 +188,7 @@ pub fn unfused(g: &Graph) -> Plan {
 
 /// Decides, in graph order, which nodes join their consumers.
 pub fn plan(g: &Graph) -> Plan {
-    let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes().len()];
-    for id in g.ids() {
-        for &i in &g.node(id).inputs {
-            consumers[i.index()].push(id);
-        }
-    }
-    let mut outputs = vec![false; g.nodes().len()];
-    for o in &g.outputs {
-        outputs[o.node.index()] = true;
-    }
+    let (consumers, outputs) = (g.users(), g.output_mask());
     let mut plan = unfused(g);
     for id in g.ids() {
         let node = g.node(id);
@@ -282,14 +273,7 @@ fn epilogue_of(g: &Graph, plan: &Plan, consumers: &[Vec<NodeId>], outputs: &[boo
 /// The plan as text: one line per kernel-owning node that something joined, naming the joined
 /// nodes (in graph order) and the rules that joined each to its consumers in the group.
 pub fn print_plan(g: &Graph, plan: &Plan) -> String {
-    let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes().len()];
-    for id in g.ids() {
-        for &i in &g.node(id).inputs {
-            if !consumers[i.index()].contains(&id) {
-                consumers[i.index()].push(id);
-            }
-        }
-    }
+    let consumers = g.users();
     let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); g.nodes().len()];
     // Every joined node belongs to the groups of the owned nodes that consume it, through
     // chains of joined nodes.

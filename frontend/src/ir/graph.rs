@@ -127,6 +127,26 @@ impl Graph {
         self.nodes[id.index()].origin = origin;
     }
 
+    /// For each node, the nodes that use it as an operand, once per use, in graph order.
+    pub fn users(&self) -> Vec<Vec<NodeId>> {
+        let mut users = vec![Vec::new(); self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for x in &n.inputs {
+                users[x.index()].push(NodeId(i as u32));
+            }
+        }
+        users
+    }
+
+    /// For each node, whether it is a graph output.
+    pub fn output_mask(&self) -> Vec<bool> {
+        let mut outputs = vec![false; self.nodes.len()];
+        for o in &self.outputs {
+            outputs[o.node.index()] = true;
+        }
+        outputs
+    }
+
     /// For each node, how many times it is used as an operand or graph output.
     pub fn use_counts(&self) -> Vec<usize> {
         let mut uses = vec![0; self.nodes.len()];

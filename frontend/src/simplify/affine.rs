@@ -185,18 +185,7 @@ fn fold(r: &mut Rebuild<'_>, id: NodeId, c: &Chain) -> (NodeId, NodeId, NodeId) 
 
 /// The graph with every foldable chain folded into its op's weights.
 pub fn fold_into_weights(g: &Graph) -> Graph {
-    let mut users = vec![Vec::new(); g.nodes().len()];
-    for id in g.ids() {
-        for &i in &g.node(id).inputs {
-            if !users[i.index()].contains(&id) {
-                users[i.index()].push(id);
-            }
-        }
-    }
-    let mut outputs = vec![false; g.nodes().len()];
-    for o in &g.outputs {
-        outputs[o.node.index()] = true;
-    }
+    let (users, outputs) = (g.users(), g.output_mask());
     // Each chain's last step, with the node that replaces it.
     let mut replaced: Vec<Option<NodeId>> = vec![None; g.nodes().len()];
     let mut r = Rebuild::new(g);

@@ -10,9 +10,9 @@
 
 use swflow_frontend::ir::{strides, Data, Tensor};
 
-use super::eval::{affine_place, eval_box, scalar_data, Locate, PatternCache, Place, Target};
+use super::eval::{affine_place, scalar_data, Locate, PatternCache, Place, Target};
 use super::walk::{count, target_read_first, walk, Event, Traffic};
-use super::{collapse_reductions, init_value, ExecError, Memory};
+use super::{eval_statement, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::{accesses, Residence, Schedule};
 use crate::target::Target as Machine;
@@ -226,7 +226,6 @@ fn run_cpe(
                 .then(|| Data::zeros(p.tensor(k.operands[a.operand]).ty.dtype, b.elements()))
         })
         .collect();
-    let init = init_value(k);
     let dense = k.target_is_dense();
     let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
     let mut cache = PatternCache::default();
@@ -320,21 +319,9 @@ fn run_cpe(
                 };
                 // A buffered dense target was filled with the initial value; otherwise the
                 // elements this tile folds into start from it here, on their first visit.
-                let init_here = init.as_ref().filter(|_| first_visit && !(buffered && dense));
-                let collapsed = collapse_reductions(k, extent);
-                let mut target = Target { data, base, strides };
-                let kind = k.stmt.reduce.map(|r| r.kind);
-                let epilogue = k.stmt.epilogue.as_ref().filter(|_| last_visit);
-                let result = (|| {
-                    if let Some(v) = init_here {
-                        eval_box(v, None, &collapsed, &view, target.reborrow(), &mut cache)?;
-                    }
-                    eval_box(&k.stmt.value, kind, extent, &view, target.reborrow(), &mut cache)?;
-                    if let Some(e) = epilogue {
-                        eval_box(e, None, &collapsed, &view, target, &mut cache)?;
-                    }
-                    Ok::<(), String>(())
-                })();
+                let init = first_visit && !(buffered && dense);
+                let target = Target { data, base, strides };
+                let result = eval_statement(k, extent, init, last_visit, &view, target, &mut cache);
                 drop(view);
                 ldm[0] = tbuf;
                 result?;

@@ -310,13 +310,15 @@ pub(crate) fn eval_box<'a>(
         match &fast {
             Some(f) => f.run(target.data, &store, tbase, &point, col.len)?,
             None => {
+                let column;
                 let acc = if reads_acc {
                     let n = if store.pattern.is_some() { col.len } else { 1 };
-                    pick(target.data, (0..n).map(|j| store.at(tbase, j)))
+                    column = pick(target.data, (0..n).map(|j| store.at(tbase, j)));
+                    &column
                 } else {
-                    no_acc.clone()
+                    &no_acc
                 };
-                let v = value.eval(&point, &col, &acc)?;
+                let v = value.eval(&point, &col, acc)?;
                 fold_into(kind, target.data, &store, tbase, col.len, &v)?;
             }
         }

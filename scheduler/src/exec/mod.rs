@@ -117,14 +117,33 @@ impl<'a> Locate<'a> for MainMemory<'a> {
     }
 }
 
-/// The reduction's initial value as an expression, or `None` without a reduction. Evaluate it
-/// over [`collapse_reductions`] of a box to initialise that box's targets.
-pub(crate) fn init_value(k: &Kernel) -> Option<Expr> {
-    k.stmt.reduce.map(|r| Expr::Const(r.init))
+/// Evaluates kernel `k`'s statement over the box `0 <= loop < extents[loop]` into `target`:
+/// first, when `init`, the reduction's initial value into the box's target elements; then the
+/// value, folded by the reduction if there is one; then, when `finish`, the epilogue on the
+/// box's target elements.
+pub(crate) fn eval_statement<'a>(
+    k: &Kernel,
+    extents: &[usize],
+    init: bool,
+    finish: bool,
+    loc: &impl Locate<'a>,
+    mut target: Target<'_>,
+    cache: &mut PatternCache,
+) -> Result<(), String> {
+    let collapsed = collapse_reductions(k, extents);
+    if let Some(r) = k.stmt.reduce.filter(|_| init) {
+        eval_box(&Expr::Const(r.init), None, &collapsed, loc, target.reborrow(), cache)?;
+    }
+    let kind = k.stmt.reduce.map(|r| r.kind);
+    eval_box(&k.stmt.value, kind, extents, loc, target.reborrow(), cache)?;
+    match &k.stmt.epilogue {
+        Some(e) if finish => eval_box(e, None, &collapsed, loc, target, cache),
+        _ => Ok(()),
+    }
 }
 
 /// Box extents with every reduction loop collapsed to one point.
-pub(crate) fn collapse_reductions(k: &Kernel, extents: &[usize]) -> Vec<usize> {
+fn collapse_reductions(k: &Kernel, extents: &[usize]) -> Vec<usize> {
     extents
         .iter()
         .zip(&k.loops)
@@ -155,22 +174,12 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
             mem,
             origin: origin.clone(),
         };
-        let whole = k.extents();
-        let collapsed = collapse_reductions(k, &whole);
-        let mut target = Target {
+        let target = Target {
             data: &mut target,
             base,
             strides,
         };
-        if let Some(init) = init_value(k) {
-            eval_box(&init, None, &collapsed, &loc, target.reborrow(), &mut cache)?;
-        }
-        let kind = k.stmt.reduce.map(|r| r.kind);
-        eval_box(&k.stmt.value, kind, &whole, &loc, target.reborrow(), &mut cache)?;
-        if let Some(e) = &k.stmt.epilogue {
-            eval_box(e, None, &collapsed, &loc, target, &mut cache)?;
-        }
-        Ok(())
+        eval_statement(k, &k.extents(), true, true, &loc, target, &mut cache)
     })();
     mem.put(p, target_id, target);
     result.map_err(fail)
