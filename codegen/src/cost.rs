@@ -65,6 +65,50 @@ pub const DMA_BOX_TRANSFER_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
+/// What runtime-c's `swflow_dma_box_padded` charges besides the transfers: once per call, for
+/// each dimension (clipping the box).
+pub const DMA_PAD_SETUP_OPS: Ops = Ops {
+    load: 3,
+    store: 3,
+    integer: 10,
+    branch: 4,
+    ..Ops::ZERO
+};
+
+/// Per row of a clipped box's LDM buffer, for each dimension (whether the row is inside).
+pub const DMA_PAD_ROW_OPS: Ops = Ops {
+    load: 3,
+    integer: 5,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// Per element set to the pad value (`swflow_pad_row`).
+pub const DMA_PAD_FILL_OPS: Ops = Ops {
+    store: 1,
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Once per clipped box, for each dimension (its four set-up loops).
+pub const DMA_CLIP_SETUP_OPS: Ops = Ops {
+    load: 5,
+    store: 3,
+    integer: 10,
+    branch: 4,
+    ..Ops::ZERO
+};
+
+/// Per transfer of a clipped box, for each dimension (both offsets and the next index); each
+/// transfer also costs [`DMA_BOX_TRANSFER_OPS`].
+pub const DMA_CLIP_PER_DIM_OPS: Ops = Ops {
+    load: 6,
+    integer: 8,
+    branch: 1,
+    ..Ops::ZERO
+};
+
 /// The `SWFLOW_CHARGE` statement charging `n` executions of `ops`, or `None` when there is
 /// nothing to charge.
 pub fn charge(ops: &Ops, n: &str) -> Option<String> {
@@ -258,6 +302,33 @@ mod tests {
             charge(&DMA_BOX_TRANSFER_OPS, "1").unwrap(),
         ];
         assert_eq!(charges, expected);
+    }
+
+    #[test]
+    fn padded_box_dma_charges_equal_runtime_c() {
+        let header = include_str!("../../runtime-c/include/swflow_slave.h");
+        let charges = |from: &str, n: usize| -> Vec<String> {
+            let start = header.find(from).expect("the helper");
+            header[start..]
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with("SWFLOW_CHARGE("))
+                .take(n)
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            charges("swflow_pad_row(char", 1),
+            [charge(&DMA_PAD_FILL_OPS, "to - from").unwrap()]
+        );
+        let expected = [
+            charge(&DMA_PAD_SETUP_OPS, "rank").unwrap(),
+            charge(&DMA_PAD_ROW_OPS, "rank").unwrap(),
+            charge(&DMA_CLIP_SETUP_OPS, "rank").unwrap(),
+            charge(&DMA_CLIP_PER_DIM_OPS, "rank").unwrap(),
+            charge(&DMA_BOX_TRANSFER_OPS, "1").unwrap(),
+        ];
+        assert_eq!(charges("swflow_dma_box_padded(void", 5), expected);
     }
 
     #[test]

@@ -212,10 +212,16 @@ pub fn plan(g: &Graph) -> Plan {
         if outputs[i] || uses.is_empty() || node.ty.numel() == 0 {
             continue;
         }
-        if !uses
-            .iter()
-            .all(|&c| rule(plan.patterns[i], Pattern::of(&g.node(c).op), Join::Inline).is_some())
-        {
+        let joins = |c: NodeId| {
+            let consumer = g.node(c);
+            let padded = consumer
+                .inputs
+                .iter()
+                .enumerate()
+                .any(|(j, &x)| x == id && consumer.op.reads_padded(j));
+            !padded && rule(plan.patterns[i], Pattern::of(&consumer.op), Join::Inline).is_some()
+        };
+        if !uses.iter().all(|&c| joins(c)) {
             continue;
         }
         // Stored: written once, read once per use. Joined: its operands read once per use.

@@ -165,6 +165,121 @@ static inline int swflow_dma_box(int put, void *ldm, char *main, int rank, const
     }
 }
 
+/* Sets elements [from, to) of an LDM row of `elem`-byte elements to the value at `pad`. */
+static inline void swflow_pad_row(char *row, long from, long to, long elem, const void *pad)
+{
+    long i;
+    SWFLOW_CHARGE(to - from, .store = 1, .integer = 2, .branch = 1);
+    if (elem == 8)
+        for (i = from; i < to; i++)
+            ((uint64_t *)row)[i] = *(const uint64_t *)pad;
+    else if (elem == 4)
+        for (i = from; i < to; i++)
+            ((uint32_t *)row)[i] = *(const uint32_t *)pad;
+    else
+        for (i = from; i < to; i++)
+            row[i] = *(const char *)pad;
+}
+
+/* The get of a guarded read: like swflow_dma_box, but the box may leave the tensor. Then the
+ * packed LDM box gets the value at `pad` outside the tensor, and the part inside (the clipped
+ * box) comes to its place in the LDM box: one transfer per run contiguous in both memories
+ * (the innermost dimensions the clipped box covers fully in the tensor and in the LDM box,
+ * with the next one), runs of the next dimension joining into one strided transfer when they
+ * follow each other in LDM. Returns the number of transfers issued. */
+static inline int swflow_dma_box_padded(void *ldm, char *main, int rank, const long *shape, const long *start,
+                                        const long *extent, long elem, const void *pad, swflow_reply_t *reply)
+{
+    long lo[SWFLOW_MAX_RANK], at[SWFLOW_MAX_RANK], sub[SWFLOW_MAX_RANK], index[SWFLOW_MAX_RANK];
+    long pitch[SWFLOW_MAX_RANK], lpitch[SWFLOW_MAX_RANK];
+    long run = elem, rows = 1, r, offset, loff, gap = 0, blocks = 1, width;
+    int d, j, run_dim, strided = -1, clipped = 0, empty = 0, inside, transfers = 0;
+    char *dst = (char *)ldm;
+    for (j = 0; j < rank; j++) {
+        long hi = start[j] + extent[j] < shape[j] ? start[j] + extent[j] : shape[j];
+        lo[j] = start[j] < 0 ? 0 : start[j];
+        at[j] = lo[j] - start[j];
+        sub[j] = hi > lo[j] ? hi - lo[j] : 0;
+        clipped |= sub[j] != extent[j];
+        empty |= sub[j] == 0;
+    }
+    /* The loop above, per dimension. */
+    SWFLOW_CHARGE(rank, .load = 3, .store = 3, .integer = 10, .branch = 4);
+    if (!clipped)
+        return swflow_dma_box(0, ldm, main, rank, shape, start, extent, elem, reply);
+    /* Pad: every LDM row, whole when outside the clipped box, else its two ends. */
+    width = rank > 0 ? extent[rank - 1] : 1;
+    for (j = 0; j < rank - 1; j++) {
+        rows *= extent[j];
+        index[j] = 0;
+    }
+    for (r = 0; r < rows; r++) {
+        SWFLOW_CHARGE(rank, .load = 3, .integer = 5, .branch = 2);
+        inside = !empty;
+        for (j = 0; j < rank - 1; j++)
+            if (index[j] < at[j] || index[j] >= at[j] + sub[j])
+                inside = 0;
+        if (inside) {
+            swflow_pad_row(dst + r * width * elem, 0, at[rank - 1], elem, pad);
+            swflow_pad_row(dst + r * width * elem, at[rank - 1] + sub[rank - 1], width, elem, pad);
+        } else {
+            swflow_pad_row(dst + r * width * elem, 0, width, elem, pad);
+        }
+        for (j = rank - 2; j >= 0; j--) {
+            if (++index[j] < extent[j])
+                break;
+            index[j] = 0;
+        }
+    }
+    if (empty)
+        return 0;
+    d = rank;
+    while (d > 0 && sub[d - 1] == shape[d - 1] && sub[d - 1] == extent[d - 1])
+        d--;
+    for (j = rank - 1; j >= 0; j--) {
+        pitch[j] = j == rank - 1 ? elem : pitch[j + 1] * shape[j + 1];
+        lpitch[j] = j == rank - 1 ? elem : lpitch[j + 1] * extent[j + 1];
+        index[j] = 0;
+    }
+    run_dim = d > 0 ? d - 1 : 0;
+    for (j = run_dim; j < rank; j++)
+        run *= sub[j];
+    for (j = run_dim - 1; j >= 0; j--)
+        if (sub[j] > 1)
+            break;
+    if (j >= 0 && lpitch[j] == run)
+        strided = j;
+    if (strided >= 0) {
+        blocks = sub[strided];
+        gap = pitch[strided] - run;
+    }
+    /* The four loops above, per dimension. */
+    SWFLOW_CHARGE(rank, .load = 5, .store = 3, .integer = 10, .branch = 4);
+    for (;;) {
+        /* One transfer: its offsets in both memories (per dimension), the call and its
+         * descriptor, the next index. */
+        SWFLOW_CHARGE(rank, .load = 6, .integer = 8, .branch = 1);
+        SWFLOW_CHARGE(1, .load = 2, .store = 6, .integer = 12, .branch = 6);
+        offset = 0;
+        loff = 0;
+        for (j = 0; j < rank; j++) {
+            offset += (lo[j] + index[j]) * pitch[j];
+            loff += (at[j] + index[j]) * lpitch[j];
+        }
+        swflow_dma(0, dst + loff, main + offset, run * blocks, blocks > 1 ? gap : 0, blocks > 1 ? run : 0, reply);
+        transfers++;
+        for (j = run_dim - 1; j >= 0; j--) {
+            if (j == strided)
+                continue;
+            if (++index[j] < sub[j])
+                break;
+            index[j] = 0;
+        }
+        if (j < 0)
+            return transfers;
+    }
+}
+
 /* Position `i` of a gathered subscript into a dimension of `extent`: negative values count
  * from the end; anything outside the dimension stops the program. */
 static inline long swflow_gather_index(int64_t i, long extent)

@@ -155,17 +155,17 @@ fn run_broken(name: &str, kernel_file: &str, edit: impl Fn(&str) -> String) -> (
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The kernel declares its tile buffer one element shorter than the DMA that fills it.
+    // The kernel declares its weight buffer one element shorter than the DMA that fills it.
     let (code, err) = run_broken("overrun", "k_c1_0_slave.c", |t| {
         t.replace(
-            "SWFLOW_LDM_BUFFER(ldm->c1_0_pad, sizeof ldm->c1_0_pad,",
-            "SWFLOW_LDM_BUFFER(ldm->c1_0_pad, sizeof ldm->c1_0_pad - 4,",
+            "SWFLOW_LDM_BUFFER(ldm->conv1_w, sizeof ldm->conv1_w,",
+            "SWFLOW_LDM_BUFFER(ldm->conv1_w, sizeof ldm->conv1_w - 4,",
         )
     });
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error: kernel 'k_c1_0' on CPE "), "{err}");
     assert!(err.contains("past its end"), "{err}");
-    assert!(err.contains("LDM buffer 'c1_0_pad'"), "{err}");
+    assert!(err.contains("LDM buffer 'conv1_w'"), "{err}");
 }
 
 #[test]

@@ -157,15 +157,15 @@ fn broken(kernel: &str, edit: impl Fn(&mut Func)) -> JitError {
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The kernel declares its tile buffer one element shorter than the DMA that fills it.
+    // The kernel declares its weight buffer one element shorter than the DMA that fills it.
     let err = broken("k_c1_0", |f| {
-        let b = f.bufs.iter_mut().find(|b| b.name == "c1_0_pad").unwrap();
+        let b = f.bufs.iter_mut().find(|b| b.name == "conv1_w").unwrap();
         b.elements -= 1;
     })
     .to_string();
     assert!(err.starts_with("kernel 'k_c1_0' on CPE "), "{err}");
     assert!(err.contains("past its end"), "{err}");
-    assert!(err.contains("LDM buffer 'c1_0_pad'"), "{err}");
+    assert!(err.contains("LDM buffer 'conv1_w'"), "{err}");
 }
 
 #[test]

@@ -518,6 +518,7 @@ impl Gen<'_> {
         let v = self.buf_vars(i);
         Stmt::Dma(BoxDma {
             put,
+            pad: self.all[i].pad.filter(|_| !put),
             buf: v.buf,
             half,
             field: self.field(i),

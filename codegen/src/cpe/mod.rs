@@ -229,11 +229,13 @@ pub enum Value {
 }
 
 /// A box of a tensor moved between main memory and an LDM buffer (runtime-c's
-/// `swflow_dma_box`): one row of each of the `start` and `extent` arrays (`row` selects it
-/// in a `[2][rank]` array).
+/// `swflow_dma_box`, or `swflow_dma_box_padded` for a guarded read): one row of each of the
+/// `start` and `extent` arrays (`row` selects it in a `[2][rank]` array).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BoxDma {
     pub put: bool,
+    /// A get whose box may leave the tensor: the value of the buffer's elements outside it.
+    pub pad: Option<Scalar>,
     pub buf: Buf,
     pub half: Half,
     pub field: Field,

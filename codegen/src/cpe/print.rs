@@ -148,6 +148,21 @@ impl Printer<'_> {
                     None => self.f.array(a).name.clone(),
                 };
                 let rank = self.f.array(d.shape).len();
+                if let Some(v) = d.pad {
+                    w.line(format!(
+                        "{} += swflow_dma_box_padded({}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({t}), &(const {t}){{{}}}, &ldm->reply[{}]);",
+                        self.f.var(d.issued).name,
+                        self.buffer(d.buf, &d.half),
+                        self.f.field(d.field).name,
+                        self.f.array(d.shape).name,
+                        row(d.start),
+                        row(d.extent),
+                        literal(v),
+                        d.reply,
+                        t = ctype(b.dtype),
+                    ));
+                    return;
+                }
                 w.line(format!(
                     "{} += swflow_dma_box({}, {}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({}), &ldm->reply[{}]);",
                     self.f.var(d.issued).name,

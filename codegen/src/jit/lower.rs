@@ -361,15 +361,26 @@ impl<'f> Lower<'f, '_> {
         };
         let shape = array(self, d.shape, &None);
         let (start, extent) = (array(self, d.start, &d.row), array(self, d.extent, &d.row));
-        let put = self.b.ins().iconst(types::I32, i64::from(d.put));
         let main = self.b.use_var(self.fields[d.field.0 as usize]);
         let rank = self.b.ins().iconst(I64, rank);
         let elem = self.b.ins().iconst(I64, buf.dtype.size_bytes() as i64);
         let reply = self.reply(d.reply);
-        let issued = self.call(
-            Callee::DmaBox,
-            &[put, ldm, main, rank, shape, start, extent, elem, reply],
-        )[0];
+        let issued = match d.pad {
+            Some(v) => {
+                let pad = self.b.ins().iconst(I64, scalar_bits(v));
+                self.call(
+                    Callee::DmaBoxPadded,
+                    &[ldm, main, rank, shape, start, extent, elem, pad, reply],
+                )[0]
+            }
+            None => {
+                let put = self.b.ins().iconst(types::I32, i64::from(d.put));
+                self.call(
+                    Callee::DmaBox,
+                    &[put, ldm, main, rank, shape, start, extent, elem, reply],
+                )[0]
+            }
+        };
         let failed = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, issued, 0);
         self.stop_if(failed);
         let var = self.vars[d.issued.0 as usize];
@@ -1400,5 +1411,15 @@ impl<'f> Lower<'f, '_> {
         let r = pick(self, b_nan, b, r);
         let a_nan = self.b.ins().fcmp(FloatCC::Unordered, a, a);
         pick(self, a_nan, a, r)
+    }
+}
+
+/// A constant's bits, little-endian in the low bytes of its element size.
+fn scalar_bits(c: Scalar) -> i64 {
+    match c {
+        Scalar::F32(v) => i64::from(v.to_bits()),
+        Scalar::F64(v) => v.to_bits() as i64,
+        Scalar::I64(v) => v,
+        Scalar::Bool(v) => i64::from(v),
     }
 }

@@ -1,6 +1,6 @@
-//! What JIT-compiled kernels call: the emulator's hooks, libm, and the two helpers that
-//! runtime-c gives generated C (`swflow_dma_box`, `swflow_pow_i64`), here in Rust with the
-//! same steps and the same charges.
+//! What JIT-compiled kernels call: the emulator's hooks, libm, and the helpers that
+//! runtime-c gives generated C (`swflow_dma_box`, `swflow_dma_box_padded`, `swflow_pow_i64`),
+//! here in Rust with the same steps and the same charges.
 
 use std::collections::HashMap;
 
@@ -9,7 +9,12 @@ use cranelift_codegen::isa::CallConv;
 use swflow_emulator::native::{self, GO, STOP};
 use swflow_emulator::timing::Ops;
 
-use crate::cost::{DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS};
+use swflow_scheduler::schedule::clip::Clipped;
+
+use crate::cost::{
+    DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
+    DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS,
+};
 
 /// A function compiled code calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +28,7 @@ pub enum Callee {
     Fail,
     CpeId,
     DmaBox,
+    DmaBoxPadded,
     PowI64,
     /// A libm routine: its name without the `f` suffix, whether it is the f32 one, and its
     /// arity.
@@ -54,6 +60,7 @@ impl Callee {
             Callee::Fail,
             Callee::CpeId,
             Callee::DmaBox,
+            Callee::DmaBoxPadded,
             Callee::PowI64,
         ];
         for &(name, arity) in LIBM {
@@ -75,6 +82,7 @@ impl Callee {
             Callee::Fail => "swflow_native_fail".into(),
             Callee::CpeId => "swflow_native_cpe_id".into(),
             Callee::DmaBox => "swflow_jit_dma_box".into(),
+            Callee::DmaBoxPadded => "swflow_jit_dma_box_padded".into(),
             Callee::PowI64 => "swflow_jit_pow_i64".into(),
             Callee::Libm(name, true, _) => format!("{name}f"),
             Callee::Libm(name, false, _) => name.into(),
@@ -93,6 +101,7 @@ impl Callee {
             Callee::Fail => native::swflow_native_fail as *const u8,
             Callee::CpeId => native::swflow_native_cpe_id as *const u8,
             Callee::DmaBox => swflow_jit_dma_box as *const u8,
+            Callee::DmaBoxPadded => swflow_jit_dma_box_padded as *const u8,
             Callee::PowI64 => swflow_jit_pow_i64 as *const u8,
             Callee::Libm(name, single, _) => libm_address(name, single),
         }
@@ -111,6 +120,7 @@ impl Callee {
             Callee::Fail => (&[I64, I64], &[I32]),
             Callee::CpeId => (&[], &[I64]),
             Callee::DmaBox => (&[I32, I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
+            Callee::DmaBoxPadded => (&[I64, I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
             Callee::PowI64 => (&[I64, I64], &[I64]),
             Callee::Libm(_, true, 1) => (&[F32], &[F32]),
             Callee::Libm(_, true, _) => (&[F32, F32], &[F32]),
@@ -282,6 +292,112 @@ pub unsafe extern "C" fn swflow_jit_dma_box(
             return transfers;
         }
     }
+}
+
+/// runtime-c's `swflow_dma_box_padded` (a guarded read's get), charging the same operations
+/// in the same order; `pad` holds the pad value's bits in its low `elem` bytes. The transfers
+/// issued, or -1 after a violation.
+///
+/// # Safety
+/// `shape`, `start` and `extent` point to `rank` readable values, and `ldm` to a buffer of
+/// the box's elements.
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn swflow_jit_dma_box_padded(
+    ldm: i64,
+    main: i64,
+    rank: i64,
+    shape: *const i64,
+    start: *const i64,
+    extent: *const i64,
+    elem: i64,
+    pad: i64,
+    reply: i64,
+) -> i64 {
+    let n = rank.max(0) as usize;
+    let dims = |p: *const i64| -> Vec<usize> {
+        std::slice::from_raw_parts(p, n)
+            .iter()
+            .map(|&v| v.max(0) as usize)
+            .collect()
+    };
+    let (tensor, boxed) = (dims(shape), dims(extent));
+    let first = std::slice::from_raw_parts(start, n);
+    let charge = |ops: &Ops, count: usize| native::swflow_native_charge(ops, count as i64) == GO;
+    if !charge(&DMA_PAD_SETUP_OPS, n) {
+        return -1;
+    }
+    let Some(c) = Clipped::of(&tensor, first, &boxed) else {
+        return swflow_jit_dma_box(0, ldm, main, rank, shape, start, extent, elem, reply);
+    };
+    let elem_bytes = elem as usize;
+    let width = boxed.last().copied().unwrap_or(1);
+    let pad_bytes = pad.to_le_bytes();
+    let fill = |row: usize, from: usize, to: usize| -> bool {
+        if !charge(&DMA_PAD_FILL_OPS, to - from) {
+            return false;
+        }
+        for i in from..to {
+            let at = (ldm as usize + (row * width + i) * elem_bytes) as *mut u8;
+            std::ptr::copy_nonoverlapping(pad_bytes.as_ptr(), at, elem_bytes);
+        }
+        true
+    };
+    let outer = n.saturating_sub(1);
+    let rows: usize = boxed[..outer].iter().product();
+    let mut index = vec![0usize; outer];
+    for row in 0..rows {
+        if !charge(&DMA_PAD_ROW_OPS, n) {
+            return -1;
+        }
+        let inside = !c.is_empty() && (0..outer).all(|j| index[j] >= c.at[j] && index[j] < c.at[j] + c.extent[j]);
+        let filled = if inside {
+            let (a, e) = (c.at[outer], c.extent[outer]);
+            fill(row, 0, a) && fill(row, a + e, width)
+        } else {
+            fill(row, 0, width)
+        };
+        if !filled {
+            return -1;
+        }
+        for j in (0..outer).rev() {
+            index[j] += 1;
+            if index[j] < boxed[j] {
+                break;
+            }
+            index[j] = 0;
+        }
+    }
+    if c.is_empty() {
+        return 0;
+    }
+    if !charge(&DMA_CLIP_SETUP_OPS, n) {
+        return -1;
+    }
+    let mut transfers = 0;
+    for t in c.transfers(&tensor, &boxed) {
+        if !charge(&DMA_CLIP_PER_DIM_OPS, n) || !charge(&DMA_BOX_TRANSFER_OPS, 1) {
+            return -1;
+        }
+        let bytes = |e: usize| (e * elem_bytes) as i64;
+        let (stride, bsize) = match t.blocks {
+            1 => (0, 0),
+            _ => (bytes(t.main_pitch - t.run), bytes(t.run)),
+        };
+        let status = native::swflow_native_dma(
+            0,
+            (main + bytes(t.main)) as usize,
+            (ldm + bytes(t.ldm)) as usize,
+            bytes(t.run * t.blocks),
+            reply as usize,
+            stride,
+            bsize,
+        );
+        if status == STOP {
+            return -1;
+        }
+        transfers += 1;
+    }
+    transfers
 }
 
 /// runtime-c's `swflow_pow_i64`: `a` to the power `b`, wrapping; negative powers of integers

@@ -302,6 +302,18 @@ impl Op {
         }
     }
 
+    /// Whether its lowering reads operand `i` through a guarded access: positions outside the
+    /// operand (padding) read a pad value. Such a read takes no inlined producer, whose value
+    /// at those positions would not be the pad value.
+    pub fn reads_padded(&self, i: usize) -> bool {
+        match self {
+            Op::Conv(c) => i == 0 && c.pads.iter().any(|&p| p > 0),
+            Op::Pool(p) => i == 0 && (p.ceil_mode || p.pads.iter().any(|&p| p > 0)),
+            Op::ConvTranspose { .. } => i == 0,
+            _ => false,
+        }
+    }
+
     /// Number of operands the op takes, or `None` for variadic ops (concat: one or more).
     pub fn arity(&self) -> Option<usize> {
         match self {

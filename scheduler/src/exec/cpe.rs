@@ -10,10 +10,11 @@
 
 use swflow_frontend::ir::{strides, Data, Tensor};
 
-use super::eval::{affine_place, scalar_data, Locate, PatternCache, Place, Target};
+use super::eval::{affine_place, Locate, PatternCache, Place, Target};
 use super::walk::{count, target_read_first, walk, Event, Traffic};
-use super::{eval_statement, ExecError, Memory};
+use super::{eval_statement, fill, get_clipped, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
+use crate::schedule::clip::Clipped;
 use crate::schedule::{accesses, Residence, Schedule};
 use crate::target::Target as Machine;
 
@@ -244,6 +245,21 @@ fn run_cpe(
                         s.buffers[i].elements()
                     ));
                 }
+                let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
+                let clipped = all[i]
+                    .pad
+                    .and_then(|v| Some((v, Clipped::of(shapes[i], start, extent)?)));
+                if let Some((pad, c)) = clipped {
+                    // A guarded read's box leaves its tensor: pad, then the part inside.
+                    let t = k.operands[all[i].operand];
+                    let src = mem.storage[p.storage(t).index()]
+                        .as_ref()
+                        .ok_or("the value reads the kernel's own target")?;
+                    fill(buf, elems, pad);
+                    get_clipped(src, shapes[i], &c, extent, buf);
+                    held[i] = Some((start.to_vec(), extent.to_vec()));
+                    return Ok(());
+                }
                 if start
                     .iter()
                     .zip(extent)
@@ -252,7 +268,6 @@ fn run_cpe(
                 {
                     return Err(format!("DMA box {start:?}+{extent:?} outside tensor {:?}", shapes[i]));
                 }
-                let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
                 if i > 0 {
                     let t = k.operands[all[i].operand];
                     let src = mem.storage[p.storage(t).index()]
@@ -329,16 +344,6 @@ fn run_cpe(
         }
         Ok(())
     })
-}
-
-fn fill(buf: &mut Data, n: usize, v: crate::loops::Scalar) {
-    match (buf, scalar_data(v)) {
-        (Data::F32(b), Data::F32(x)) => b[..n].fill(x[0]),
-        (Data::F64(b), Data::F64(x)) => b[..n].fill(x[0]),
-        (Data::I64(b), Data::I64(x)) => b[..n].fill(x[0]),
-        (Data::Bool(b), Data::Bool(x)) => b[..n].fill(x[0]),
-        _ => unreachable!("initial values have the target's type"),
-    }
 }
 
 /// Runs every kernel of a scheduled program; returns the outputs and per-kernel statistics.

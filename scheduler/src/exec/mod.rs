@@ -10,8 +10,9 @@ pub mod walk;
 
 use swflow_frontend::ir::{Data, Tensor};
 
-use crate::loops::{Access, Expr, Kernel, LoopKind, Program, TensorKind};
-use eval::{affine_place, eval_box, Locate, PatternCache, Place, Target};
+use crate::loops::{Access, Expr, Index, Kernel, LoopKind, Program, TensorKind};
+use crate::schedule::clip::Clipped;
+use eval::{affine_place, eval_box, scalar_data, Locate, PatternCache, Place, Target};
 
 /// A failure while executing loop IR, naming the kernel and, for scheduled execution, the CPE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -96,16 +97,98 @@ impl Memory {
     }
 }
 
-/// Main-memory places for a kernel's accesses, at box origin `origin`.
+/// DMA get of a guarded read's clipped box into its place in the packed box `extent`.
+pub(crate) fn get_clipped(main: &Data, shape: &[usize], c: &Clipped, extent: &[usize], buf: &mut Data) {
+    for t in c.transfers(shape, extent) {
+        for b in 0..t.blocks {
+            let (m, l) = (t.main + b * t.main_pitch, t.ldm + b * t.run);
+            match (main, &mut *buf) {
+                (Data::F32(x), Data::F32(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
+                (Data::F64(x), Data::F64(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
+                (Data::I64(x), Data::I64(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
+                (Data::Bool(x), Data::Bool(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
+                _ => unreachable!("buffers have their tensor's type"),
+            }
+        }
+    }
+}
+
+/// Sets the first `n` elements of `buf` to `v`.
+pub(crate) fn fill(buf: &mut Data, n: usize, v: crate::loops::Scalar) {
+    match (buf, scalar_data(v)) {
+        (Data::F32(b), Data::F32(x)) => b[..n].fill(x[0]),
+        (Data::F64(b), Data::F64(x)) => b[..n].fill(x[0]),
+        (Data::I64(b), Data::I64(x)) => b[..n].fill(x[0]),
+        (Data::Bool(b), Data::Bool(x)) => b[..n].fill(x[0]),
+        _ => unreachable!("fill values have the buffer's type"),
+    }
+}
+
+/// A guarded read over a whole kernel domain: the box it spans, padded where it leaves its
+/// tensor, and the access re-based into that box.
+struct PaddedCopy {
+    access: Access,
+    rebased: Access,
+    extent: Vec<usize>,
+    data: Data,
+}
+
+impl PaddedCopy {
+    /// The copy for guarded read `a` of kernel `k`, or `None` when it stays inside its tensor.
+    fn of(p: &Program, k: &Kernel, mem: &Memory, a: &Access) -> Result<Option<PaddedCopy>, String> {
+        let Some(pad) = a.pad else { return Ok(None) };
+        let t = k.operands[a.operand];
+        let shape = &p.tensor(t).ty.shape;
+        let origin = vec![0; k.loops.len()];
+        let (start, extent) = walk::span(a, &origin, &k.extents());
+        let Some(c) = Clipped::of(shape, &start, &extent) else {
+            return Ok(None);
+        };
+        let src = mem.storage[p.storage(t).index()]
+            .as_ref()
+            .ok_or("the value reads the kernel's own target")?;
+        let n = extent.iter().product();
+        let mut data = Data::zeros(pad.dtype(), n);
+        fill(&mut data, n, pad);
+        get_clipped(src, shape, &c, &extent, &mut data);
+        let mut rebased = a.clone();
+        rebased.pad = None;
+        for (i, s0) in rebased.index.iter_mut().zip(&start) {
+            if let Index::Affine(x) = i {
+                x.offset -= s0;
+            }
+        }
+        Ok(Some(PaddedCopy {
+            access: a.clone(),
+            rebased,
+            extent,
+            data,
+        }))
+    }
+}
+
+/// Main-memory places for a kernel's accesses, at box origin `origin`; guarded reads that
+/// leave their tensor read their padded copies.
 struct MainMemory<'a> {
     p: &'a Program,
     k: &'a Kernel,
     mem: &'a Memory,
+    padded: &'a [PaddedCopy],
     origin: Vec<usize>,
 }
 
 impl<'a> Locate<'a> for MainMemory<'a> {
     fn place(&self, a: &Access) -> Result<Place<'a>, String> {
+        if let Some(c) = self.padded.iter().find(|c| c.access == *a) {
+            return affine_place(
+                &c.rebased,
+                &c.data,
+                &c.extent,
+                &self.origin,
+                self.k.loops.len(),
+                &|_| Err("guarded reads have affine subscripts".into()),
+            );
+        }
         let t = self.k.operands[a.operand];
         let data = self.mem.storage[self.p.storage(t).index()]
             .as_ref()
@@ -168,10 +251,17 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
         })?;
         let (base, strides) = (tplace.base, tplace.strides);
         let mut cache = PatternCache::default();
+        let mut padded = Vec::new();
+        for a in k.stmt.read_accesses() {
+            if !padded.iter().any(|c: &PaddedCopy| c.access == *a) {
+                padded.extend(PaddedCopy::of(p, k, mem, a)?);
+            }
+        }
         let loc = MainMemory {
             p,
             k,
             mem,
+            padded: &padded,
             origin: origin.clone(),
         };
         let target = Target {

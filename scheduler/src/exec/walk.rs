@@ -4,6 +4,7 @@
 //! they imply, so reports of a schedule's traffic come from the same walk that runs it.
 
 use crate::loops::{Access, Index, Kernel, LoopKind};
+use crate::schedule::clip::Clipped;
 use crate::schedule::{accesses, partition, Residence, Schedule};
 
 /// One step of the walk.
@@ -197,16 +198,23 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Tr
         .filter(|b| b.residence == Residence::Direct)
         .count();
     let target_direct = s.buffers[0].residence == Residence::Direct;
+    let pads: Vec<bool> = accesses(k).iter().map(|a| a.pad.is_some()).collect();
     for cpe in 0..cpes {
         let counted = walk(k, s, cpe, &mut |e| {
             match e {
                 Event::Fill {
                     access,
+                    start,
                     extent,
                     first_visit,
-                    ..
                 } => {
-                    if access > 0 || target_read_first(k, first_visit) {
+                    let clipped = pads[access]
+                        .then(|| Clipped::of(&shapes[access], start, extent))
+                        .flatten();
+                    if let Some(c) = clipped {
+                        t.gets += c.transfers(&shapes[access], extent).len();
+                        t.get_bytes += c.extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
+                    } else if access > 0 || target_read_first(k, first_visit) {
                         t.gets += dma_ops(&shapes[access], extent);
                         t.get_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                     }

@@ -185,6 +185,20 @@ pub enum Index {
 pub struct Access {
     pub operand: usize,
     pub index: Vec<Index>,
+    /// A guarded read (padding): its subscripts, all affine, may leave the tensor, and a
+    /// point whose subscripts do reads this value instead. `None`: every subscript stays in
+    /// bounds.
+    pub pad: Option<Scalar>,
+}
+
+impl Access {
+    pub fn new(operand: usize, index: Vec<Index>) -> Access {
+        Access {
+            operand,
+            index,
+            pad: None,
+        }
+    }
 }
 
 /// A constant scalar.
@@ -238,10 +252,7 @@ pub enum Expr {
 
 impl Expr {
     pub fn load(operand: usize, index: Vec<Affine>) -> Expr {
-        Expr::Load(Access {
-            operand,
-            index: index.into_iter().map(Index::Affine).collect(),
-        })
+        Expr::Load(Access::new(operand, index.into_iter().map(Index::Affine).collect()))
     }
 
     pub fn binary(op: BinaryOp, a: Expr, b: Expr) -> Expr {

@@ -363,8 +363,14 @@ impl Parser<'_> {
         };
         self.punct('[')?;
         let index = self.list(']', |p| p.index())?;
+        let pad = if self.peek() == Some(&Tok::Word("else".into())) {
+            self.word()?;
+            Some(self.scalar()?)
+        } else {
+            None
+        };
         self.punct(']')?;
-        Ok(Access { operand, index })
+        Ok(Access { operand, index, pad })
     }
 
     fn index(&mut self) -> Result<Index, LoopParseError> {

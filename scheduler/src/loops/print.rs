@@ -9,7 +9,8 @@
 //! ```
 //! Loops after `|` are reduction loops. A kernel with producers fused into it lists its ops in
 //! the order they are computed and names the fused nodes: `kernel r = add+relu fuses "a" {`.
-//! A reduction's epilogue follows its statement as `then <expr>`, where `acc` is the reduced
+//! A guarded read names the value of points outside its tensor after `else`:
+//! `xp[n, c, o0 + k0 - 1 else 0.0]`. A reduction's epilogue follows its statement as `then <expr>`, where `acc` is the reduced
 //! value: `y[n, m] sum(0.0)= (a[n, k] * w[k, m])` / `then relu((acc + b[m]))`.
 //! Tensor names print bare when they are made of `[A-Za-z0-9_./]` (not starting with a
 //! digit), quoted otherwise. [`super::parse_kernel`] reads kernels and schedules back.
@@ -70,8 +71,9 @@ fn access(a: &Access, k: &Kernel, p: &Program) -> String {
             Index::Gathered { access: inner, extent } => format!("gather({}, {extent})", access(inner, k, p)),
         })
         .collect();
+    let pad = a.pad.map(|v| format!(" else {}", scalar(v))).unwrap_or_default();
     format!(
-        "{}[{}]",
+        "{}[{}{pad}]",
         quoted_name(&p.tensor(k.operands[a.operand]).name),
         idx.join(", ")
     )

@@ -62,8 +62,32 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
                 ty.rank()
             )));
         }
+        if let Some(v) = a.pad {
+            if v.dtype() != ty.dtype {
+                return Err(fail(format!(
+                    "'{}' is {} but pads with a {} value",
+                    p.tensor(*t).name,
+                    ty.dtype,
+                    v.dtype()
+                )));
+            }
+        }
         for (d, i) in a.index.iter().enumerate() {
             match i {
+                Index::Affine(x) if a.pad.is_some() => {
+                    if x.terms.iter().any(|&(l, c)| l >= k.loops.len() || c == 0) {
+                        return Err(fail(format!(
+                            "subscript {d} of '{}' names a missing loop",
+                            p.tensor(*t).name
+                        )));
+                    }
+                }
+                Index::Gathered { .. } if a.pad.is_some() => {
+                    return Err(fail(format!(
+                        "the guarded read of '{}' has a gathered subscript",
+                        p.tensor(*t).name
+                    )));
+                }
                 Index::Affine(x) => {
                     if x.terms.iter().any(|&(l, c)| l >= k.loops.len() || c == 0) {
                         return Err(fail(format!(
@@ -104,6 +128,9 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
         check_access(a)?;
     }
     let mut used = vec![0; k.loops.len()];
+    if k.stmt.target.pad.is_some() {
+        return Err(fail("the target cannot be a guarded read".into()));
+    }
     for i in &k.stmt.target.index {
         let Index::Affine(x) = i else {
             return Err(fail("the target cannot have gathered subscripts".into()));

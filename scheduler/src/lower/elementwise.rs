@@ -115,10 +115,10 @@ pub(super) fn concat(cx: &mut Lowering, n: &NodeCx, axis: usize) -> Result<(), S
 pub(super) fn gather(cx: &mut Lowering, n: &NodeCx, axis: usize) -> Result<(), String> {
     let shape = n.node().ty.shape.clone();
     let (data_ty, idx_rank) = (n.input_ty(0).clone(), n.input_ty(1).rank());
-    let positions = Access {
-        operand: 2,
-        index: (axis..axis + idx_rank).map(|l| Index::Affine(Affine::var(l))).collect(),
-    };
+    let positions = Access::new(
+        2,
+        (axis..axis + idx_rank).map(|l| Index::Affine(Affine::var(l))).collect(),
+    );
     let mut index: Vec<Index> = (0..axis).map(|l| Index::Affine(Affine::var(l))).collect();
     index.push(Index::Gathered {
         access: Box::new(positions),
@@ -132,7 +132,7 @@ pub(super) fn gather(cx: &mut Lowering, n: &NodeCx, axis: usize) -> Result<(), S
         dims(&shape),
         vec![n.out, data, idx],
         target(vars(shape.len())),
-        Expr::Load(Access { operand: 1, index }),
+        Expr::Load(Access::new(1, index)),
         None,
     )?;
     Ok(())

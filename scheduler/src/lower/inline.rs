@@ -191,6 +191,9 @@ fn instantiate(
     let Some(template) = templates.get(&t) else {
         return Ok(None);
     };
+    if a.pad.is_some() {
+        return Err("a joined node is read through padding".into());
+    }
     let args = affine_subscripts(a).ok_or("a joined node is read at gathered positions")?;
     if !used.contains(&t) {
         used.push(t);

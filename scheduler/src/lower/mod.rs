@@ -1,11 +1,12 @@
 //! Lowering of a graph to loop IR: one or more kernels per primitive op, following a fusion
 //! plan ([`swflow_frontend::fuse`]).
 //!
-//! Reshapes become views (no kernel). Padding is made explicit: a convolution or pooling
-//! with padding reads a padded copy of its input (a fill kernel and a copy kernel), so every
-//! access of every kernel is in bounds. A transposed convolution becomes a zero-stuffed,
-//! padded copy of its input convolved with the flipped, transposed weight. Average pooling is
-//! a windowed sum followed by a division by a constant divisor.
+//! Reshapes become views (no kernel). Padding is read in place: a convolution or pooling
+//! with padding reads its input through a guarded access, whose points outside the input read
+//! the pad value, and a `pad` node is one guarded copy (which fusion turns into its readers'
+//! index expressions). A strided transposed convolution becomes a zero-stuffed copy of its
+//! input convolved with the flipped, transposed weight. Average pooling is a windowed sum
+//! followed by a division by a constant divisor.
 //!
 //! A node the plan joins into its consumers gets no kernel: its single kernel becomes an
 //! [`inline::Template`], and every kernel that reads its tensor computes the template there
@@ -212,10 +213,7 @@ fn vars(n: usize) -> Vec<Affine> {
 }
 
 fn target(index: Vec<Affine>) -> Access {
-    Access {
-        operand: 0,
-        index: index.into_iter().map(Index::Affine).collect(),
-    }
+    Access::new(0, index.into_iter().map(Index::Affine).collect())
 }
 
 impl Lowering {

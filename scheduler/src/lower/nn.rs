@@ -4,7 +4,7 @@ use swflow_frontend::ir::{ConvAttrs, PoolAttrs, PoolKind, ReduceKind, Tensor, Te
 
 use super::elementwise::{fill, reduce_init};
 use super::{par, red, target, vars, Lowering, NodeCx};
-use crate::loops::{Affine, Expr, Reduction, Scalar, TensorId};
+use crate::loops::{Affine, Expr, Loop, Reduction, Scalar, TensorId};
 use swflow_frontend::ir::BinaryOp;
 
 /// `out[b.., m, n] sum= a[b.., m, k] * w[b.., k, n]`.
@@ -38,22 +38,19 @@ pub(super) fn matmul(cx: &mut Lowering, n: &NodeCx) -> Result<(), String> {
 
 /// Places `x` (`[N, C, S..]`) into a new tensor whose spatial dimension `i` has
 /// `front[i]` elements of `value` before the data, `back[i]` after, and `stride[i] - 1` between
-/// consecutive elements; negative `front`/`back` crop. Returns `x` itself when nothing changes.
-#[allow(clippy::too_many_arguments)]
-fn pad(
+/// consecutive elements; negative `front`/`back` crop. (Padding alone needs no copy: readers
+/// guard their loads; spreading does, as its positions are not affine in the reader's loops.)
+fn spread(
     cx: &mut Lowering,
     n: &NodeCx,
-    suffix: &str,
     x: TensorId,
     front: &[i64],
     back: &[i64],
     stride: &[usize],
     value: Scalar,
 ) -> Result<TensorId, String> {
+    let suffix = "spread";
     let ty = cx.p.tensor(x).ty.clone();
-    if front.iter().chain(back).all(|&p| p == 0) && stride.iter().all(|&s| s == 1) {
-        return Ok(x);
-    }
     let sp = &ty.shape[2..];
     let mut shape = ty.shape[..2].to_vec();
     for i in 0..sp.len() {
@@ -81,12 +78,29 @@ fn pad(
     Ok(padded)
 }
 
-/// `out[n, g*Mg + m, o..] sum= x[n, g*Cg + c, o*s + k*d] * w[g*Mg + m, c, k..]` over an
-/// already padded `x`.
+/// A load of `index` from operand `operand` (a tensor of `shape`), guarded with `value` when
+/// some subscript leaves the tensor over the loops' ranges: padding read in place.
+fn load_padded(operand: usize, index: Vec<Affine>, loops: &[Loop], shape: &[usize], value: Scalar) -> Expr {
+    let extents: Vec<usize> = loops.iter().map(|l| l.extent).collect();
+    let leaves = index.iter().zip(shape).any(|(x, &dim)| {
+        let (lo, hi) = x.range(&extents);
+        lo < 0 || hi >= dim as i64
+    });
+    let Expr::Load(mut a) = Expr::load(operand, index) else {
+        unreachable!("Expr::load makes a load")
+    };
+    a.pad = leaves.then_some(value);
+    Expr::Load(a)
+}
+
+/// `out[n, g*Mg + m, o..] sum= x[n, g*Cg + c, o*s + k*d - front] * w[g*Mg + m, c, k..]`, where
+/// `x` reads zero outside itself (its padding).
+#[allow(clippy::too_many_arguments)]
 fn conv_kernel(
     cx: &mut Lowering,
     n: &NodeCx,
     x: TensorId,
+    front: &[i64],
     w: TensorId,
     strides: &[usize],
     dilations: &[usize],
@@ -118,13 +132,16 @@ fn conv_kernel(
     out_index.extend((0..nd).map(|i| Affine::var(o0 + i)));
     let mut x_index = vec![Affine::var(0), grouped(c, cg)];
     x_index.extend((0..nd).map(|i| {
-        Affine::constant(0)
+        Affine::constant(-front[i])
             .plus(o0 + i, strides[i] as i64)
             .plus(k0 + i, dilations[i] as i64)
     }));
     let mut w_index = vec![out_channel, Affine::var(c)];
     w_index.extend((0..nd).map(|i| Affine::var(k0 + i)));
-    let value = Expr::binary(BinaryOp::Mul, Expr::load(1, x_index), Expr::load(2, w_index));
+    let x_ty = cx.p.tensor(x).ty.clone();
+    let zero = Scalar::of(x_ty.dtype, 0.0);
+    let xs = load_padded(1, x_index, &loops, &x_ty.shape, zero);
+    let value = Expr::binary(BinaryOp::Mul, xs, Expr::load(2, w_index));
     let init = reduce_init(ReduceKind::Sum, n.node().ty.dtype);
     cx.kernel(
         n,
@@ -150,12 +167,8 @@ fn split_pads(pads: &[usize]) -> (Vec<i64>, Vec<i64>) {
 
 pub(super) fn conv(cx: &mut Lowering, n: &NodeCx, c: &ConvAttrs) -> Result<(), String> {
     let (x, w) = (cx.input(n, 0), cx.input(n, 1));
-    let (front, back) = split_pads(&c.pads);
-    let ones = vec![1; front.len()];
-    let zero = Scalar::of(n.node().ty.dtype, 0.0);
-    let xp = pad(cx, n, "pad", x, &front, &back, &ones, zero)?;
-    conv_kernel(cx, n, xp, w, &c.strides, &c.dilations, c.groups)?;
-    Ok(())
+    let (front, _) = split_pads(&c.pads);
+    conv_kernel(cx, n, x, &front, w, &c.strides, &c.dilations, c.groups)
 }
 
 /// A transposed convolution is a stride-1 convolution of the input spread out by the stride
@@ -200,15 +213,18 @@ pub(super) fn conv_transpose(
     let span = |i: usize| (c.dilations[i] * (wt.shape[2 + i] - 1)) as i64;
     let front: Vec<i64> = (0..nd).map(|i| span(i) - pb[i]).collect();
     let back: Vec<i64> = (0..nd).map(|i| span(i) - pe[i] + output_padding[i] as i64).collect();
+    let ones = vec![1; nd];
+    if c.strides.iter().all(|&s| s == 1) {
+        return conv_kernel(cx, n, x, &front, w2, &ones, &c.dilations, groups);
+    }
     let zero = Scalar::of(n.node().ty.dtype, 0.0);
-    let xd = pad(cx, n, "spread", x, &front, &back, &c.strides, zero)?;
-    conv_kernel(cx, n, xd, w2, &vec![1; nd], &c.dilations, groups)?;
-    Ok(())
+    let xd = spread(cx, n, x, &front, &back, &c.strides, zero)?;
+    conv_kernel(cx, n, xd, &vec![0; nd], w2, &ones, &c.dilations, groups)
 }
 
-/// Windowed max or sum over an input padded so that every window is in bounds (padding that
-/// never wins: the lowest value for max, zero for sums), then for averages a division by the
-/// number of counted positions.
+/// Windowed max or sum over the input, whose padding reads as a value that never wins (the
+/// lowest value for max, zero for sums), then for averages a division by the number of
+/// counted positions.
 pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), String> {
     let x = cx.input(n, 0);
     let in_shape = n.input_ty(0).shape.clone();
@@ -216,54 +232,30 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
     let dtype = n.node().ty.dtype;
     let nd = out.len() - 2;
     let (pb, _) = split_pads(&p.pads);
-    // Exactly the extent the windows reach: (O-1)*s + (K-1)*d + 1.
-    let back: Vec<i64> = (0..nd)
-        .map(|i| {
-            ((out[2 + i] - 1) * p.strides[i] + (p.kernel[i] - 1) * p.dilations[i] + 1) as i64
-                - in_shape[2 + i] as i64
-                - pb[i]
-        })
-        .collect();
     let (kind, pad_value) = match p.kind {
         PoolKind::Max => (ReduceKind::Max, f64::NEG_INFINITY),
         PoolKind::Avg { .. } => (ReduceKind::Sum, 0.0),
     };
-    let xp = pad(cx, n, "pad", x, &pb, &back, &vec![1; nd], Scalar::of(dtype, pad_value))?;
     let mut loops = vec![par("n", out[0]), par("c", out[1])];
     loops.extend((0..nd).map(|i| par(format!("o{i}"), out[2 + i])));
     loops.extend((0..nd).map(|i| red(format!("k{i}"), p.kernel[i])));
     let mut x_index = vars(2);
     x_index.extend((0..nd).map(|i| {
-        Affine::constant(0)
+        Affine::constant(-pb[i])
             .plus(2 + i, p.strides[i] as i64)
             .plus(2 + nd + i, p.dilations[i] as i64)
     }));
+    let xs = load_padded(1, x_index, &loops, &in_shape, Scalar::of(dtype, pad_value));
     let reduction = Some(Reduction {
         kind,
         init: reduce_init(kind, dtype),
     });
     let PoolKind::Avg { .. } = p.kind else {
-        cx.kernel(
-            n,
-            "",
-            loops,
-            vec![n.out, xp],
-            target(vars(2 + nd)),
-            Expr::load(1, x_index),
-            reduction,
-        )?;
+        cx.kernel(n, "", loops, vec![n.out, x], target(vars(2 + nd)), xs, reduction)?;
         return Ok(());
     };
     let sum = cx.temp(n, "sum", n.node().ty.clone());
-    cx.kernel(
-        n,
-        "sum",
-        loops,
-        vec![sum, xp],
-        target(vars(2 + nd)),
-        Expr::load(1, x_index),
-        reduction,
-    )?;
+    cx.kernel(n, "sum", loops, vec![sum, x], target(vars(2 + nd)), xs, reduction)?;
     let counts = p.average_divisors(&in_shape[2..], &out[2..]);
     let (divisor, operands) = if counts.iter().all(|&c| c == counts[0]) {
         (Expr::Const(Scalar::of(dtype, counts[0] as f64)), vec![n.out, sum])

@@ -38,7 +38,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
         .map(|a| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
             let dims = buffer_dims(a, &s.tiles);
-            let residence = if is_direct(dims.as_deref(), &ty.shape) {
+            let residence = if is_direct(a, dims.as_deref(), &ty.shape) {
                 Residence::Direct
             } else {
                 Residence::Buffer

@@ -27,6 +27,7 @@
 //!     [puts of output buffers at depth 1]
 //! ```
 
+pub mod clip;
 pub mod dma;
 pub mod partition;
 pub mod reorder;

@@ -39,7 +39,7 @@ pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order
     for (i, a) in super::accesses(k).into_iter().enumerate() {
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = buffer_dims(a, tiles);
-        if is_direct(dims.as_deref(), &ty.shape) {
+        if is_direct(a, dims.as_deref(), &ty.shape) {
             continue;
         }
         let bytes = dims.map_or(0, |d| d.iter().product::<usize>()) * ty.dtype.size_bytes();

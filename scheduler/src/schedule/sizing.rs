@@ -54,9 +54,14 @@ pub fn buffer_dims(a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
-/// Whether an access with these buffer dimensions is served directly from main memory.
-pub fn is_direct(dims: Option<&[usize]>, shape: &[usize]) -> bool {
+/// Whether access `a`, with these buffer dimensions, is served directly from main memory:
+/// gathers, and tiles whose innermost dimension would be one element. A guarded read always
+/// has a buffer, which holds its padding.
+pub fn is_direct(a: &Access, dims: Option<&[usize]>, shape: &[usize]) -> bool {
     let Some(dims) = dims else { return true };
+    if a.pad.is_some() {
+        return false;
+    }
     let keep = shape.iter().rposition(|&e| e != 1).map_or(0, |i| i + 1);
     dims[..keep].last().is_some_and(|&d| d == 1) && dims.iter().product::<usize>() > 1
 }
@@ -69,7 +74,7 @@ pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
         .map(|a| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
             let dims = buffer_dims(a, tiles);
-            if is_direct(dims.as_deref(), &ty.shape) {
+            if is_direct(a, dims.as_deref(), &ty.shape) {
                 0
             } else {
                 dims.map_or(0, |d| {

@@ -551,6 +551,7 @@ mod tests {
                 },
                 Stmt::Dma(BoxDma {
                     put: false,
+                    pad: None,
                     buf: Buf(0),
                     half: Half::Single,
                     field: Field(0),

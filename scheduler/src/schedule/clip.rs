@@ -1,0 +1,220 @@
+//! The DMA of a guarded read: a box that may leave its tensor.
+//!
+//! A guarded (padded) access's LDM buffer holds the whole box its subscripts span over a tile,
+//! as any buffer does, so the compute reads it without checks. Where the box leaves the
+//! tensor, the buffer's elements outside the tensor are set to the pad value and only the part
+//! inside, the clipped box, comes by DMA. The clipped box lands at its place in the packed
+//! buffer, so a transfer is a run contiguous in both memories: the innermost dimensions that
+//! the clipped box covers in full both in the tensor and in the buffer, and the next one.
+//! Runs of the next dimension with more than one index join into one strided transfer when
+//! they follow each other in the buffer (the DMA engine strides main memory only).
+//!
+//! runtime-c's `swflow_dma_box_padded` and the JIT's mirror of it issue exactly
+//! [`Clipped::transfers`]; a box that does not leave its tensor is moved as an ordinary box.
+
+/// The part of a box inside its tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Clipped {
+    /// First index of the clipped box in the tensor, per dimension.
+    pub lo: Vec<usize>,
+    /// First index of the clipped box in the buffer's box, per dimension.
+    pub at: Vec<usize>,
+    /// Extent of the clipped box; all zero when the box misses the tensor.
+    pub extent: Vec<usize>,
+}
+
+/// One DMA transfer of a clipped box, in elements: `blocks` runs of `run` elements, from
+/// main memory at `main` (runs `main_pitch` apart) to the buffer at `ldm` (runs back to back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub main: usize,
+    pub ldm: usize,
+    pub run: usize,
+    pub blocks: usize,
+    pub main_pitch: usize,
+}
+
+impl Clipped {
+    /// The clipped box of the box `start`/`extent` of a tensor of `shape`, or `None` when the
+    /// box lies inside the tensor.
+    pub fn of(shape: &[usize], start: &[i64], extent: &[usize]) -> Option<Clipped> {
+        let mut c = Clipped {
+            lo: Vec::new(),
+            at: Vec::new(),
+            extent: Vec::new(),
+        };
+        let mut clipped = false;
+        for d in 0..shape.len() {
+            let lo = start[d].max(0);
+            let hi = (start[d] + extent[d] as i64).min(shape[d] as i64);
+            clipped |= lo != start[d] || hi != start[d] + extent[d] as i64;
+            c.lo.push(lo.max(0) as usize);
+            c.at.push((lo - start[d]).max(0) as usize);
+            c.extent.push((hi - lo).max(0) as usize);
+        }
+        if c.extent.contains(&0) {
+            c.extent.iter_mut().for_each(|e| *e = 0);
+        }
+        clipped.then_some(c)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.extent.iter().product::<usize>() == 0
+    }
+
+    /// The transfers that move the clipped box into a packed buffer of extents `box_extent`,
+    /// in the order they are issued.
+    pub fn transfers(&self, shape: &[usize], box_extent: &[usize]) -> Vec<Transfer> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let rank = shape.len();
+        let (main_pitch, ldm_pitch) = (pitches(shape), pitches(box_extent));
+        let mut d = rank;
+        while d > 0 && self.extent[d - 1] == shape[d - 1] && self.extent[d - 1] == box_extent[d - 1] {
+            d -= 1;
+        }
+        let run_dim = d.saturating_sub(1);
+        let run: usize = self.extent[run_dim..].iter().product();
+        let strided = (0..run_dim)
+            .rev()
+            .find(|&j| self.extent[j] > 1)
+            .filter(|&j| ldm_pitch[j] == run);
+        let blocks = strided.map_or(1, |j| self.extent[j]);
+        let mut index = vec![0usize; rank];
+        let mut out = Vec::new();
+        loop {
+            let main = (0..rank).map(|j| (self.lo[j] + index[j]) * main_pitch[j]).sum();
+            let ldm = (0..rank).map(|j| (self.at[j] + index[j]) * ldm_pitch[j]).sum();
+            out.push(Transfer {
+                main,
+                ldm,
+                run,
+                blocks,
+                main_pitch: strided.map_or(0, |j| main_pitch[j]),
+            });
+            let mut carried = true;
+            for j in (0..run_dim).rev() {
+                if Some(j) == strided {
+                    continue;
+                }
+                index[j] += 1;
+                if index[j] < self.extent[j] {
+                    carried = false;
+                    break;
+                }
+                index[j] = 0;
+            }
+            if carried {
+                return out;
+            }
+        }
+    }
+
+    /// Rows (innermost-dimension lines) of the buffer's box, and how many elements of it the
+    /// pad fill writes: those outside the clipped box.
+    pub fn fill(&self, box_extent: &[usize]) -> (usize, usize) {
+        let rows = box_extent[..box_extent.len().saturating_sub(1)].iter().product();
+        let all: usize = box_extent.iter().product();
+        (rows, all - self.extent.iter().product::<usize>())
+    }
+}
+
+/// Elements between consecutive indices of each dimension of a row-major array.
+fn pitches(shape: &[usize]) -> Vec<usize> {
+    let mut p = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        p[d] = p[d + 1] * shape[d + 1];
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_box_inside_is_not_clipped() {
+        assert_eq!(Clipped::of(&[4, 8], &[0, 2], &[4, 6]), None);
+    }
+
+    #[test]
+    fn padded_rows_move_one_run_each() {
+        // A 3x10 box around a 2x8 tensor (one pad element on each side of every row).
+        let c = Clipped::of(&[2, 8], &[-1, -1], &[3, 10]).unwrap();
+        assert_eq!(
+            (c.lo.clone(), c.at.clone(), c.extent.clone()),
+            (vec![0, 0], vec![1, 1], vec![2, 8])
+        );
+        let t = c.transfers(&[2, 8], &[3, 10]);
+        assert_eq!(
+            t,
+            vec![
+                Transfer {
+                    main: 0,
+                    ldm: 11,
+                    run: 8,
+                    blocks: 1,
+                    main_pitch: 0
+                },
+                Transfer {
+                    main: 8,
+                    ldm: 21,
+                    run: 8,
+                    blocks: 1,
+                    main_pitch: 0
+                },
+            ]
+        );
+        assert_eq!(c.fill(&[3, 10]), (3, 14));
+    }
+
+    #[test]
+    fn whole_rows_clipped_at_the_top_join_into_one_transfer() {
+        // Rows -2..3 of a [4, 6] tensor: rows 0..3 come in one contiguous run.
+        let c = Clipped::of(&[4, 6], &[-2, 0], &[5, 6]).unwrap();
+        assert_eq!(
+            c.transfers(&[4, 6], &[5, 6]),
+            vec![Transfer {
+                main: 0,
+                ldm: 12,
+                run: 18,
+                blocks: 1,
+                main_pitch: 0
+            }]
+        );
+    }
+
+    #[test]
+    fn runs_that_follow_each_other_in_the_buffer_form_one_strided_transfer() {
+        // Channels 0..2 of [3, 4, 5] with the spatial box clipped to full buffer rows: the
+        // box [2, 2, 5] from row -1 holds rows 0 of each channel after a pad row.
+        let c = Clipped::of(&[3, 4, 5], &[0, -1, 0], &[2, 2, 5]).unwrap();
+        assert_eq!(c.extent, vec![2, 1, 5]);
+        // Each channel's run (one row of 5) sits at buffer offset 5 and 15: not adjacent.
+        let t = c.transfers(&[3, 4, 5], &[2, 2, 5]);
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].ldm, t[1].ldm, t[1].main), (5, 15, 20));
+        // With only the outer dimension clipped, the runs are adjacent in the buffer.
+        let c = Clipped::of(&[3, 4, 5], &[-1, 0, 0], &[3, 2, 5]).unwrap();
+        let t = c.transfers(&[3, 4, 5], &[3, 2, 5]);
+        assert_eq!(
+            t,
+            vec![Transfer {
+                main: 0,
+                ldm: 10,
+                run: 10,
+                blocks: 2,
+                main_pitch: 20
+            }]
+        );
+    }
+
+    #[test]
+    fn a_box_that_misses_the_tensor_moves_nothing() {
+        let c = Clipped::of(&[4], &[5], &[3]).unwrap();
+        assert!(c.is_empty());
+        assert!(c.transfers(&[4], &[3]).is_empty());
+        assert_eq!(c.fill(&[3]), (1, 3));
+    }
+}
