@@ -44,7 +44,7 @@ impl Pattern {
     pub fn of(op: &Op) -> Pattern {
         match op {
             Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. } => Pattern::Elementwise,
-            Op::Broadcast { .. } | Op::Transpose { .. } | Op::Slice { .. } => Pattern::Movement,
+            Op::Broadcast { .. } | Op::Transpose { .. } | Op::Slice { .. } | Op::Pad { .. } => Pattern::Movement,
             Op::Reduce { .. } => Pattern::Reduce,
             Op::Pool(_) => Pattern::Pool,
             Op::Conv(_) | Op::ConvTranspose { .. } | Op::MatMul => Pattern::Contraction,

@@ -27,7 +27,7 @@ fn random_graph(choices: &[u8], names: &[String]) -> Graph {
     for (k, &choice) in choices.iter().enumerate() {
         let a = values[k % values.len()];
         let b = values[(k * 7 + 3) % values.len()];
-        let op = match choice % 9 {
+        let op = match choice % 10 {
             0 => Op::Unary(UnaryOp::ALL[k % 11]),
             1 => Op::Binary(BinaryOp::ALL[k % 7]),
             2 => Op::Reduce {
@@ -43,6 +43,10 @@ fn random_graph(choices: &[u8], names: &[String]) -> Graph {
             5 => Op::Cast { to: DType::F64 },
             6 => Op::Gather { axis: 0 },
             7 => Op::Concat { axis: 0 },
+            8 => Op::Pad {
+                pads: (0..2 * g.node(a).ty.rank()).map(|d| d % 3).collect(),
+                value: [0.0, -1.5, f64::NEG_INFINITY][k % 3],
+            },
             _ => Op::Slice {
                 starts: vec![0; g.node(a).ty.rank()],
                 steps: vec![1; g.node(a).ty.rank()],

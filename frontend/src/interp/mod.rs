@@ -118,6 +118,7 @@ pub fn eval_op(op: &Op, args: &[&Tensor], ty: &TensorType) -> Result<Tensor, Str
         Op::Transpose { perm } => movement::transpose(args[0], perm),
         Op::Slice { starts, steps, sizes } => movement::slice(args[0], starts, steps, sizes),
         Op::Concat { axis } => movement::concat(args, *axis),
+        Op::Pad { pads, value } => movement::pad(args[0], pads, *value, &ty.shape),
         Op::Gather { axis } => movement::gather(args[0], args[1], *axis)?,
     };
     debug_assert_eq!(data.dtype(), ty.dtype, "{} produced the wrong element type", op.name());

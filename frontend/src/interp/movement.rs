@@ -1,4 +1,4 @@
-//! Data-movement kernels: broadcast, transpose, slice, concat, gather. All are exact copies.
+//! Data-movement kernels: broadcast, transpose, slice, pad, concat, gather. All are exact copies.
 
 use super::index::{broadcast_to, Strided};
 use super::map_data;
@@ -20,6 +20,28 @@ pub(super) fn slice(x: &Tensor, starts: &[usize], steps: &[i64], sizes: &[usize]
     let base: isize = starts.iter().zip(&s).map(|(&a, &b)| (a * b) as isize).sum();
     let view: Vec<isize> = steps.iter().zip(&s).map(|(&st, &b)| st as isize * b as isize).collect();
     map_data!(x.data(), v => Strided::new(sizes, view.clone(), base).map(|i| v[i]).collect())
+}
+
+/// `x` placed at offset `pads[..rank]` in a tensor of `shape` filled with `value`.
+pub(super) fn pad(x: &Tensor, pads: &[usize], value: f64, shape: &[usize]) -> Data {
+    let s = strides(shape);
+    let base: isize = pads.iter().zip(&s).map(|(&p, &st)| (p * st) as isize).sum();
+    let view: Vec<isize> = s.iter().map(|&st| st as isize).collect();
+    let n: usize = shape.iter().product();
+    fn place<T: Copy>(v: &[T], fill: T, n: usize, at: Strided) -> Vec<T> {
+        let mut out = vec![fill; n];
+        for (i, o) in at.enumerate() {
+            out[o] = v[i];
+        }
+        out
+    }
+    let at = Strided::new(x.shape(), view, base);
+    match x.data() {
+        Data::F32(v) => Data::F32(place(v, value as f32, n, at)),
+        Data::F64(v) => Data::F64(place(v, value, n, at)),
+        Data::I64(v) => Data::I64(place(v, value as i64, n, at)),
+        Data::Bool(v) => Data::Bool(place(v, value != 0.0, n, at)),
+    }
 }
 
 pub(super) fn concat(parts: &[&Tensor], axis: usize) -> Data {

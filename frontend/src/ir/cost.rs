@@ -21,6 +21,7 @@ pub fn node_flops(g: &Graph, id: NodeId) -> u64 {
         | Op::Broadcast { .. }
         | Op::Transpose { .. }
         | Op::Slice { .. }
+        | Op::Pad { .. }
         | Op::Concat { .. }
         | Op::Gather { .. }
         | Op::Cast { .. } => 0,

@@ -112,6 +112,20 @@ pub fn infer(op: &Op, inputs: &[&TensorType]) -> Result<TensorType, ShapeError> 
                 shape: sizes.clone(),
             })
         }
+        Op::Pad { pads, value } => {
+            let x = inputs[0];
+            if pads.len() != 2 * x.rank() {
+                return err(format!("pad needs a begin and an end per axis of {x}, got {pads:?}"));
+            }
+            if !exact_in(*value, x.dtype) {
+                return err(format!("pad value {value:?} is not exact in {}", x.dtype));
+            }
+            let r = x.rank();
+            Ok(TensorType {
+                dtype: x.dtype,
+                shape: (0..r).map(|i| x.shape[i] + pads[i] + pads[r + i]).collect(),
+            })
+        }
         Op::Concat { axis } => {
             let first = inputs[0];
             if *axis >= first.rank() {
@@ -168,6 +182,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, ShapeErr
     }
     checked_numel(&out)?;
     Ok(out)
+}
+
+/// Whether `v` converts to `dtype` and back unchanged (NaN counts as exact in floats).
+pub fn exact_in(v: f64, dtype: DType) -> bool {
+    match dtype {
+        DType::F64 => true,
+        DType::F32 => v.is_nan() || f64::from(v as f32) == v,
+        DType::I64 => v.fract() == 0.0 && v.abs() <= (1u64 << 53) as f64,
+        DType::Bool => v == 0.0 || v == 1.0,
+    }
 }
 
 fn err<T>(msg: impl Into<String>) -> Result<T, ShapeError> {

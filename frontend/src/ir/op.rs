@@ -55,6 +55,9 @@ pub enum Op {
     },
     /// Concatenation of all operands along `axis`.
     Concat { axis: usize },
+    /// Constant padding: along axis `i`, `pads[i]` elements of `value` before the operand's
+    /// and `pads[rank + i]` after them (ONNX order). `value` is exact in the operand's type.
+    Pad { pads: Vec<usize>, value: f64 },
     /// `gather(data, indices)` along `axis`; the result shape is
     /// `data[..axis] ++ indices ++ data[axis+1..]`. Indices are i64, negative ones count from
     /// the end, out-of-range ones are an evaluation error.
@@ -298,6 +301,7 @@ impl Op {
             Op::Transpose { .. } => "transpose",
             Op::Slice { .. } => "slice",
             Op::Concat { .. } => "concat",
+            Op::Pad { .. } => "pad",
             Op::Gather { .. } => "gather",
         }
     }
@@ -309,7 +313,7 @@ impl Op {
         match self {
             Op::Conv(c) => i == 0 && c.pads.iter().any(|&p| p > 0),
             Op::Pool(p) => i == 0 && (p.ceil_mode || p.pads.iter().any(|&p| p > 0)),
-            Op::ConvTranspose { .. } => i == 0,
+            Op::ConvTranspose { .. } | Op::Pad { .. } => i == 0,
             _ => false,
         }
     }
@@ -325,7 +329,8 @@ impl Op {
             | Op::Reshape { .. }
             | Op::Broadcast { .. }
             | Op::Transpose { .. }
-            | Op::Slice { .. } => Some(1),
+            | Op::Slice { .. }
+            | Op::Pad { .. } => Some(1),
             Op::Binary(_) | Op::MatMul | Op::Conv(_) | Op::ConvTranspose { .. } | Op::Gather { .. } => Some(2),
             Op::Select => Some(3),
             Op::Concat { .. } => None,

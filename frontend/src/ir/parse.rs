@@ -475,6 +475,15 @@ impl Parser {
                     sizes: self.usizes(attrs, "sizes")?,
                 }
             }
+            "pad" => {
+                let value = self.take_word(attrs, "value")?;
+                Op::Pad {
+                    pads: self.usizes(attrs, "pads")?,
+                    value: value
+                        .parse()
+                        .or_else(|_| self.err(format!("bad pad value '{value}'")))?,
+                }
+            }
             "concat" => Op::Concat {
                 axis: self.usize_attr(attrs, "axis")?,
             },

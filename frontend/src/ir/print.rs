@@ -103,6 +103,7 @@ fn attributes(op: &Op) -> Vec<(&'static str, String)> {
             ("steps", format!("{steps:?}").replace(' ', "")),
             ("sizes", list(sizes)),
         ],
+        Op::Pad { pads, value } => vec![("pads", list(pads)), ("value", format!("{value:?}"))],
         Op::Concat { axis } | Op::Gather { axis } => vec![("axis", axis.to_string())],
         Op::Input | Op::Const(_) | Op::Unary(_) | Op::Binary(_) | Op::Select | Op::MatMul => Vec::new(),
     }

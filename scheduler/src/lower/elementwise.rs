@@ -62,27 +62,39 @@ pub(super) fn transpose(cx: &mut Lowering, n: &NodeCx, perm: &[usize]) -> Result
     for (i, &p) in perm.iter().enumerate() {
         index[p] = Affine::var(i);
     }
-    copy_from(cx, n, index)
+    copy_from(cx, n, index, None)
 }
 
 pub(super) fn slice(cx: &mut Lowering, n: &NodeCx, starts: &[usize], steps: &[i64]) -> Result<(), String> {
     let index = (0..starts.len())
         .map(|i| Affine::constant(starts[i] as i64).plus(i, steps[i]))
         .collect();
-    copy_from(cx, n, index)
+    copy_from(cx, n, index, None)
 }
 
-/// `out[d..] = x[index]` over the output's dimensions.
-fn copy_from(cx: &mut Lowering, n: &NodeCx, index: Vec<Affine>) -> Result<(), String> {
+/// `out[d..] = x[d - before..] else value`: one guarded copy.
+pub(super) fn pad(cx: &mut Lowering, n: &NodeCx, pads: &[usize], value: f64) -> Result<(), String> {
+    let index = (0..pads.len() / 2)
+        .map(|i| Affine::var(i).add_offset(-(pads[i] as i64)))
+        .collect();
+    let value = Scalar::of(n.node().ty.dtype, value);
+    let padded = pads.iter().any(|&p| p > 0).then_some(value);
+    copy_from(cx, n, index, padded)
+}
+
+/// `out[d..] = x[index]` over the output's dimensions, guarded with `pad` if given.
+fn copy_from(cx: &mut Lowering, n: &NodeCx, index: Vec<Affine>, pad: Option<Scalar>) -> Result<(), String> {
     let shape = n.node().ty.shape.clone();
     let x = cx.input(n, 0);
+    let mut load = Access::new(1, index.into_iter().map(Index::Affine).collect());
+    load.pad = pad;
     cx.kernel(
         n,
         "",
         dims(&shape),
         vec![n.out, x],
         target(vars(shape.len())),
-        Expr::load(1, index),
+        Expr::Load(load),
         None,
     )
 }

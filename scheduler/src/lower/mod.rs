@@ -335,6 +335,7 @@ impl Lowering {
             }
             Op::Transpose { perm } => elementwise::transpose(self, n, perm),
             Op::Slice { starts, steps, .. } => elementwise::slice(self, n, starts, steps),
+            Op::Pad { pads, value } => elementwise::pad(self, n, pads, *value),
             Op::Concat { axis } => elementwise::concat(self, n, *axis),
             Op::Gather { axis } => elementwise::gather(self, n, *axis),
             Op::Reduce { kind, axes } => elementwise::reduce(self, n, *kind, axes),

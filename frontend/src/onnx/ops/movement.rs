@@ -3,7 +3,7 @@
 //! Trilu, CumSum, Pad, and Range (a constant).
 
 use super::{axis, table, Cx};
-use crate::ir::infer::broadcast_shapes;
+use crate::ir::infer::{broadcast_shapes, exact_in};
 use crate::ir::{checked_numel, BinaryOp, DType, Data, NodeId, Op, Tensor, TensorType};
 
 /// Operand `i` as non-negative extents (shapes, repeats).
@@ -308,39 +308,47 @@ fn pad_amounts(cx: &mut Cx, rank: usize) -> Result<Vec<i64>, String> {
     Ok(pads)
 }
 
-/// Constant, reflect, edge or wrap padding. Negative pads crop first (a slice); positive
-/// constant pads concatenate broadcast fills; the other modes gather every position of the
-/// padded axis from its source position in the input.
+/// Constant, reflect, edge or wrap padding. Negative pads crop first (a slice). Positive
+/// constant pads are one `pad` node when the value is exact as an f64 (as every value but
+/// integers beyond 2^53 is), else they concatenate broadcast fills; the other modes gather
+/// every position of the padded axis from its source position in the input.
 pub(super) fn pad(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let rank = cx.rank(x);
     let pads = pad_amounts(cx, rank)?;
     let mode = cx.attrs.string("mode", "constant")?;
     let dtype = cx.ty(x).dtype;
-    let fill = if cx.opset < 11 {
-        cx.scalar(dtype, cx.attrs.float("value", 0.0)? as f64)
+    let value = if cx.opset < 11 {
+        let v = cx.attrs.float("value", 0.0)? as f64;
+        Tensor::from_f32(Vec::new(), vec![v as f32]).map_err(|e| e.0)?
     } else {
         match cx.const_input(2)? {
-            Some(v) if v.numel() == 1 => {
-                let v = (*v).clone().reshaped(Vec::new()).map_err(|e| e.0)?;
-                let c = cx.constant(v);
-                cx.cast(c, dtype)?
-            }
+            Some(v) if v.numel() == 1 => (*v).clone().reshaped(Vec::new()).map_err(|e| e.0)?,
             Some(v) => return Err(format!("constant_value must be a scalar, got {}", v.ty())),
-            None => cx.scalar(dtype, 0.0),
+            None => Tensor::new(Vec::new(), Data::zeros(dtype, 1)).map_err(|e| e.0)?,
         }
     };
+    let exact = (value.dtype() == dtype)
+        .then(|| first_as_f64(&value))
+        .filter(|&v| exact_in(v, dtype));
     let mut y = x;
+    if let ("constant", Some(value)) = (mode.as_str(), exact) {
+        let mut grow = vec![0; 2 * rank];
+        for a in 0..rank {
+            y = crop(cx, y, a, pads[a], pads[rank + a])?;
+            grow[a] = pads[a].max(0) as usize;
+            grow[rank + a] = pads[rank + a].max(0) as usize;
+        }
+        if grow.iter().all(|&p| p == 0) {
+            return Ok(vec![y]);
+        }
+        return Ok(vec![cx.op(Op::Pad { pads: grow, value }, &[y])?]);
+    }
+    let fill = cx.constant(value);
+    let fill = cx.cast(fill, dtype)?;
     for a in 0..rank {
         let (before, after) = (pads[a], pads[rank + a]);
-        let n = cx.shape(y)[a] as i64;
-        let (cut_b, cut_a) = ((-before).max(0), (-after).max(0));
-        if cut_b + cut_a > n {
-            return Err(format!(
-                "pads {before}, {after} crop more than the {n} elements of axis {a}"
-            ));
-        }
-        y = cx.slice_axis(y, a, cut_b as usize, (n - cut_b - cut_a) as usize)?;
+        y = crop(cx, y, a, before, after)?;
         let (before, after) = (before.max(0) as usize, after.max(0) as usize);
         if before == 0 && after == 0 {
             continue;
@@ -380,6 +388,28 @@ pub(super) fn pad(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
         };
     }
     Ok(vec![y])
+}
+
+/// `y` with axis `a` cropped by the negative ones of pads `before` and `after`.
+fn crop(cx: &mut Cx, y: NodeId, a: usize, before: i64, after: i64) -> Result<NodeId, String> {
+    let n = cx.shape(y)[a] as i64;
+    let (cut_b, cut_a) = ((-before).max(0), (-after).max(0));
+    if cut_b + cut_a > n {
+        return Err(format!(
+            "pads {before}, {after} crop more than the {n} elements of axis {a}"
+        ));
+    }
+    cx.slice_axis(y, a, cut_b as usize, (n - cut_b - cut_a) as usize)
+}
+
+/// The single element of `t` as an f64 (exactly, for every type but large integers).
+fn first_as_f64(t: &Tensor) -> f64 {
+    match t.data() {
+        Data::F32(v) => f64::from(v[0]),
+        Data::F64(v) => v[0],
+        Data::I64(v) => v[0] as f64,
+        Data::Bool(v) => f64::from(u8::from(v[0])),
+    }
 }
 
 /// The input position that padded position `p` (relative to the first input element) copies,
