@@ -65,13 +65,57 @@ pub const DMA_BOX_TRANSFER_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// What runtime-c's `swflow_dma_box_padded` charges besides the transfers: once per call, for
-/// each dimension (clipping the box).
+/// What runtime-c's `swflow_clip` charges, for each dimension of a guarded read's box (the
+/// clipped box); `swflow_dma_box_padded` and `swflow_pad_box` both call it.
 pub const DMA_PAD_SETUP_OPS: Ops = Ops {
     load: 3,
     store: 3,
     integer: 10,
     branch: 4,
+    ..Ops::ZERO
+};
+
+/// `swflow_clip_packed`, for each dimension (whether the rows come packed).
+pub const DMA_PACK_CHECK_OPS: Ops = Ops {
+    load: 3,
+    integer: 4,
+    branch: 3,
+    ..Ops::ZERO
+};
+
+/// `swflow_pad_box` with packed rows: once, per dimension (pitches, the row count and the
+/// last row's index).
+pub const DMA_SPREAD_SETUP_OPS: Ops = Ops {
+    load: 3,
+    store: 2,
+    integer: 4,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// `swflow_clip_first`, per dimension (the place of a packed box's first element).
+pub const DMA_PACK_FIRST_OPS: Ops = Ops {
+    load: 2,
+    integer: 4,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per moved row, per dimension (its place and the next row's index).
+pub const DMA_SPREAD_ROW_OPS: Ops = Ops {
+    load: 3,
+    store: 1,
+    integer: 4,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// Per moved element (`swflow_move_up`).
+pub const DMA_MOVE_OPS: Ops = Ops {
+    load: 1,
+    store: 1,
+    integer: 2,
+    branch: 1,
     ..Ops::ZERO
 };
 
@@ -306,6 +350,7 @@ mod tests {
 
     #[test]
     fn padded_box_dma_charges_equal_runtime_c() {
+        // The JIT's mirrors of the guarded-read helpers charge these, in this order.
         let header = include_str!("../../runtime-c/include/swflow_slave.h");
         let charges = |from: &str, n: usize| -> Vec<String> {
             let start = header.find(from).expect("the helper");
@@ -317,18 +362,37 @@ mod tests {
                 .map(String::from)
                 .collect()
         };
+        let expect = |ops: &[(&Ops, &str)]| -> Vec<String> { ops.iter().map(|(o, n)| charge(o, n).unwrap()).collect() };
         assert_eq!(
             charges("swflow_pad_row(char", 1),
-            [charge(&DMA_PAD_FILL_OPS, "to - from").unwrap()]
+            expect(&[(&DMA_PAD_FILL_OPS, "to - from")])
         );
-        let expected = [
-            charge(&DMA_PAD_SETUP_OPS, "rank").unwrap(),
-            charge(&DMA_PAD_ROW_OPS, "rank").unwrap(),
-            charge(&DMA_CLIP_SETUP_OPS, "rank").unwrap(),
-            charge(&DMA_CLIP_PER_DIM_OPS, "rank").unwrap(),
-            charge(&DMA_BOX_TRANSFER_OPS, "1").unwrap(),
-        ];
-        assert_eq!(charges("swflow_dma_box_padded(void", 5), expected);
+        assert_eq!(charges("swflow_move_up(char", 1), expect(&[(&DMA_MOVE_OPS, "n")]));
+        assert_eq!(charges("swflow_clip(int", 1), expect(&[(&DMA_PAD_SETUP_OPS, "rank")]));
+        assert_eq!(
+            charges("swflow_clip_packed(int", 1),
+            expect(&[(&DMA_PACK_CHECK_OPS, "rank")])
+        );
+        assert_eq!(
+            charges("swflow_clip_first(int", 1),
+            expect(&[(&DMA_PACK_FIRST_OPS, "rank")])
+        );
+        assert_eq!(
+            charges("swflow_dma_box_padded(void", 3),
+            expect(&[
+                (&DMA_CLIP_SETUP_OPS, "rank"),
+                (&DMA_CLIP_PER_DIM_OPS, "rank"),
+                (&DMA_BOX_TRANSFER_OPS, "1")
+            ])
+        );
+        assert_eq!(
+            charges("swflow_pad_box(void", 3),
+            expect(&[
+                (&DMA_SPREAD_SETUP_OPS, "rank"),
+                (&DMA_SPREAD_ROW_OPS, "rank"),
+                (&DMA_PAD_ROW_OPS, "rank")
+            ])
+        );
     }
 
     #[test]

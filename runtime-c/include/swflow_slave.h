@@ -181,20 +181,29 @@ static inline void swflow_pad_row(char *row, long from, long to, long elem, cons
             row[i] = *(const char *)pad;
 }
 
-/* The get of a guarded read: like swflow_dma_box, but the box may leave the tensor. Then the
- * packed LDM box gets the value at `pad` outside the tensor, and the part inside (the clipped
- * box) comes to its place in the LDM box: one transfer per run contiguous in both memories
- * (the innermost dimensions the clipped box covers fully in the tensor and in the LDM box,
- * with the next one), runs of the next dimension joining into one strided transfer when they
- * follow each other in LDM. Returns the number of transfers issued. */
-static inline int swflow_dma_box_padded(void *ldm, char *main, int rank, const long *shape, const long *start,
-                                        const long *extent, long elem, const void *pad, swflow_reply_t *reply)
+/* Moves `n` elements of `elem` bytes from `from` up to `to` (to >= from; they may overlap). */
+static inline void swflow_move_up(char *to, const char *from, long n, long elem)
 {
-    long lo[SWFLOW_MAX_RANK], at[SWFLOW_MAX_RANK], sub[SWFLOW_MAX_RANK], index[SWFLOW_MAX_RANK];
-    long pitch[SWFLOW_MAX_RANK], lpitch[SWFLOW_MAX_RANK];
-    long run = elem, rows = 1, r, offset, loff, gap = 0, blocks = 1, width;
-    int d, j, run_dim, strided = -1, clipped = 0, empty = 0, inside, transfers = 0;
-    char *dst = (char *)ldm;
+    long i;
+    SWFLOW_CHARGE(n, .load = 1, .store = 1, .integer = 2, .branch = 1);
+    if (elem == 8)
+        for (i = n - 1; i >= 0; i--)
+            ((uint64_t *)to)[i] = ((const uint64_t *)from)[i];
+    else if (elem == 4)
+        for (i = n - 1; i >= 0; i--)
+            ((uint32_t *)to)[i] = ((const uint32_t *)from)[i];
+    else
+        for (i = n - 1; i >= 0; i--)
+            to[i] = from[i];
+}
+
+/* The part of a guarded read's box `start`/`extent` inside the tensor of `shape`: its first
+ * index in the tensor (`lo`) and in the box (`at`) and its extent (`sub`, all zero when the box
+ * misses the tensor). Returns whether the box leaves the tensor. */
+static inline int swflow_clip(int rank, const long *shape, const long *start, const long *extent, long *lo, long *at,
+                              long *sub)
+{
+    int j, clipped = 0, empty = 0;
     for (j = 0; j < rank; j++) {
         long hi = start[j] + extent[j] < shape[j] ? start[j] + extent[j] : shape[j];
         lo[j] = start[j] < 0 ? 0 : start[j];
@@ -203,36 +212,66 @@ static inline int swflow_dma_box_padded(void *ldm, char *main, int rank, const l
         clipped |= sub[j] != extent[j];
         empty |= sub[j] == 0;
     }
-    /* The loop above, per dimension. */
-    SWFLOW_CHARGE(rank, .load = 3, .store = 3, .integer = 10, .branch = 4);
-    if (!clipped)
-        return swflow_dma_box(0, ldm, main, rank, shape, start, extent, elem, reply);
-    /* Pad: every LDM row, whole when outside the clipped box, else its two ends. */
-    width = rank > 0 ? extent[rank - 1] : 1;
-    for (j = 0; j < rank - 1; j++) {
-        rows *= extent[j];
-        index[j] = 0;
-    }
-    for (r = 0; r < rows; r++) {
-        SWFLOW_CHARGE(rank, .load = 3, .integer = 5, .branch = 2);
-        inside = !empty;
-        for (j = 0; j < rank - 1; j++)
-            if (index[j] < at[j] || index[j] >= at[j] + sub[j])
-                inside = 0;
-        if (inside) {
-            swflow_pad_row(dst + r * width * elem, 0, at[rank - 1], elem, pad);
-            swflow_pad_row(dst + r * width * elem, at[rank - 1] + sub[rank - 1], width, elem, pad);
-        } else {
-            swflow_pad_row(dst + r * width * elem, 0, width, elem, pad);
-        }
-        for (j = rank - 2; j >= 0; j--) {
-            if (++index[j] < extent[j])
-                break;
-            index[j] = 0;
-        }
-    }
     if (empty)
+        for (j = 0; j < rank; j++)
+            sub[j] = 0;
+    /* The loops above, per dimension. */
+    SWFLOW_CHARGE(rank, .load = 3, .store = 3, .integer = 10, .branch = 4);
+    return clipped;
+}
+
+/* Whether a non-empty clipped box comes packed: when padding cuts its rows short in LDM and
+ * it has more than one row, it comes as an ordinary box (contiguous rows and strided
+ * transfers wherever main memory allows), packed from its first row's place in the LDM box;
+ * swflow_pad_box then moves the rows apart. Otherwise every run contiguous in both memories
+ * is moved straight to its place. */
+static inline int swflow_clip_packed(int rank, const long *extent, const long *sub)
+{
+    long rows = 1;
+    int j;
+    SWFLOW_CHARGE(rank, .load = 3, .integer = 4, .branch = 3);
+    if (rank == 0 || sub[rank - 1] == extent[rank - 1])
         return 0;
+    for (j = 0; j < rank - 1; j++)
+        rows *= sub[j];
+    return rows > 1;
+}
+
+/* The place of a clipped box's first element in the packed LDM box, in bytes. */
+static inline long swflow_clip_first(int rank, const long *extent, const long *at, long elem)
+{
+    long first = 0, pitch = elem;
+    int j;
+    SWFLOW_CHARGE(rank, .load = 2, .integer = 4, .branch = 1);
+    for (j = rank - 1; j >= 0; j--) {
+        first += at[j] * pitch;
+        pitch *= extent[j];
+    }
+    return first;
+}
+
+/* The get of a guarded read: like swflow_dma_box, but the box may leave the tensor. Only the
+ * part inside it (the clipped box) is moved: packed, as swflow_clip_packed says, or else to
+ * its place in the packed LDM box, one transfer per run contiguous in both memories (the
+ * innermost dimensions the clipped box covers fully in the tensor and in the LDM box, with
+ * the next one), runs of the next dimension joining into one strided transfer when they
+ * follow each other in LDM. Once the transfers are complete, swflow_pad_box finishes the box.
+ * Returns the number of transfers issued. */
+static inline int swflow_dma_box_padded(void *ldm, char *main, int rank, const long *shape, const long *start,
+                                        const long *extent, long elem, swflow_reply_t *reply)
+{
+    long lo[SWFLOW_MAX_RANK], at[SWFLOW_MAX_RANK], sub[SWFLOW_MAX_RANK], index[SWFLOW_MAX_RANK];
+    long pitch[SWFLOW_MAX_RANK], lpitch[SWFLOW_MAX_RANK];
+    long run = elem, offset, loff, gap = 0, blocks = 1;
+    int d, j, run_dim, strided = -1, transfers = 0;
+    char *dst = (char *)ldm;
+    if (!swflow_clip(rank, shape, start, extent, lo, at, sub))
+        return swflow_dma_box(0, ldm, main, rank, shape, start, extent, elem, reply);
+    if (rank == 0 || sub[0] == 0)
+        return 0;
+    if (swflow_clip_packed(rank, extent, sub))
+        return swflow_dma_box(0, dst + swflow_clip_first(rank, extent, at, elem), main, rank, shape, lo, sub, elem,
+                              reply);
     d = rank;
     while (d > 0 && sub[d - 1] == shape[d - 1] && sub[d - 1] == extent[d - 1])
         d--;
@@ -277,6 +316,72 @@ static inline int swflow_dma_box_padded(void *ldm, char *main, int rank, const l
         }
         if (j < 0)
             return transfers;
+    }
+}
+
+/* Finishes a guarded read's box once swflow_dma_box_padded's transfers are complete: moves
+ * packed rows to their places (last first: each row's place is at or after its packed
+ * position, so no row is overwritten before it moves), then sets every element outside the
+ * clipped box to the value at `pad`: each LDM row whole when it lies outside, else its two
+ * ends. */
+static inline void swflow_pad_box(void *ldm, int rank, const long *shape, const long *start, const long *extent,
+                                  long elem, const void *pad)
+{
+    long lo[SWFLOW_MAX_RANK], at[SWFLOW_MAX_RANK], sub[SWFLOW_MAX_RANK], index[SWFLOW_MAX_RANK];
+    long lpitch[SWFLOW_MAX_RANK];
+    long rows = 1, r, k, width, first, to, n;
+    int j, inside;
+    char *dst = (char *)ldm;
+    if (!swflow_clip(rank, shape, start, extent, lo, at, sub))
+        return;
+    width = extent[rank - 1];
+    if (sub[0] != 0 && swflow_clip_packed(rank, extent, sub)) {
+        n = sub[rank - 1];
+        first = swflow_clip_first(rank, extent, at, elem);
+        for (j = rank - 1; j >= 0; j--)
+            lpitch[j] = j == rank - 1 ? elem : lpitch[j + 1] * extent[j + 1];
+        for (j = 0; j < rank - 1; j++) {
+            rows *= sub[j];
+            index[j] = sub[j] - 1;
+        }
+        /* Per dimension: the pitches, the row count and the last row's index. */
+        SWFLOW_CHARGE(rank, .load = 3, .store = 2, .integer = 4, .branch = 2);
+        for (k = rows - 1; k > 0; k--) {
+            to = first;
+            for (j = 0; j < rank - 1; j++)
+                to += index[j] * lpitch[j];
+            /* Row k's place and the previous row's index (per dimension). */
+            SWFLOW_CHARGE(rank, .load = 3, .store = 1, .integer = 4, .branch = 2);
+            swflow_move_up(dst + to, dst + first + k * n * elem, n, elem);
+            for (j = rank - 2; j >= 0; j--) {
+                if (--index[j] >= 0)
+                    break;
+                index[j] = sub[j] - 1;
+            }
+        }
+        rows = 1;
+    }
+    for (j = 0; j < rank - 1; j++) {
+        rows *= extent[j];
+        index[j] = 0;
+    }
+    for (r = 0; r < rows; r++) {
+        SWFLOW_CHARGE(rank, .load = 3, .integer = 5, .branch = 2);
+        inside = sub[0] != 0;
+        for (j = 0; j < rank - 1; j++)
+            if (index[j] < at[j] || index[j] >= at[j] + sub[j])
+                inside = 0;
+        if (inside) {
+            swflow_pad_row(dst + r * width * elem, 0, at[rank - 1], elem, pad);
+            swflow_pad_row(dst + r * width * elem, at[rank - 1] + sub[rank - 1], width, elem, pad);
+        } else {
+            swflow_pad_row(dst + r * width * elem, 0, width, elem, pad);
+        }
+        for (j = rank - 2; j >= 0; j--) {
+            if (++index[j] < extent[j])
+                break;
+            index[j] = 0;
+        }
     }
 }
 

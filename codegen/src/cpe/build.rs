@@ -23,8 +23,8 @@ use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Pro
 use swflow_scheduler::schedule::{accesses, Residence, Schedule};
 
 use super::{
-    Array, ArrayDecl, BoxDma, Buf, BufDecl, Cond, Field, FieldDecl, Func, Half, Int, Local, Place, Stmt, Value, Var,
-    VarDecl,
+    Array, ArrayDecl, BoxDma, BoxPad, Buf, BufDecl, Cond, Field, FieldDecl, Func, Half, Int, Local, Place, Stmt, Value,
+    Var, VarDecl,
 };
 use crate::cost::{self, branch, int, LOOP};
 use crate::names::{comment, Names};
@@ -75,6 +75,9 @@ impl Fields {
 struct BufVars {
     buf: Buf,
     start: Array,
+    /// When some subscript has a constant term: per dimension, the box start less that term,
+    /// set once per tile, so the compute's LDM index adds no constant per point.
+    origin: Option<Array>,
     extent: Array,
     shape: Array,
     issued: Var,
@@ -200,10 +203,20 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
             Array(f.arrays.len() as u32 - 1)
         };
         let start = array(&mut f, format!("{name}_start"), box_dims.clone(), None);
+        let offsets = a
+            .index
+            .iter()
+            .any(|x| matches!(x, Index::Affine(x) if x.offset != 0 && !x.terms.is_empty()));
+        let origin = offsets.then(|| array(&mut f, format!("{name}_org"), box_dims.clone(), None));
         let ext = array(&mut f, format!("{name}_extent"), box_dims, None);
         let issued = var(&mut f, format!("{name}_issued"), Some(0));
-        f.decl_lines
-            .push(vec![Local::Array(start), Local::Array(ext), Local::Var(issued)]);
+        f.decl_lines.push(
+            [Local::Array(start)]
+                .into_iter()
+                .chain(origin.map(Local::Array))
+                .chain([Local::Array(ext), Local::Var(issued)])
+                .collect(),
+        );
         let half = b.double.then(|| {
             let h = var(&mut f, format!("{name}_h"), Some(0));
             f.decl_lines.push(vec![Local::Var(h)]);
@@ -220,6 +233,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
         bufs.push(Some(BufVars {
             buf,
             start,
+            origin,
             extent: ext,
             shape,
             issued,
@@ -508,6 +522,18 @@ impl Gen<'_> {
                 }
             };
             out.push(Stmt::SetElem(v.start, index(d), lo));
+            if let Some(org) = v.origin {
+                out.push(Stmt::SetElem(
+                    org,
+                    index(d),
+                    Int::Elem(v.start, index(d)) - Int::Const(x.offset),
+                ));
+                ops += int(1)
+                    + Ops {
+                        store: 1,
+                        ..Ops::default()
+                    };
+            }
             out.push(Stmt::SetElem(v.extent, index(d), span));
         }
         ops
@@ -518,7 +544,7 @@ impl Gen<'_> {
         let v = self.buf_vars(i);
         Stmt::Dma(BoxDma {
             put,
-            pad: self.all[i].pad.filter(|_| !put),
+            padded: !put && self.all[i].pad.is_some(),
             buf: v.buf,
             half,
             field: self.field(i),
@@ -529,6 +555,21 @@ impl Gen<'_> {
             issued: v.issued,
             reply: self.reply[i],
         })
+    }
+
+    /// For a guarded read, finishing its box (in half `half`, box row `row`) after its get.
+    fn pad(&self, i: usize, half: Half, row: Option<Int>) -> Option<Stmt> {
+        let v = self.buf_vars(i);
+        let pad = self.all[i].pad?;
+        Some(Stmt::Pad(BoxPad {
+            buf: v.buf,
+            half,
+            shape: v.shape,
+            start: v.start,
+            extent: v.extent,
+            row,
+            pad,
+        }))
     }
 
     fn wait(&self, i: usize) -> Stmt {
@@ -567,6 +608,7 @@ impl Gen<'_> {
                     otherwise: Vec::new(),
                 });
                 out.push(self.wait(i));
+                out.extend(self.pad(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
                 let next = self.origin(l) + t.clone();
                 let next_n = Int::min(hi.clone() - next.clone(), t);
                 let at = |m: usize| {
@@ -592,6 +634,7 @@ impl Gen<'_> {
                 charge_once(out, ops);
                 out.push(self.dma(i, false, Half::Single, None));
                 out.push(self.wait(i));
+                out.extend(self.pad(i, Half::Single, None));
             }
         }
     }
@@ -833,8 +876,18 @@ impl Gen<'_> {
                 let Index::Affine(x) = x else {
                     unreachable!("buffered accesses have affine subscripts")
                 };
-                let term = self.affine(x) - at(v.start, d);
-                ops += cost::affine(x) + int(1);
+                let term = match v.origin {
+                    Some(org) => {
+                        let free = Affine { offset: 0, ..x.clone() };
+                        ops += cost::affine(&free);
+                        self.affine(&free) - at(org, d)
+                    }
+                    None => {
+                        ops += cost::affine(x);
+                        self.affine(x) - at(v.start, d)
+                    }
+                };
+                ops += int(1);
                 idx = Some(match idx {
                     None => term,
                     Some(idx) => {

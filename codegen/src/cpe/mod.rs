@@ -234,8 +234,8 @@ pub enum Value {
 #[derive(Clone, Debug, PartialEq)]
 pub struct BoxDma {
     pub put: bool,
-    /// A get whose box may leave the tensor: the value of the buffer's elements outside it.
-    pub pad: Option<Scalar>,
+    /// A guarded read's get, whose box may leave the tensor (it brings the part inside).
+    pub padded: bool,
     pub buf: Buf,
     pub half: Half,
     pub field: Field,
@@ -246,6 +246,19 @@ pub struct BoxDma {
     /// The variable counting transfers issued on the reply counter.
     pub issued: Var,
     pub reply: usize,
+}
+
+/// Finishing a guarded read's box once its get is complete (runtime-c's `swflow_pad_box`):
+/// packed rows moved to their places, every element outside the tensor set to `pad`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoxPad {
+    pub buf: Buf,
+    pub half: Half,
+    pub shape: Array,
+    pub start: Array,
+    pub extent: Array,
+    pub row: Option<Int>,
+    pub pad: Scalar,
 }
 
 /// A statement.
@@ -281,6 +294,8 @@ pub enum Stmt {
     FetchParams,
     /// Issues the box DMA; adds the transfers to its `issued` variable.
     Dma(BoxDma),
+    /// Finishes a guarded read's box after the wait for its get.
+    Pad(BoxPad),
     /// Waits until reply counter `reply` reaches `count`.
     Wait {
         reply: usize,

@@ -148,25 +148,14 @@ impl Printer<'_> {
                     None => self.f.array(a).name.clone(),
                 };
                 let rank = self.f.array(d.shape).len();
-                if let Some(v) = d.pad {
-                    w.line(format!(
-                        "{} += swflow_dma_box_padded({}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({t}), &(const {t}){{{}}}, &ldm->reply[{}]);",
-                        self.f.var(d.issued).name,
-                        self.buffer(d.buf, &d.half),
-                        self.f.field(d.field).name,
-                        self.f.array(d.shape).name,
-                        row(d.start),
-                        row(d.extent),
-                        literal(v),
-                        d.reply,
-                        t = ctype(b.dtype),
-                    ));
-                    return;
-                }
+                let call = if d.padded {
+                    String::from("swflow_dma_box_padded(")
+                } else {
+                    format!("swflow_dma_box({}, ", u8::from(d.put))
+                };
                 w.line(format!(
-                    "{} += swflow_dma_box({}, {}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({}), &ldm->reply[{}]);",
+                    "{} += {call}{}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({}), &ldm->reply[{}]);",
                     self.f.var(d.issued).name,
-                    u8::from(d.put),
                     self.buffer(d.buf, &d.half),
                     self.f.field(d.field).name,
                     self.f.array(d.shape).name,
@@ -174,6 +163,22 @@ impl Printer<'_> {
                     row(d.extent),
                     ctype(b.dtype),
                     d.reply
+                ));
+            }
+            Stmt::Pad(d) => {
+                let t = ctype(self.f.buf(d.buf).dtype);
+                let row = |a| match &d.row {
+                    Some(r) => format!("{}[{}]", self.f.array(a).name, self.int(r, TERNARY)),
+                    None => self.f.array(a).name.clone(),
+                };
+                w.line(format!(
+                    "swflow_pad_box({}, {}, {}, {}, {}, sizeof({t}), &(const {t}){{{}}});",
+                    self.buffer(d.buf, &d.half),
+                    self.f.array(d.shape).len(),
+                    self.f.array(d.shape).name,
+                    row(d.start),
+                    row(d.extent),
+                    literal(d.pad),
                 ));
             }
             Stmt::Wait { reply, count } => {

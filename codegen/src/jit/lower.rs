@@ -24,7 +24,7 @@ mod transpose;
 use swflow_scheduler::schedule::{LDM_BUFFER_ALIGN, PARAM_FIELD_BYTES};
 
 use super::runtime::{Callee, Pool};
-use crate::cpe::{Array, BoxDma, Buf, Cond, Func, Half, Int, Place, Stmt, Value, Var};
+use crate::cpe::{Array, BoxDma, BoxPad, Buf, Cond, Func, Half, Int, Place, Stmt, Value, Var};
 
 /// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
 /// then each buffer (aligned to [`LDM_BUFFER_ALIGN`]), then the reply counters (`i32`). The
@@ -298,6 +298,7 @@ impl<'f> Lower<'f, '_> {
             }
             Stmt::FetchParams => self.fetch_params(),
             Stmt::Dma(d) => self.dma(d),
+            Stmt::Pad(d) => self.pad_box(d),
             Stmt::Wait { reply, count } => {
                 let (r, n) = (self.reply(*reply), self.int(count));
                 let exact = self.b.ins().iconst(types::I32, i64::from(self.exact_wait));
@@ -349,37 +350,28 @@ impl<'f> Lower<'f, '_> {
     fn dma(&mut self, d: &BoxDma) {
         let buf = self.f.buf(d.buf);
         let ldm = self.buffer_base(d.buf, &d.half);
-        let rank = self.f.array(d.shape).len() as i64;
-        // The helper reads the row from memory: spill it into the array's slot.
-        let array = |l: &mut Self, a: Array, row: &Option<Int>| {
-            for i in 0..rank as usize {
-                let index: Vec<Int> = row.iter().cloned().chain([Int::Const(i as i64)]).collect();
-                let v = l.elem(a, &index);
-                l.b.ins().stack_store(I64, v, l.arrays[a.0 as usize].1, (8 * i) as i32);
-            }
-            l.b.ins().stack_addr(I64, l.arrays[a.0 as usize].1, 0)
-        };
-        let shape = array(self, d.shape, &None);
-        let (start, extent) = (array(self, d.start, &d.row), array(self, d.extent, &d.row));
+        let rank = self.f.array(d.shape).len();
+        let shape = self.spill_row(d.shape, &None, rank);
+        let (start, extent) = (
+            self.spill_row(d.start, &d.row, rank),
+            self.spill_row(d.extent, &d.row, rank),
+        );
+        let rank = rank as i64;
         let main = self.b.use_var(self.fields[d.field.0 as usize]);
         let rank = self.b.ins().iconst(I64, rank);
         let elem = self.b.ins().iconst(I64, buf.dtype.size_bytes() as i64);
         let reply = self.reply(d.reply);
-        let issued = match d.pad {
-            Some(v) => {
-                let pad = self.b.ins().iconst(I64, scalar_bits(v));
-                self.call(
-                    Callee::DmaBoxPadded,
-                    &[ldm, main, rank, shape, start, extent, elem, pad, reply],
-                )[0]
-            }
-            None => {
-                let put = self.b.ins().iconst(types::I32, i64::from(d.put));
-                self.call(
-                    Callee::DmaBox,
-                    &[put, ldm, main, rank, shape, start, extent, elem, reply],
-                )[0]
-            }
+        let issued = if d.padded {
+            self.call(
+                Callee::DmaBoxPadded,
+                &[ldm, main, rank, shape, start, extent, elem, reply],
+            )[0]
+        } else {
+            let put = self.b.ins().iconst(types::I32, i64::from(d.put));
+            self.call(
+                Callee::DmaBox,
+                &[put, ldm, main, rank, shape, start, extent, elem, reply],
+            )[0]
         };
         let failed = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, issued, 0);
         self.stop_if(failed);
@@ -387,6 +379,34 @@ impl<'f> Lower<'f, '_> {
         let before = self.b.use_var(var);
         let after = self.b.ins().iadd(before, issued);
         self.b.def_var(var, after);
+    }
+
+    fn pad_box(&mut self, d: &BoxPad) {
+        let buf = self.f.buf(d.buf);
+        let ldm = self.buffer_base(d.buf, &d.half);
+        let elem = self.b.ins().iconst(I64, buf.dtype.size_bytes() as i64);
+        let rank = self.f.array(d.shape).len();
+        let shape = self.spill_row(d.shape, &None, rank);
+        let start = self.spill_row(d.start, &d.row, rank);
+        let extent = self.spill_row(d.extent, &d.row, rank);
+        let rank = self.b.ins().iconst(I64, rank as i64);
+        let pad = self.b.ins().iconst(I64, scalar_bits(d.pad));
+        let status = self.call(Callee::PadBox, &[ldm, rank, shape, start, extent, elem, pad])[0];
+        let failed = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, status, 0);
+        self.stop_if(failed);
+    }
+
+    /// The address of the row `row` of array `a` (of `rank` values), spilled to its stack
+    /// slot for a helper that reads it from memory.
+    fn spill_row(&mut self, a: Array, row: &Option<Int>, rank: usize) -> Val {
+        for i in 0..rank {
+            let index: Vec<Int> = row.iter().cloned().chain([Int::Const(i as i64)]).collect();
+            let v = self.elem(a, &index);
+            self.b
+                .ins()
+                .stack_store(I64, v, self.arrays[a.0 as usize].1, (8 * i) as i32);
+        }
+        self.b.ins().stack_addr(I64, self.arrays[a.0 as usize].1, 0)
     }
 
     /// The address of buffer `buf`, or of the half of it that `half` names.

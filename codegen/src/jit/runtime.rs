@@ -1,6 +1,6 @@
 //! What JIT-compiled kernels call: the emulator's hooks, libm, and the helpers that
-//! runtime-c gives generated C (`swflow_dma_box`, `swflow_dma_box_padded`, `swflow_pow_i64`),
-//! here in Rust with the same steps and the same charges.
+//! runtime-c gives generated C (`swflow_dma_box`, `swflow_dma_box_padded`, `swflow_pad_box`,
+//! `swflow_pow_i64`), here in Rust with the same steps and the same charges.
 
 use std::collections::HashMap;
 
@@ -13,7 +13,8 @@ use swflow_scheduler::schedule::clip::Clipped;
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
-    DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS,
+    DMA_MOVE_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS,
+    DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
 };
 
 /// A function compiled code calls.
@@ -29,6 +30,7 @@ pub enum Callee {
     CpeId,
     DmaBox,
     DmaBoxPadded,
+    PadBox,
     PowI64,
     /// A libm routine: its name without the `f` suffix, whether it is the f32 one, and its
     /// arity.
@@ -61,6 +63,7 @@ impl Callee {
             Callee::CpeId,
             Callee::DmaBox,
             Callee::DmaBoxPadded,
+            Callee::PadBox,
             Callee::PowI64,
         ];
         for &(name, arity) in LIBM {
@@ -83,6 +86,7 @@ impl Callee {
             Callee::CpeId => "swflow_native_cpe_id".into(),
             Callee::DmaBox => "swflow_jit_dma_box".into(),
             Callee::DmaBoxPadded => "swflow_jit_dma_box_padded".into(),
+            Callee::PadBox => "swflow_jit_pad_box".into(),
             Callee::PowI64 => "swflow_jit_pow_i64".into(),
             Callee::Libm(name, true, _) => format!("{name}f"),
             Callee::Libm(name, false, _) => name.into(),
@@ -102,6 +106,7 @@ impl Callee {
             Callee::CpeId => native::swflow_native_cpe_id as *const u8,
             Callee::DmaBox => swflow_jit_dma_box as *const u8,
             Callee::DmaBoxPadded => swflow_jit_dma_box_padded as *const u8,
+            Callee::PadBox => swflow_jit_pad_box as *const u8,
             Callee::PowI64 => swflow_jit_pow_i64 as *const u8,
             Callee::Libm(name, single, _) => libm_address(name, single),
         }
@@ -120,7 +125,8 @@ impl Callee {
             Callee::Fail => (&[I64, I64], &[I32]),
             Callee::CpeId => (&[], &[I64]),
             Callee::DmaBox => (&[I32, I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
-            Callee::DmaBoxPadded => (&[I64, I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
+            Callee::DmaBoxPadded => (&[I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
+            Callee::PadBox => (&[I64, I64, I64, I64, I64, I64, I64], &[I64]),
             Callee::PowI64 => (&[I64, I64], &[I64]),
             Callee::Libm(_, true, 1) => (&[F32], &[F32]),
             Callee::Libm(_, true, _) => (&[F32, F32], &[F32]),
@@ -294,13 +300,40 @@ pub unsafe extern "C" fn swflow_jit_dma_box(
     }
 }
 
-/// runtime-c's `swflow_dma_box_padded` (a guarded read's get), charging the same operations
-/// in the same order; `pad` holds the pad value's bits in its low `elem` bytes. The transfers
-/// issued, or -1 after a violation.
+/// A guarded read's box as the helpers receive it: the tensor's shape, the box's start and
+/// extent, and its clipped part (`None` when the box lies inside the tensor).
 ///
 /// # Safety
-/// `shape`, `start` and `extent` point to `rank` readable values, and `ldm` to a buffer of
-/// the box's elements.
+/// `shape`, `start` and `extent` point to `rank` readable values.
+unsafe fn guarded_box(
+    rank: i64,
+    shape: *const i64,
+    start: *const i64,
+    extent: *const i64,
+) -> (Vec<usize>, Vec<usize>, Option<Clipped>) {
+    let n = rank.max(0) as usize;
+    let dims = |p: *const i64| -> Vec<usize> {
+        std::slice::from_raw_parts(p, n)
+            .iter()
+            .map(|&v| v.max(0) as usize)
+            .collect()
+    };
+    let (tensor, boxed) = (dims(shape), dims(extent));
+    let clipped = Clipped::of(&tensor, std::slice::from_raw_parts(start, n), &boxed);
+    (tensor, boxed, clipped)
+}
+
+/// Charges the calling CPE `count` executions of `ops`; false after a violation.
+fn charge(ops: &Ops, count: usize) -> bool {
+    // SAFETY: `ops` is a valid reference for the whole call.
+    unsafe { native::swflow_native_charge(ops, count as i64) == GO }
+}
+
+/// runtime-c's `swflow_dma_box_padded` (a guarded read's get), charging the same operations
+/// in the same order: the transfers issued, or -1 after a violation.
+///
+/// # Safety
+/// `shape`, `start` and `extent` point to `rank` readable values.
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn swflow_jit_dma_box_padded(
     ldm: i64,
@@ -310,39 +343,120 @@ pub unsafe extern "C" fn swflow_jit_dma_box_padded(
     start: *const i64,
     extent: *const i64,
     elem: i64,
-    pad: i64,
     reply: i64,
 ) -> i64 {
-    let n = rank.max(0) as usize;
-    let dims = |p: *const i64| -> Vec<usize> {
-        std::slice::from_raw_parts(p, n)
-            .iter()
-            .map(|&v| v.max(0) as usize)
-            .collect()
-    };
-    let (tensor, boxed) = (dims(shape), dims(extent));
-    let first = std::slice::from_raw_parts(start, n);
-    let charge = |ops: &Ops, count: usize| native::swflow_native_charge(ops, count as i64) == GO;
+    let (tensor, boxed, clipped) = guarded_box(rank, shape, start, extent);
+    let n = tensor.len();
     if !charge(&DMA_PAD_SETUP_OPS, n) {
         return -1;
     }
-    let Some(c) = Clipped::of(&tensor, first, &boxed) else {
+    let Some(c) = clipped else {
         return swflow_jit_dma_box(0, ldm, main, rank, shape, start, extent, elem, reply);
     };
-    let elem_bytes = elem as usize;
-    let width = boxed.last().copied().unwrap_or(1);
-    let pad_bytes = pad.to_le_bytes();
+    if n == 0 || c.is_empty() {
+        return 0;
+    }
+    if !charge(&DMA_PACK_CHECK_OPS, n) {
+        return -1;
+    }
+    if c.packed {
+        if !charge(&DMA_PACK_FIRST_OPS, n) {
+            return -1;
+        }
+        let first = c.transfers(&tensor, &boxed)[0].ldm as i64 * elem;
+        let lo: Vec<i64> = c.lo.iter().map(|&v| v as i64).collect();
+        let sub: Vec<i64> = c.extent.iter().map(|&v| v as i64).collect();
+        return swflow_jit_dma_box(
+            0,
+            ldm + first,
+            main,
+            rank,
+            shape,
+            lo.as_ptr(),
+            sub.as_ptr(),
+            elem,
+            reply,
+        );
+    }
+    if !charge(&DMA_CLIP_SETUP_OPS, n) {
+        return -1;
+    }
+    let mut transfers = 0;
+    for t in c.transfers(&tensor, &boxed) {
+        if !charge(&DMA_CLIP_PER_DIM_OPS, n) || !charge(&DMA_BOX_TRANSFER_OPS, 1) {
+            return -1;
+        }
+        let bytes = |e: usize| e as i64 * elem;
+        let (stride, bsize) = match t.blocks {
+            1 => (0, 0),
+            _ => (bytes(t.main_pitch - t.run), bytes(t.run)),
+        };
+        let status = native::swflow_native_dma(
+            0,
+            (main + bytes(t.main)) as usize,
+            (ldm + bytes(t.ldm)) as usize,
+            bytes(t.run * t.blocks),
+            reply as usize,
+            stride,
+            bsize,
+        );
+        if status == STOP {
+            return -1;
+        }
+        transfers += 1;
+    }
+    transfers
+}
+
+/// runtime-c's `swflow_pad_box`, charging the same operations in the same order; `pad`
+/// holds the pad value's bits in its low `elem` bytes. 0, or -1 after a violation.
+///
+/// # Safety
+/// `shape`, `start` and `extent` point to `rank` readable values, and `ldm` to a buffer of
+/// the box's elements.
+pub unsafe extern "C" fn swflow_jit_pad_box(
+    ldm: i64,
+    rank: i64,
+    shape: *const i64,
+    start: *const i64,
+    extent: *const i64,
+    elem: i64,
+    pad: i64,
+) -> i64 {
+    let (tensor, boxed, clipped) = guarded_box(rank, shape, start, extent);
+    let n = tensor.len();
+    if !charge(&DMA_PAD_SETUP_OPS, n) {
+        return -1;
+    }
+    let Some(c) = clipped else { return 0 };
+    let elem = elem as usize;
+    let at = |i: usize| (ldm as usize + i * elem) as *mut u8;
+    if !c.is_empty() && !charge(&DMA_PACK_CHECK_OPS, n) {
+        return -1;
+    }
+    if c.packed {
+        if !charge(&DMA_PACK_FIRST_OPS, n) || !charge(&DMA_SPREAD_SETUP_OPS, n) {
+            return -1;
+        }
+        for m in c.moves(&boxed) {
+            if !charge(&DMA_SPREAD_ROW_OPS, n) || !charge(&DMA_MOVE_OPS, m.len) {
+                return -1;
+            }
+            std::ptr::copy(at(m.from), at(m.to), m.len * elem);
+        }
+    }
+    let width = boxed[n - 1];
+    let bits = pad.to_le_bytes();
     let fill = |row: usize, from: usize, to: usize| -> bool {
         if !charge(&DMA_PAD_FILL_OPS, to - from) {
             return false;
         }
         for i in from..to {
-            let at = (ldm as usize + (row * width + i) * elem_bytes) as *mut u8;
-            std::ptr::copy_nonoverlapping(pad_bytes.as_ptr(), at, elem_bytes);
+            std::ptr::copy_nonoverlapping(bits.as_ptr(), at(row * width + i), elem);
         }
         true
     };
-    let outer = n.saturating_sub(1);
+    let outer = n - 1;
     let rows: usize = boxed[..outer].iter().product();
     let mut index = vec![0usize; outer];
     for row in 0..rows {
@@ -367,37 +481,7 @@ pub unsafe extern "C" fn swflow_jit_dma_box_padded(
             index[j] = 0;
         }
     }
-    if c.is_empty() {
-        return 0;
-    }
-    if !charge(&DMA_CLIP_SETUP_OPS, n) {
-        return -1;
-    }
-    let mut transfers = 0;
-    for t in c.transfers(&tensor, &boxed) {
-        if !charge(&DMA_CLIP_PER_DIM_OPS, n) || !charge(&DMA_BOX_TRANSFER_OPS, 1) {
-            return -1;
-        }
-        let bytes = |e: usize| (e * elem_bytes) as i64;
-        let (stride, bsize) = match t.blocks {
-            1 => (0, 0),
-            _ => (bytes(t.main_pitch - t.run), bytes(t.run)),
-        };
-        let status = native::swflow_native_dma(
-            0,
-            (main + bytes(t.main)) as usize,
-            (ldm + bytes(t.ldm)) as usize,
-            bytes(t.run * t.blocks),
-            reply as usize,
-            stride,
-            bsize,
-        );
-        if status == STOP {
-            return -1;
-        }
-        transfers += 1;
-    }
-    transfers
+    0
 }
 
 /// runtime-c's `swflow_pow_i64`: `a` to the power `b`, wrapping; negative powers of integers

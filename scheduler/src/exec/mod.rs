@@ -97,18 +97,40 @@ impl Memory {
     }
 }
 
-/// DMA get of a guarded read's clipped box into its place in the packed box `extent`.
+/// A guarded read's clipped box copied to its place in the packed box `extent`, row by row
+/// (what the transfers and moves of [`Clipped`] achieve, done directly).
 pub(crate) fn get_clipped(main: &Data, shape: &[usize], c: &Clipped, extent: &[usize], buf: &mut Data) {
-    for t in c.transfers(shape, extent) {
-        for b in 0..t.blocks {
-            let (m, l) = (t.main + b * t.main_pitch, t.ldm + b * t.run);
-            match (main, &mut *buf) {
-                (Data::F32(x), Data::F32(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
-                (Data::F64(x), Data::F64(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
-                (Data::I64(x), Data::I64(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
-                (Data::Bool(x), Data::Bool(y)) => y[l..l + t.run].copy_from_slice(&x[m..m + t.run]),
-                _ => unreachable!("buffers have their tensor's type"),
+    let Some(last) = shape.len().checked_sub(1) else { return };
+    if c.is_empty() {
+        return;
+    }
+    let (mpitch, lpitch) = (
+        swflow_frontend::ir::strides(shape),
+        swflow_frontend::ir::strides(extent),
+    );
+    let width = c.extent[last];
+    let rows: usize = c.extent[..last].iter().product();
+    let mut index = vec![0usize; last];
+    for _ in 0..rows {
+        let m: usize = (0..=last)
+            .map(|j| (c.lo[j] + index.get(j).copied().unwrap_or(0)) * mpitch[j])
+            .sum();
+        let l: usize = (0..=last)
+            .map(|j| (c.at[j] + index.get(j).copied().unwrap_or(0)) * lpitch[j])
+            .sum();
+        match (main, &mut *buf) {
+            (Data::F32(x), Data::F32(y)) => y[l..l + width].copy_from_slice(&x[m..m + width]),
+            (Data::F64(x), Data::F64(y)) => y[l..l + width].copy_from_slice(&x[m..m + width]),
+            (Data::I64(x), Data::I64(y)) => y[l..l + width].copy_from_slice(&x[m..m + width]),
+            (Data::Bool(x), Data::Bool(y)) => y[l..l + width].copy_from_slice(&x[m..m + width]),
+            _ => unreachable!("buffers have their tensor's type"),
+        }
+        for j in (0..last).rev() {
+            index[j] += 1;
+            if index[j] < c.extent[j] {
+                break;
             }
+            index[j] = 0;
         }
     }
 }

@@ -551,7 +551,7 @@ mod tests {
                 },
                 Stmt::Dma(BoxDma {
                     put: false,
-                    pad: None,
+                    padded: false,
                     buf: Buf(0),
                     half: Half::Single,
                     field: Field(0),
