@@ -232,6 +232,31 @@ proptest! {
     }
 
     #[test]
+    fn fused_padding(c in prop::sample::select(vec![1usize, 3, 20]), h in prop::sample::select(vec![1usize, 3, 50]), w in prop::sample::select(SIZES.to_vec()),
+                     pads in prop::collection::vec(0usize..3, 4), k in 1usize..4, p in 0usize..2, value in prop::sample::select(vec![0.0, -1.5, f64::NEG_INFINITY])) {
+        prop_assume!(c * h * w <= 1_000_000);
+        let p = p.min(k - 1);
+        let mut g = Graph::new("padding");
+        let x = input(&mut g, "x", vec![1, c, h, w]);
+        let wt = input(&mut g, "w", vec![2, c, k, k]);
+        let full = |p: &[usize]| vec![0, 0, p[0], p[1], 0, 0, p[2], p[3]];
+        // Read in place by a convolution without padding of its own, by an elementwise op,
+        // and under a padded max pool.
+        let z = g.add_node("z", Op::Pad { pads: full(&pads), value: 0.0 }, vec![x], None).unwrap();
+        let conv = ConvAttrs { strides: vec![1, 1], dilations: vec![1, 1], pads: vec![p; 4], groups: 1 };
+        let Ok(cz) = g.add_node("cz", Op::Conv(conv), vec![z, wt], None) else { return Ok(()) };
+        prop_assume!(g.node(cz).ty.numel() > 0 && g.node(cz).ty.numel() * c * k * k <= 20_000_000);
+        let q = g.add_node("q", Op::Pad { pads: full(&[pads[3], pads[2], pads[1], pads[0]]), value }, vec![x], None).unwrap();
+        let s = g.add_node("s", Op::Unary(UnaryOp::Sigmoid), vec![q], None).unwrap();
+        let pool = PoolAttrs { kind: PoolKind::Max, kernel: vec![k, k], strides: vec![1, 2], dilations: vec![1, 1], pads: vec![p; 4], ceil_mode: false };
+        let m = g.add_node("m", Op::Pool(pool), vec![s], None).unwrap();
+        let sm = g.add_node("sm", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1, 2, 3] }, vec![m], None).unwrap();
+        let sc = g.add_node("sc", Op::Reduce { kind: ReduceKind::Sum, axes: vec![1, 2, 3] }, vec![cz], None).unwrap();
+        let y = g.add_node("y", Op::Binary(BinaryOp::Add), vec![sm, sc], None).unwrap();
+        check(output(g, y))?;
+    }
+
+    #[test]
     fn fused_movement(m in prop::sample::select(SIZES.to_vec()), k in prop::sample::select(SIZES.to_vec()), n in prop::sample::select(vec![1usize, 3, 50]), from in 0usize..3) {
         prop_assume!(m * k * n <= 20_000_000 && m * k <= 4_000_000);
         let mut g = Graph::new("movement");

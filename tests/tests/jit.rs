@@ -6,7 +6,7 @@ use serde_json::Value;
 use swflow_codegen::cpe::{Func, Int, Stmt};
 use swflow_codegen::jit::{self, JitError};
 use swflow_frontend::interp;
-use swflow_frontend::ir::{DType, Graph, Op, Output, Tensor, TensorType};
+use swflow_frontend::ir::{DType, Graph, Op, Output, PoolAttrs, PoolKind, Tensor, TensorType};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::target::Target;
@@ -78,6 +78,64 @@ fn transposes_are_exact() {
             let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
             compare(&run.outputs[0], &want[0], Comparison::Exact)
                 .unwrap_or_else(|m| panic!("{shape:?} by {perm:?} on {}: {}", target.name, m.message));
+        }
+    }
+}
+
+/// Padding read in place: every kind of guarded get (a box inside the tensor, rows whole in
+/// LDM, rows cut short and packed, a box that misses the tensor) gives the interpreter's
+/// copy bit for bit, and a padded max pool its maximum.
+#[test]
+fn padding_is_exact() {
+    let cases: [(&[usize], &[usize], f64); 5] = [
+        (&[67, 1031], &[1, 2, 3, 4], 0.0),
+        (&[256, 1024], &[0, 1, 0, 1], -1.5),
+        (&[5, 7, 9], &[0, 1, 1, 2, 0, 3], f64::NEG_INFINITY),
+        (&[3, 50, 2051], &[1, 0, 0, 0, 2, 0], 2.0),
+        (&[2, 9, 6, 13], &[0, 0, 4, 4, 0, 1, 5, 3], 0.25),
+    ];
+    for (shape, pads, value) in cases {
+        let mut g = Graph::new("pad");
+        let x = g.add_input("x", TensorType::new(DType::F32, shape.to_vec()).unwrap());
+        let y = g
+            .add_node(
+                "y",
+                Op::Pad {
+                    pads: pads.to_vec(),
+                    value,
+                },
+                vec![x],
+                None,
+            )
+            .unwrap();
+        let outputs = if shape.len() == 4 {
+            let attrs = PoolAttrs {
+                kind: PoolKind::Max,
+                kernel: vec![3, 3],
+                strides: vec![2, 1],
+                dilations: vec![1, 1],
+                pads: vec![1, 2, 2, 1],
+                ceil_mode: true,
+            };
+            vec![y, g.add_node("m", Op::Pool(attrs), vec![x], None).unwrap()]
+        } else {
+            vec![y]
+        };
+        for (i, &node) in outputs.iter().enumerate() {
+            g.outputs.push(Output {
+                name: format!("y{i}"),
+                node,
+            });
+        }
+        let inputs = inputs_of(&g);
+        let want = interp::run(&g, &inputs).unwrap();
+        for target in [Target::sw26010(), Target::sw26010pro()] {
+            let p = scheduled(&g, &target);
+            let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
+            for (got, want) in run.outputs.iter().zip(&want) {
+                compare(got, want, Comparison::Exact)
+                    .unwrap_or_else(|m| panic!("{shape:?} padded {pads:?} on {}: {}", target.name, m.message));
+            }
         }
     }
 }
