@@ -227,3 +227,27 @@ fn malformed_epilogues_are_rejected() {
     });
     assert_eq!(reason(&no_reduction), "has reduction loops but no reduction");
 }
+
+#[test]
+fn malformed_guarded_reads_are_rejected() {
+    let p = lenet_fused();
+    let k = p
+        .kernels
+        .iter()
+        .find(|k| print_kernel(k, &p).contains(" else 0.0]"))
+        .unwrap();
+    let text = print_kernel(k, &p);
+    let reason = |text: &str| {
+        let k = parse_kernel(text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verify_kernel(&k, &p).unwrap_err().reason
+    };
+    let (x, _) = text.split_once(" else 0.0]").unwrap();
+    let x = &x[x.rfind(" (").map_or(0, |i| i + 2)..x.rfind('[').unwrap()];
+    assert!(reason(&text.replace(" else 0.0]", " else 0.0f64]")).ends_with("is f32 but pads with a f64 value"));
+    // Without its guard, the read leaves the tensor.
+    let unguarded = reason(&text.replace(" else 0.0]", "]"));
+    assert!(
+        unguarded.starts_with(&format!("subscript 2 of '{x}' spans -")),
+        "{unguarded}"
+    );
+}

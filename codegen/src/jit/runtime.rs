@@ -9,7 +9,7 @@ use cranelift_codegen::isa::CallConv;
 use swflow_emulator::native::{self, GO, STOP};
 use swflow_emulator::timing::Ops;
 
-use swflow_scheduler::schedule::clip::Clipped;
+use swflow_scheduler::schedule::clip::{box_transfers, Clipped, Transfer};
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
@@ -230,48 +230,44 @@ pub unsafe extern "C" fn swflow_jit_dma_box(
     elem: i64,
     reply: i64,
 ) -> i64 {
-    let rank = rank.max(0) as usize;
-    let shape = std::slice::from_raw_parts(shape, rank);
-    let start = std::slice::from_raw_parts(start, rank);
-    let extent = std::slice::from_raw_parts(extent, rank);
-    let charge = |ops: &Ops, n: usize| native::swflow_native_charge(ops, n as i64) == GO;
-    let mut d = rank;
-    while d > 0 && extent[d - 1] == shape[d - 1] {
-        d -= 1;
-    }
-    let mut pitch = vec![0i64; rank];
-    for j in (0..rank).rev() {
-        pitch[j] = if j == rank - 1 {
-            elem
-        } else {
-            pitch[j + 1] * shape[j + 1]
-        };
-    }
-    let run_dim = d.saturating_sub(1);
-    let run: i64 = elem * extent[run_dim..].iter().product::<i64>();
-    let strided = (0..run_dim).rev().find(|&j| extent[j] > 1);
-    let (blocks, gap) = match strided {
-        Some(j) => (extent[j], pitch[j] - run),
-        None => (1, 0),
-    };
-    if !charge(&DMA_BOX_SETUP_OPS, rank) {
+    let n = rank.max(0) as usize;
+    if !charge(&DMA_BOX_SETUP_OPS, n) {
         return -1;
     }
-    let mut index = vec![0i64; rank];
-    let mut dst = ldm;
-    let mut transfers = 0;
-    loop {
-        if !charge(&DMA_BOX_PER_DIM_OPS, rank) || !charge(&DMA_BOX_TRANSFER_OPS, 1) {
+    let transfers = box_transfers(&dims(shape, n), &dims(start, n), &dims(extent, n), 0);
+    issue(put, &transfers, ldm, main, elem, reply, &DMA_BOX_PER_DIM_OPS, n)
+}
+
+/// The `n` values at `p` (negative ones as 0).
+///
+/// # Safety
+/// `p` points to `n` readable values.
+unsafe fn dims(p: *const i64, n: usize) -> Vec<usize> {
+    std::slice::from_raw_parts(p, n)
+        .iter()
+        .map(|&v| v.max(0) as usize)
+        .collect()
+}
+
+/// Issues `transfers` (in elements of `elem` bytes) between the buffer at `ldm` and the
+/// tensor at `main`, charging `per_dim` for each of the `n` dimensions and the call of each;
+/// the transfers issued, or -1 after a violation.
+#[allow(clippy::too_many_arguments)]
+fn issue(put: i32, transfers: &[Transfer], ldm: i64, main: i64, elem: i64, reply: i64, per_dim: &Ops, n: usize) -> i64 {
+    let bytes = |e: usize| e as i64 * elem;
+    for t in transfers {
+        if !charge(per_dim, n) || !charge(&DMA_BOX_TRANSFER_OPS, 1) {
             return -1;
         }
-        let offset: i64 = (0..rank).map(|j| (start[j] + index[j]) * pitch[j]).sum();
-        let (stride, bsize) = if blocks > 1 { (gap, run) } else { (0, 0) };
-        let len = run * blocks;
+        let (stride, bsize) = match t.blocks {
+            1 => (0, 0),
+            _ => (bytes(t.main_pitch - t.run), bytes(t.run)),
+        };
         let status = native::swflow_native_dma(
             put,
-            (main + offset) as usize,
-            dst as usize,
-            len,
+            (main + bytes(t.main)) as usize,
+            (ldm + bytes(t.ldm)) as usize,
+            bytes(t.run * t.blocks),
             reply as usize,
             stride,
             bsize,
@@ -279,25 +275,8 @@ pub unsafe extern "C" fn swflow_jit_dma_box(
         if status == STOP {
             return -1;
         }
-        dst += len;
-        transfers += 1;
-        // Next index of the dimensions outside the run, other than the strided one.
-        let mut carried = true;
-        for j in (0..run_dim).rev() {
-            if Some(j) == strided {
-                continue;
-            }
-            index[j] += 1;
-            if index[j] < extent[j] {
-                carried = false;
-                break;
-            }
-            index[j] = 0;
-        }
-        if carried {
-            return transfers;
-        }
     }
+    transfers.len() as i64
 }
 
 /// A guarded read's box as the helpers receive it: the tensor's shape, the box's start and
@@ -312,13 +291,7 @@ unsafe fn guarded_box(
     extent: *const i64,
 ) -> (Vec<usize>, Vec<usize>, Option<Clipped>) {
     let n = rank.max(0) as usize;
-    let dims = |p: *const i64| -> Vec<usize> {
-        std::slice::from_raw_parts(p, n)
-            .iter()
-            .map(|&v| v.max(0) as usize)
-            .collect()
-    };
-    let (tensor, boxed) = (dims(shape), dims(extent));
+    let (tensor, boxed) = (dims(shape, n), dims(extent, n));
     let clipped = Clipped::of(&tensor, std::slice::from_raw_parts(start, n), &boxed);
     (tensor, boxed, clipped)
 }
@@ -381,31 +354,16 @@ pub unsafe extern "C" fn swflow_jit_dma_box_padded(
     if !charge(&DMA_CLIP_SETUP_OPS, n) {
         return -1;
     }
-    let mut transfers = 0;
-    for t in c.transfers(&tensor, &boxed) {
-        if !charge(&DMA_CLIP_PER_DIM_OPS, n) || !charge(&DMA_BOX_TRANSFER_OPS, 1) {
-            return -1;
-        }
-        let bytes = |e: usize| e as i64 * elem;
-        let (stride, bsize) = match t.blocks {
-            1 => (0, 0),
-            _ => (bytes(t.main_pitch - t.run), bytes(t.run)),
-        };
-        let status = native::swflow_native_dma(
-            0,
-            (main + bytes(t.main)) as usize,
-            (ldm + bytes(t.ldm)) as usize,
-            bytes(t.run * t.blocks),
-            reply as usize,
-            stride,
-            bsize,
-        );
-        if status == STOP {
-            return -1;
-        }
-        transfers += 1;
-    }
-    transfers
+    issue(
+        0,
+        &c.transfers(&tensor, &boxed),
+        ldm,
+        main,
+        elem,
+        reply,
+        &DMA_CLIP_PER_DIM_OPS,
+        n,
+    )
 }
 
 /// runtime-c's `swflow_pad_box`, charging the same operations in the same order; `pad`

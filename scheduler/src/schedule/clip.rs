@@ -164,7 +164,7 @@ impl Clipped {
 
 /// The transfers of runtime-c's `swflow_dma_box` for the box `lo`/`extent` of a tensor of
 /// `shape` into a packed buffer from element `dst`.
-fn box_transfers(shape: &[usize], lo: &[usize], extent: &[usize], dst: usize) -> Vec<Transfer> {
+pub fn box_transfers(shape: &[usize], lo: &[usize], extent: &[usize], dst: usize) -> Vec<Transfer> {
     let rank = shape.len();
     let pitch = pitches(shape);
     let mut d = rank;
