@@ -8,6 +8,7 @@
 //! primitives. The interpreter ([`interp::run`]) gives every graph an executable meaning and is
 //! the reference that all later stages are compared against.
 
+pub mod autodiff;
 pub mod fuse;
 pub mod interp;
 pub mod ir;

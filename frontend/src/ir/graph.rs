@@ -60,7 +60,7 @@ impl Graph {
         &self.nodes[id.index()]
     }
 
-    pub fn ids(&self) -> impl Iterator<Item = NodeId> {
+    pub fn ids(&self) -> impl DoubleEndedIterator<Item = NodeId> {
         (0..self.nodes.len() as u32).map(NodeId)
     }
 

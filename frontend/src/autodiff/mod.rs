@@ -1,0 +1,141 @@
+//! Reverse-mode automatic differentiation, graph to graph.
+//!
+//! [`gradients`] extends a graph with the nodes that compute the gradient of a loss with
+//! respect to chosen nodes. It walks the graph backwards once, from the loss to the nodes it
+//! differentiates with respect to, and applies each node's gradient rule ([`rules`]), which
+//! emits ordinary primitives: the backward pass lowers, schedules and runs like the forward.
+//!
+//! Only *active* nodes take part (activity analysis): float nodes that depend on a node of
+//! `wrt` and that the loss depends on. Labels, integer tensors, shape computations and frozen
+//! parameters cost no gradient work. A node with several consumers gets the sum of their
+//! contributions, added in reverse graph order, so the order of additions is fixed and
+//! gradients are identical from run to run.
+
+mod rules;
+
+use crate::ir::{DType, Graph, NodeId, Op, Tensor, TensorType};
+use std::sync::Arc;
+
+use rules::Builder;
+
+/// A graph that cannot be differentiated, naming the node, its op and the reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("node '{node}' ({op}): {reason}")]
+pub struct GradError {
+    pub node: String,
+    pub op: String,
+    pub reason: String,
+}
+
+/// A graph extended with a backward pass.
+#[derive(Clone, Debug)]
+pub struct Gradients {
+    /// The original nodes (same ids), then the nodes of the backward pass.
+    pub graph: Graph,
+    /// The gradient of the loss with respect to each node of `wrt`, in order: a node of the
+    /// same type (a constant zero when the loss does not depend on it).
+    pub grads: Vec<NodeId>,
+}
+
+/// Whether values of this type carry gradients.
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F64)
+}
+
+/// The gradient of the sum of the elements of `loss` with respect to each node of `wrt`.
+///
+/// Every node of `wrt` and the loss must be floating-point. The result graph keeps every
+/// original node under its id and adds the backward pass after them; its outputs are the
+/// original graph's.
+pub fn gradients(g: &Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Gradients, GradError> {
+    let fail = |id: NodeId, reason: String| GradError {
+        node: g.node(id).name.clone(),
+        op: g.node(id).op.name().to_string(),
+        reason,
+    };
+    for &id in wrt.iter().chain([&loss]) {
+        if !is_float(g.node(id).ty.dtype) {
+            return Err(fail(
+                id,
+                format!("is {}, not a floating-point tensor", g.node(id).ty.dtype),
+            ));
+        }
+    }
+    let active = activity(g, loss, wrt);
+    let mut b = Builder::new(g.clone());
+    let mut grad: Vec<Option<NodeId>> = vec![None; g.nodes().len()];
+    let loss_ty = g.node(loss).ty.clone();
+    b.set_origin(&g.node(loss).name);
+    let one = b.scalar(loss_ty.dtype, 1.0);
+    grad[loss.index()] = Some(b.broadcast(one, &loss_ty.shape).map_err(|r| fail(loss, r))?);
+    for id in g.ids().rev() {
+        let (Some(gy), true) = (grad[id.index()], active[id.index()]) else {
+            continue;
+        };
+        let node = g.node(id);
+        if node.inputs.iter().all(|x| !active[x.index()]) {
+            continue;
+        }
+        b.set_origin(&node.name);
+        let contributions = rules::rule(&mut b, g, id, gy).map_err(|r| fail(id, r))?;
+        for (&x, gx) in node.inputs.iter().zip(contributions) {
+            let Some(gx) = gx.filter(|_| active[x.index()]) else {
+                continue;
+            };
+            grad[x.index()] = Some(match grad[x.index()] {
+                None => gx,
+                Some(acc) => b.add(acc, gx).map_err(|r| fail(id, r))?,
+            });
+        }
+    }
+    let mut grads = Vec::with_capacity(wrt.len());
+    for &w in wrt {
+        let gw = match grad[w.index()] {
+            Some(gw) => gw,
+            None => {
+                let ty: &TensorType = &g.node(w).ty;
+                b.constant(Tensor::zeros(ty))
+            }
+        };
+        grads.push(gw);
+    }
+    Ok(Gradients {
+        graph: b.finish(),
+        grads,
+    })
+}
+
+/// Per node, whether it is active: floating-point, reachable forward from `wrt` and backward
+/// from `loss`.
+fn activity(g: &Graph, loss: NodeId, wrt: &[NodeId]) -> Vec<bool> {
+    let n = g.nodes().len();
+    let mut varied = vec![false; n];
+    for id in g.ids() {
+        let node = g.node(id);
+        varied[id.index()] =
+            is_float(node.ty.dtype) && (wrt.contains(&id) || node.inputs.iter().any(|x| varied[x.index()]));
+    }
+    let mut useful = vec![false; n];
+    useful[loss.index()] = true;
+    for id in g.ids().rev() {
+        if useful[id.index()] {
+            for x in &g.node(id).inputs {
+                useful[x.index()] = true;
+            }
+        }
+    }
+    (0..n).map(|i| varied[i] && useful[i]).collect()
+}
+
+impl Builder {
+    /// A constant node.
+    fn constant(&mut self, t: Tensor) -> NodeId {
+        let name = self.fresh();
+        self.graph_mut().add_const(name, Arc::new(t))
+    }
+}
+
+/// Whether `op` is one the rules differentiate (for reports of coverage).
+pub fn has_rule(op: &Op) -> bool {
+    rules::has_rule(op)
+}

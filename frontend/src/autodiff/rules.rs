@@ -1,0 +1,454 @@
+//! One gradient rule per primitive. A rule receives the gradient `gy` of the loss with respect
+//! to a node's value and returns, per operand, that operand's contribution (or `None`: no
+//! gradient flows there, as into a comparison's result or a selector). Each rule emits
+//! primitives only. Where a function has a kink the rules take the value JAX takes: `relu`
+//! passes no gradient at 0, `max` and `min` split it evenly between tied operands, and so do
+//! `reduce_max` and `reduce_min` between tied elements.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, ReduceKind, Tensor, TensorType, UnaryOp};
+
+/// Appends the nodes of a backward pass to a graph under fresh names.
+pub(super) struct Builder {
+    g: Graph,
+    names: HashSet<String>,
+    next: usize,
+    /// The node whose rule is emitting, for the new nodes' origin.
+    origin: String,
+}
+
+type Built = Result<NodeId, String>;
+
+impl Builder {
+    pub(super) fn new(g: Graph) -> Builder {
+        let names = g.nodes().iter().map(|n| n.name.clone()).collect();
+        Builder {
+            g,
+            names,
+            next: 0,
+            origin: String::new(),
+        }
+    }
+
+    pub(super) fn finish(self) -> Graph {
+        self.g
+    }
+
+    pub(super) fn graph_mut(&mut self) -> &mut Graph {
+        &mut self.g
+    }
+
+    pub(super) fn set_origin(&mut self, node: &str) {
+        self.origin = node.to_string();
+    }
+
+    pub(super) fn fresh(&mut self) -> String {
+        loop {
+            let name = format!("grad/{}", self.next);
+            self.next += 1;
+            if self.names.insert(name.clone()) {
+                return name;
+            }
+        }
+    }
+
+    fn ty(&self, x: NodeId) -> &TensorType {
+        &self.g.node(x).ty
+    }
+
+    fn shape(&self, x: NodeId) -> Vec<usize> {
+        self.ty(x).shape.clone()
+    }
+
+    fn op(&mut self, op: Op, inputs: &[NodeId]) -> Built {
+        let name = self.fresh();
+        let origin = Some(format!("gradient of {}", self.origin));
+        self.g.add_node(name, op, inputs.to_vec(), origin).map_err(|e| e.0)
+    }
+
+    pub(super) fn scalar(&mut self, dtype: DType, v: f64) -> NodeId {
+        let data = match dtype {
+            DType::F64 => crate::ir::Data::F64(vec![v]),
+            _ => crate::ir::Data::F32(vec![v as f32]),
+        };
+        let t = Tensor::new(Vec::new(), data).expect("a scalar has one element");
+        let name = self.fresh();
+        self.g.add_const(name, Arc::new(t))
+    }
+
+    fn unary(&mut self, u: UnaryOp, x: NodeId) -> Built {
+        self.op(Op::Unary(u), &[x])
+    }
+
+    fn binary(&mut self, b: BinaryOp, x: NodeId, y: NodeId) -> Built {
+        self.op(Op::Binary(b), &[x, y])
+    }
+
+    pub(super) fn add(&mut self, x: NodeId, y: NodeId) -> Built {
+        self.binary(BinaryOp::Add, x, y)
+    }
+
+    fn sub(&mut self, x: NodeId, y: NodeId) -> Built {
+        self.binary(BinaryOp::Sub, x, y)
+    }
+
+    fn mul(&mut self, x: NodeId, y: NodeId) -> Built {
+        self.binary(BinaryOp::Mul, x, y)
+    }
+
+    fn div(&mut self, x: NodeId, y: NodeId) -> Built {
+        self.binary(BinaryOp::Div, x, y)
+    }
+
+    fn neg(&mut self, x: NodeId) -> Built {
+        self.unary(UnaryOp::Neg, x)
+    }
+
+    /// `x` times the constant `c`.
+    fn scale(&mut self, x: NodeId, c: f64) -> Built {
+        let s = self.scalar(self.ty(x).dtype, c);
+        self.mul(x, s)
+    }
+
+    /// `cond ? x : 0`, broadcast like `select`.
+    fn where_else_zero(&mut self, cond: NodeId, x: NodeId) -> Built {
+        let z = self.scalar(self.ty(x).dtype, 0.0);
+        self.op(Op::Select, &[cond, x, z])
+    }
+
+    /// `cond` as 0 or 1 of type `dtype`.
+    fn indicator(&mut self, cond: NodeId, dtype: DType) -> Built {
+        self.op(Op::Cast { to: dtype }, &[cond])
+    }
+
+    pub(super) fn broadcast(&mut self, x: NodeId, shape: &[usize]) -> Built {
+        if self.ty(x).shape == shape {
+            return Ok(x);
+        }
+        self.op(Op::Broadcast { shape: shape.to_vec() }, &[x])
+    }
+
+    fn reshape(&mut self, x: NodeId, shape: &[usize]) -> Built {
+        if self.ty(x).shape == shape {
+            return Ok(x);
+        }
+        self.op(Op::Reshape { shape: shape.to_vec() }, &[x])
+    }
+
+    fn sum(&mut self, x: NodeId, axes: Vec<usize>) -> Built {
+        if axes.is_empty() {
+            return Ok(x);
+        }
+        self.op(
+            Op::Reduce {
+                kind: ReduceKind::Sum,
+                axes,
+            },
+            &[x],
+        )
+    }
+
+    /// The gradient `gy` of a value that numpy-broadcast operand `x` (of shape `to`) took
+    /// part in: summed over the broadcast axes, in `to`'s shape.
+    fn unbroadcast(&mut self, gy: NodeId, to: &[usize]) -> Built {
+        let from = self.shape(gy);
+        let lead = from.len() - to.len();
+        let axes: Vec<usize> = (0..from.len())
+            .filter(|&i| i < lead || (to[i - lead] == 1 && from[i] != 1))
+            .collect();
+        let s = self.sum(gy, axes)?;
+        self.reshape(s, to)
+    }
+
+    /// `x` with its last two axes swapped.
+    fn swap_last(&mut self, x: NodeId) -> Built {
+        let r = self.ty(x).rank();
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 2, r - 1);
+        self.op(Op::Transpose { perm }, &[x])
+    }
+}
+
+/// Whether `op` has a rule.
+pub(super) fn has_rule(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::Conv(_)
+            | Op::ConvTranspose { .. }
+            | Op::Pool(_)
+            | Op::Gather { .. }
+            | Op::Reduce {
+                kind: ReduceKind::Prod,
+                ..
+            }
+    )
+}
+
+/// The contributions of node `id` (of graph `g`, already in `b`) to its operands' gradients,
+/// given the gradient `gy` of its value.
+pub(super) fn rule(b: &mut Builder, g: &Graph, id: NodeId, gy: NodeId) -> Result<Vec<Option<NodeId>>, String> {
+    let node = g.node(id);
+    let x = &node.inputs;
+    let y = id;
+    let dtype = node.ty.dtype;
+    Ok(match &node.op {
+        Op::Input | Op::Const(_) => Vec::new(),
+        Op::Unary(u) => vec![unary(b, *u, x[0], y, gy)?],
+        Op::Binary(op) => binary(b, *op, x[0], x[1], y, gy)?,
+        Op::Select => {
+            let (ta, tb) = (b.shape(x[1]), b.shape(x[2]));
+            let ga = b.where_else_zero(x[0], gy)?;
+            let not = b.unary(UnaryOp::Not, x[0])?;
+            let gb = b.where_else_zero(not, gy)?;
+            vec![None, Some(b.unbroadcast(ga, &ta)?), Some(b.unbroadcast(gb, &tb)?)]
+        }
+        Op::Cast { .. } => {
+            let from = b.ty(x[0]).dtype;
+            match (super::is_float(from), super::is_float(dtype)) {
+                (true, true) => vec![Some(b.op(Op::Cast { to: from }, &[gy])?)],
+                _ => vec![None],
+            }
+        }
+        Op::MatMul => {
+            let bt = b.swap_last(x[1])?;
+            let ga = b.op(Op::MatMul, &[gy, bt])?;
+            let at = b.swap_last(x[0])?;
+            let gb = b.op(Op::MatMul, &[at, gy])?;
+            vec![Some(ga), Some(gb)]
+        }
+        Op::Reduce { kind, axes } => vec![Some(reduce(b, *kind, axes, x[0], y, gy)?)],
+        Op::Reshape { .. } => {
+            let shape = b.shape(x[0]);
+            vec![Some(b.reshape(gy, &shape)?)]
+        }
+        Op::Broadcast { .. } => {
+            let shape = b.shape(x[0]);
+            vec![Some(b.unbroadcast(gy, &shape)?)]
+        }
+        Op::Transpose { perm } => {
+            let mut inverse = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inverse[p] = i;
+            }
+            vec![Some(b.op(Op::Transpose { perm: inverse }, &[gy])?)]
+        }
+        Op::Slice { starts, steps, sizes } => vec![Some(unslice(b, x[0], starts, steps, sizes, gy)?)],
+        Op::Pad { pads, .. } => {
+            let shape = b.shape(x[0]);
+            let r = shape.len();
+            let slice = Op::Slice {
+                starts: pads[..r].to_vec(),
+                steps: vec![1; r],
+                sizes: shape,
+            };
+            vec![Some(b.op(slice, &[gy])?)]
+        }
+        Op::Concat { axis } => {
+            let mut at = 0;
+            let mut out = Vec::new();
+            for &part in x {
+                let shape = b.shape(part);
+                let mut starts = vec![0; shape.len()];
+                starts[*axis] = at;
+                at += shape[*axis];
+                let r = shape.len();
+                out.push(Some(b.op(
+                    Op::Slice {
+                        starts,
+                        steps: vec![1; r],
+                        sizes: shape,
+                    },
+                    &[gy],
+                )?));
+            }
+            out
+        }
+        op => return Err(format!("no gradient rule for {} yet", op.name())),
+    })
+}
+
+fn unary(b: &mut Builder, u: UnaryOp, x: NodeId, y: NodeId, gy: NodeId) -> Result<Option<NodeId>, String> {
+    let d = b.ty(x).dtype;
+    let g = match u {
+        UnaryOp::Neg => b.neg(gy)?,
+        UnaryOp::Abs => {
+            let s = b.unary(UnaryOp::Sign, x)?;
+            b.mul(gy, s)?
+        }
+        UnaryOp::Sign | UnaryOp::Not => return Ok(None),
+        UnaryOp::Sqrt => {
+            let h = b.scale(gy, 0.5)?;
+            b.div(h, y)?
+        }
+        UnaryOp::Exp => b.mul(gy, y)?,
+        UnaryOp::Log => b.div(gy, x)?,
+        UnaryOp::Recip => {
+            let yy = b.mul(y, y)?;
+            let t = b.mul(gy, yy)?;
+            b.neg(t)?
+        }
+        UnaryOp::Erf => {
+            let xx = b.mul(x, x)?;
+            let n = b.neg(xx)?;
+            let e = b.unary(UnaryOp::Exp, n)?;
+            let t = b.scale(e, std::f64::consts::FRAC_2_SQRT_PI)?;
+            b.mul(gy, t)?
+        }
+        UnaryOp::Tanh => {
+            let yy = b.mul(y, y)?;
+            let one = b.scalar(d, 1.0);
+            let t = b.sub(one, yy)?;
+            b.mul(gy, t)?
+        }
+        UnaryOp::Sigmoid => {
+            let one = b.scalar(d, 1.0);
+            let c = b.sub(one, y)?;
+            let t = b.mul(y, c)?;
+            b.mul(gy, t)?
+        }
+        UnaryOp::Relu => {
+            let zero = b.scalar(d, 0.0);
+            let pos = b.binary(BinaryOp::Greater, x, zero)?;
+            b.where_else_zero(pos, gy)?
+        }
+        UnaryOp::Sin => {
+            let c = b.unary(UnaryOp::Cos, x)?;
+            b.mul(gy, c)?
+        }
+        UnaryOp::Cos => {
+            let s = b.unary(UnaryOp::Sin, x)?;
+            let t = b.mul(gy, s)?;
+            b.neg(t)?
+        }
+    };
+    Ok(Some(g))
+}
+
+fn binary(
+    b: &mut Builder,
+    op: BinaryOp,
+    x0: NodeId,
+    x1: NodeId,
+    y: NodeId,
+    gy: NodeId,
+) -> Result<Vec<Option<NodeId>>, String> {
+    let (t0, t1) = (b.shape(x0), b.shape(x1));
+    let d = b.ty(y).dtype;
+    let (g0, g1) = match op {
+        BinaryOp::Less | BinaryOp::Greater | BinaryOp::Equal => return Ok(vec![None, None]),
+        BinaryOp::Add => (gy, gy),
+        BinaryOp::Sub => (gy, b.neg(gy)?),
+        BinaryOp::Mul => (b.mul(gy, x1)?, b.mul(gy, x0)?),
+        BinaryOp::Div => {
+            let g0 = b.div(gy, x1)?;
+            let q = b.div(y, x1)?;
+            let t = b.mul(gy, q)?;
+            (g0, b.neg(t)?)
+        }
+        BinaryOp::Rem => {
+            // d/db fmod(a, b) = -trunc(a / b), with trunc(a / b) = (a - fmod(a, b)) / b.
+            let whole = b.sub(x0, y)?;
+            let q = b.div(whole, x1)?;
+            let t = b.mul(gy, q)?;
+            (gy, b.neg(t)?)
+        }
+        BinaryOp::Pow => {
+            // As JAX: no gradient into the base where the exponent is 0, and log(a) taken as
+            // 0 where a is 0.
+            let zero = b.scalar(d, 0.0);
+            let one = b.scalar(d, 1.0);
+            let bm1 = b.sub(x1, one)?;
+            let p = b.binary(BinaryOp::Pow, x0, bm1)?;
+            let slope = b.mul(x1, p)?;
+            let b_is_zero = b.binary(BinaryOp::Equal, x1, zero)?;
+            let b_nonzero = b.unary(UnaryOp::Not, b_is_zero)?;
+            let slope = b.where_else_zero(b_nonzero, slope)?;
+            let g0 = b.mul(gy, slope)?;
+            let a_is_zero = b.binary(BinaryOp::Equal, x0, zero)?;
+            let safe = b.op(Op::Select, &[a_is_zero, one, x0])?;
+            let log = b.unary(UnaryOp::Log, safe)?;
+            let t = b.mul(y, log)?;
+            (g0, b.mul(gy, t)?)
+        }
+        BinaryOp::Max | BinaryOp::Min => {
+            // Each operand that equals the result takes the gradient, halved on ties.
+            let half = b.scalar(d, 0.5);
+            let e0 = b.binary(BinaryOp::Equal, x0, y)?;
+            let e1 = b.binary(BinaryOp::Equal, x1, y)?;
+            let i0 = b.indicator(e0, d)?;
+            let i1 = b.indicator(e1, d)?;
+            let both = b.mul(i0, i1)?;
+            let tie = b.mul(both, half)?;
+            let w0 = b.sub(i0, tie)?;
+            let w1 = b.sub(i1, tie)?;
+            (b.mul(gy, w0)?, b.mul(gy, w1)?)
+        }
+    };
+    Ok(vec![Some(b.unbroadcast(g0, &t0)?), Some(b.unbroadcast(g1, &t1)?)])
+}
+
+fn reduce(b: &mut Builder, kind: ReduceKind, axes: &[usize], x: NodeId, y: NodeId, gy: NodeId) -> Built {
+    let shape = b.shape(x);
+    match kind {
+        ReduceKind::Sum => b.broadcast(gy, &shape),
+        ReduceKind::Max | ReduceKind::Min => {
+            // Split evenly between the elements equal to the result.
+            let d = b.ty(x).dtype;
+            let yb = b.broadcast(y, &shape)?;
+            let at = b.binary(BinaryOp::Equal, x, yb)?;
+            let ind = b.indicator(at, d)?;
+            let count = b.sum(ind, axes.to_vec())?;
+            let share = b.div(gy, count)?;
+            let spread = b.broadcast(share, &shape)?;
+            b.mul(spread, ind)
+        }
+        ReduceKind::Prod => Err("no gradient rule for reduce_prod yet".into()),
+    }
+}
+
+/// The gradient of `x` from the gradient `gy` of a slice of it: `gy` placed at the sliced
+/// positions, zero elsewhere, one axis at a time (a pad for unit steps; for other steps a
+/// gather from `gy` with a zero appended, each position naming its slice element or the
+/// zero).
+fn unslice(b: &mut Builder, x: NodeId, starts: &[usize], steps: &[i64], sizes: &[usize], gy: NodeId) -> Built {
+    let shape = b.shape(x);
+    let d = b.ty(x).dtype;
+    let mut g = gy;
+    for a in 0..shape.len() {
+        let (start, step, size, n) = (starts[a] as i64, steps[a], sizes[a], shape[a]);
+        if step == 1 {
+            if size == n {
+                continue;
+            }
+            let r = shape.len();
+            let mut pads = vec![0; 2 * r];
+            pads[a] = start as usize;
+            pads[r + a] = n - start as usize - size;
+            g = b.op(Op::Pad { pads, value: 0.0 }, &[g])?;
+            continue;
+        }
+        let mut zshape = b.shape(g);
+        zshape[a] = 1;
+        let zero = b.scalar(d, 0.0);
+        let zeros = b.broadcast(zero, &zshape)?;
+        let with_zero = b.op(Op::Concat { axis: a }, &[g, zeros])?;
+        let positions: Vec<i64> = (0..n as i64)
+            .map(|i| {
+                let k = (i - start) / step;
+                let hit = (i - start) % step == 0 && k >= 0 && (k as usize) < size;
+                if hit {
+                    k
+                } else {
+                    size as i64
+                }
+            })
+            .collect();
+        let index = Tensor::from_i64(vec![n], positions).map_err(|e| e.0)?;
+        let name = b.fresh();
+        let index = b.graph_mut().add_const(name, Arc::new(index));
+        g = b.op(Op::Gather { axis: a }, &[with_zero, index])?;
+    }
+    Ok(g)
+}
