@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use swflow_frontend::autodiff::{gradients, has_rule};
 use swflow_frontend::interp;
-use swflow_frontend::ir::{BinaryOp, DType, Data, Graph, NodeId, Op, Output, ReduceKind, Tensor, TensorType, UnaryOp};
+use swflow_frontend::ir::{
+    BinaryOp, ConvAttrs, DType, Data, Graph, NodeId, Op, Output, ReduceKind, Tensor, TensorType, UnaryOp,
+};
 use swflow_frontend::random::random_tensor;
 
 const H: f64 = 1e-6;
@@ -316,4 +318,131 @@ fn unsupported_ops_are_named_in_errors() {
     let e = gradients(&g, y, &[x]).unwrap_err();
     assert_eq!((e.node.as_str(), e.op.as_str()), ("n2", "gather"));
     assert!(e.reason.contains("no gradient rule"), "{e}");
+}
+
+#[test]
+fn conv_rule() {
+    // (input, weight, strides, dilations, pads, groups): strides, dilations, asymmetric
+    // padding, groups, depthwise, 1-D and 3-D.
+    type Conv = (
+        &'static [usize],
+        &'static [usize],
+        Vec<usize>,
+        Vec<usize>,
+        Vec<usize>,
+        usize,
+    );
+    let convs: Vec<Conv> = vec![
+        (
+            &[1, 2, 5, 5],
+            &[3, 2, 3, 3],
+            vec![1, 1],
+            vec![1, 1],
+            vec![0, 0, 0, 0],
+            1,
+        ),
+        (
+            &[2, 2, 6, 7],
+            &[3, 2, 3, 2],
+            vec![2, 1],
+            vec![1, 2],
+            vec![1, 0, 2, 1],
+            1,
+        ),
+        (
+            &[1, 4, 7, 6],
+            &[6, 2, 3, 3],
+            vec![2, 2],
+            vec![1, 1],
+            vec![1, 1, 1, 1],
+            2,
+        ),
+        (
+            &[2, 3, 5, 5],
+            &[3, 1, 3, 3],
+            vec![1, 2],
+            vec![2, 1],
+            vec![2, 1, 0, 1],
+            3,
+        ),
+        (&[2, 2, 9], &[2, 2, 2], vec![3], vec![2], vec![1, 2], 1),
+        (
+            &[1, 2, 4, 3, 4],
+            &[2, 2, 2, 2, 2],
+            vec![1, 2, 1],
+            vec![1, 1, 2],
+            vec![0, 1, 0, 1, 0, 1],
+            1,
+        ),
+    ];
+    let cases = convs
+        .into_iter()
+        .map(|(x, w, strides, dilations, pads, groups)| {
+            let attrs = ConvAttrs {
+                strides,
+                dilations,
+                pads,
+                groups,
+            };
+            case(Op::Conv(attrs), &[x, w], &[ANY, ANY])
+        })
+        .collect();
+    run("conv", cases);
+}
+
+#[test]
+fn conv_transpose_rule() {
+    // (input, weight, strides, dilations, pads, output padding, groups).
+    type Transposed = (
+        &'static [usize],
+        &'static [usize],
+        Vec<usize>,
+        Vec<usize>,
+        Vec<usize>,
+        Vec<usize>,
+        usize,
+    );
+    let convs: Vec<Transposed> = vec![
+        (
+            &[1, 2, 3, 3],
+            &[2, 3, 3, 3],
+            vec![1, 1],
+            vec![1, 1],
+            vec![0, 0, 0, 0],
+            vec![0, 0],
+            1,
+        ),
+        (
+            &[2, 2, 3, 4],
+            &[2, 2, 3, 2],
+            vec![2, 3],
+            vec![1, 2],
+            vec![1, 0, 0, 1],
+            vec![1, 2],
+            1,
+        ),
+        (
+            &[1, 4, 3, 3],
+            &[4, 1, 2, 3],
+            vec![2, 1],
+            vec![2, 1],
+            vec![1, 1, 0, 1],
+            vec![1, 0],
+            2,
+        ),
+        (&[2, 2, 4], &[2, 3, 3], vec![2], vec![1], vec![1, 1], vec![1], 1),
+    ];
+    let cases = convs
+        .into_iter()
+        .map(|(x, w, strides, dilations, pads, output_padding, groups)| {
+            let conv = ConvAttrs {
+                strides,
+                dilations,
+                pads,
+                groups,
+            };
+            case(Op::ConvTranspose { conv, output_padding }, &[x, w], &[ANY, ANY])
+        })
+        .collect();
+    run("conv_transpose", cases);
 }

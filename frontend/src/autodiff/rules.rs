@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, ReduceKind, Tensor, TensorType, UnaryOp};
+use crate::ir::{BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, ReduceKind, Tensor, TensorType, UnaryOp};
 
 /// Appends the nodes of a backward pass to a graph under fresh names.
 pub(super) struct Builder {
@@ -175,9 +175,7 @@ impl Builder {
 pub(super) fn has_rule(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Conv(_)
-            | Op::ConvTranspose { .. }
-            | Op::Pool(_)
+        Op::Pool(_)
             | Op::Gather { .. }
             | Op::Reduce {
                 kind: ReduceKind::Prod,
@@ -210,6 +208,19 @@ pub(super) fn rule(b: &mut Builder, g: &Graph, id: NodeId, gy: NodeId) -> Result
                 (true, true) => vec![Some(b.op(Op::Cast { to: from }, &[gy])?)],
                 _ => vec![None],
             }
+        }
+        Op::Conv(c) => {
+            let gx = conv_input_grad(b, c, x[0], x[1], gy)?;
+            let gw = conv_weight_grad(b, c, x[0], x[1], gy)?;
+            vec![Some(gx), Some(gw)]
+        }
+        Op::ConvTranspose { conv, .. } => {
+            // The adjoint of the convolution with the same weight and attributes: its input
+            // gradient is that convolution of `gy`, and its weight gradient the convolution's
+            // weight gradient with the roles of input and output gradient exchanged.
+            let gx = b.op(Op::Conv(conv.clone()), &[gy, x[1]])?;
+            let gw = conv_weight_grad(b, conv, gy, x[1], x[0])?;
+            vec![Some(gx), Some(gw)]
         }
         Op::MatMul => {
             let bt = b.swap_last(x[1])?;
@@ -406,6 +417,67 @@ fn reduce(b: &mut Builder, kind: ReduceKind, axes: &[usize], x: NodeId, y: NodeI
         }
         ReduceKind::Prod => Err("no gradient rule for reduce_prod yet".into()),
     }
+}
+
+/// The gradient of a convolution's input: the transposed convolution of `gy` with the same
+/// weight and attributes, its output padding chosen to give back the input's extent.
+fn conv_input_grad(b: &mut Builder, c: &ConvAttrs, x: NodeId, w: NodeId, gy: NodeId) -> Built {
+    let (xs, ws, ys) = (b.shape(x), b.shape(w), b.shape(gy));
+    let nd = xs.len() - 2;
+    let output_padding = (0..nd)
+        .map(|i| {
+            let reached = (ys[2 + i] - 1) * c.strides[i] + c.dilations[i] * (ws[2 + i] - 1) + 1;
+            xs[2 + i] + c.pads[i] + c.pads[nd + i] - reached
+        })
+        .collect();
+    b.op(
+        Op::ConvTranspose {
+            conv: c.clone(),
+            output_padding,
+        },
+        &[gy, w],
+    )
+}
+
+/// The gradient of a convolution's weight: `dw[g*Mg + m, c, k] = sum over n, o of
+/// gy[n, g*Mg + m, o] * x[n, g*Cg + c, o*s + k*d - pad]`, itself a grouped convolution with
+/// the roles of batch and channels swapped and stride and dilation exchanged: of the input
+/// arranged as `[Cg, G*N, S..]` with `gy` arranged as `[G*Mg, N, O..]` for weight, giving
+/// `[Cg, G*Mg, K..]` (cut to `K` where the window walk reaches further).
+fn conv_weight_grad(b: &mut Builder, c: &ConvAttrs, x: NodeId, w: NodeId, gy: NodeId) -> Built {
+    let (xs, ws, ys) = (b.shape(x), b.shape(w), b.shape(gy));
+    let nd = xs.len() - 2;
+    let (n, groups, cg) = (xs[0], c.groups, ws[1]);
+    let spatial = |s: &[usize]| s[2..].to_vec();
+    let xr = b.reshape(x, &[vec![n, groups, cg], spatial(&xs)].concat())?;
+    let perm: Vec<usize> = [vec![2, 1, 0], (3..3 + nd).collect()].concat();
+    let xt = b.op(Op::Transpose { perm }, &[xr])?;
+    let input = b.reshape(xt, &[vec![cg, groups * n], spatial(&xs)].concat())?;
+    let perm: Vec<usize> = [vec![1, 0], (2..2 + nd).collect()].concat();
+    let kernel = b.op(Op::Transpose { perm: perm.clone() }, &[gy])?;
+    let mut pads = c.pads[..nd].to_vec();
+    pads.extend((0..nd).map(|i| {
+        let reach = (ws[2 + i] - 1) * c.dilations[i] + c.strides[i] * (ys[2 + i] - 1) + 1;
+        reach.saturating_sub(xs[2 + i] + c.pads[i])
+    }));
+    let swapped = ConvAttrs {
+        strides: c.dilations.clone(),
+        dilations: c.strides.clone(),
+        pads,
+        groups,
+    };
+    let mut dw = b.op(Op::Conv(swapped), &[input, kernel])?;
+    let got = b.shape(dw);
+    if got[2..] != ws[2..] {
+        let sizes = [got[..2].to_vec(), spatial(&ws)].concat();
+        let slice = Op::Slice {
+            starts: vec![0; nd + 2],
+            steps: vec![1; nd + 2],
+            sizes,
+        };
+        dw = b.op(slice, &[dw])?;
+    }
+    b.op(Op::Transpose { perm }, &[dw])
 }
 
 /// The gradient of `x` from the gradient `gy` of a slice of it: `gy` placed at the sliced
