@@ -14,7 +14,8 @@ use std::sync::Arc;
 use swflow_frontend::autodiff::{gradients, has_rule};
 use swflow_frontend::interp;
 use swflow_frontend::ir::{
-    BinaryOp, ConvAttrs, DType, Data, Graph, NodeId, Op, Output, ReduceKind, Tensor, TensorType, UnaryOp,
+    BinaryOp, ConvAttrs, DType, Data, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind, Tensor, TensorType,
+    UnaryOp,
 };
 use swflow_frontend::random::random_tensor;
 
@@ -388,6 +389,74 @@ fn conv_rule() {
         })
         .collect();
     run("conv", cases);
+}
+
+#[test]
+fn avg_pool_rule() {
+    // (input, kernel, strides, dilations, pads, ceil mode, count_include_pad).
+    type Pool = (
+        &'static [usize],
+        Vec<usize>,
+        Vec<usize>,
+        Vec<usize>,
+        Vec<usize>,
+        bool,
+        bool,
+    );
+    let pools: Vec<Pool> = vec![
+        (
+            &[1, 2, 6, 6],
+            vec![2, 2],
+            vec![2, 2],
+            vec![1, 1],
+            vec![0, 0, 0, 0],
+            false,
+            false,
+        ),
+        (
+            &[2, 3, 7, 5],
+            vec![3, 2],
+            vec![2, 1],
+            vec![1, 2],
+            vec![1, 0, 1, 1],
+            false,
+            true,
+        ),
+        (
+            &[1, 2, 7, 7],
+            vec![3, 3],
+            vec![2, 2],
+            vec![1, 1],
+            vec![1, 1, 1, 1],
+            true,
+            false,
+        ),
+        (
+            &[1, 1, 6, 5],
+            vec![2, 3],
+            vec![3, 2],
+            vec![2, 1],
+            vec![0, 1, 1, 0],
+            true,
+            true,
+        ),
+        (&[2, 2, 9], vec![4], vec![3], vec![1], vec![2, 1], true, false),
+    ];
+    let cases = pools
+        .into_iter()
+        .map(|(x, kernel, strides, dilations, pads, ceil_mode, count_include_pad)| {
+            let attrs = PoolAttrs {
+                kind: PoolKind::Avg { count_include_pad },
+                kernel,
+                strides,
+                dilations,
+                pads,
+                ceil_mode,
+            };
+            case(Op::Pool(attrs), &[x], &[ANY])
+        })
+        .collect();
+    run("avg_pool", cases);
 }
 
 #[test]

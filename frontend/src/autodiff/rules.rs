@@ -8,7 +8,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::ir::{BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, ReduceKind, Tensor, TensorType, UnaryOp};
+use crate::ir::{
+    BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, PoolAttrs, PoolKind, ReduceKind, Tensor, TensorType, UnaryOp,
+};
 
 /// Appends the nodes of a backward pass to a graph under fresh names.
 pub(super) struct Builder {
@@ -175,8 +177,10 @@ impl Builder {
 pub(super) fn has_rule(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Pool(_)
-            | Op::Gather { .. }
+        Op::Pool(PoolAttrs {
+            kind: PoolKind::Max,
+            ..
+        }) | Op::Gather { .. }
             | Op::Reduce {
                 kind: ReduceKind::Prod,
                 ..
@@ -222,6 +226,12 @@ pub(super) fn rule(b: &mut Builder, g: &Graph, id: NodeId, gy: NodeId) -> Result
             let gw = conv_weight_grad(b, conv, gy, x[1], x[0])?;
             vec![Some(gx), Some(gw)]
         }
+        Op::Pool(
+            p @ PoolAttrs {
+                kind: PoolKind::Avg { .. },
+                ..
+            },
+        ) => vec![Some(avg_pool_grad(b, p, x[0], gy)?)],
         Op::MatMul => {
             let bt = b.swap_last(x[1])?;
             let ga = b.op(Op::MatMul, &[gy, bt])?;
@@ -478,6 +488,55 @@ fn conv_weight_grad(b: &mut Builder, c: &ConvAttrs, x: NodeId, w: NodeId, gy: No
         dw = b.op(slice, &[dw])?;
     }
     b.op(Op::Transpose { perm }, &[dw])
+}
+
+/// The gradient of an average pool's input: each output's gradient over its divisor, spread
+/// evenly over its window (padding positions dropped): a transposed convolution, one group
+/// per channel, with a kernel of ones. Its end padding crops what windows reach past the
+/// input (ceil mode reaches further than the explicit padding).
+fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built {
+    let (xs, ys) = (b.shape(x), b.shape(gy));
+    let nd = xs.len() - 2;
+    let d = b.ty(x).dtype;
+    let divisors: Vec<f64> = p
+        .average_divisors(&xs[2..], &ys[2..])
+        .into_iter()
+        .map(|c| c as f64)
+        .collect();
+    let divisors = match d {
+        DType::F64 => Tensor::new(ys[2..].to_vec(), crate::ir::Data::F64(divisors)),
+        _ => Tensor::from_f32(ys[2..].to_vec(), divisors.iter().map(|&c| c as f32).collect()),
+    }
+    .map_err(|e| e.0)?;
+    let name = b.fresh();
+    let divisors = b.graph_mut().add_const(name, Arc::new(divisors));
+    let share = b.div(gy, divisors)?;
+    let channels = xs[1];
+    let ones = Tensor::new(
+        [vec![channels, 1], p.kernel.clone()].concat(),
+        match d {
+            DType::F64 => crate::ir::Data::F64(vec![1.0; channels * p.kernel.iter().product::<usize>()]),
+            _ => crate::ir::Data::F32(vec![1.0; channels * p.kernel.iter().product::<usize>()]),
+        },
+    )
+    .map_err(|e| e.0)?;
+    let name = b.fresh();
+    let ones = b.graph_mut().add_const(name, Arc::new(ones));
+    let mut pads = p.pads[..nd].to_vec();
+    let mut output_padding = Vec::new();
+    for i in 0..nd {
+        let full = (ys[2 + i] - 1) * p.strides[i] + p.dilations[i] * (p.kernel[i] - 1) + 1;
+        let kept = full - p.pads[i];
+        pads.push(kept.saturating_sub(xs[2 + i]));
+        output_padding.push(xs[2 + i].saturating_sub(kept));
+    }
+    let conv = ConvAttrs {
+        strides: p.strides.clone(),
+        dilations: p.dilations.clone(),
+        pads,
+        groups: channels,
+    };
+    b.op(Op::ConvTranspose { conv, output_padding }, &[share, ones])
 }
 
 /// The gradient of `x` from the gradient `gy` of a slice of it: `gy` placed at the sliced
