@@ -1,6 +1,6 @@
 //! swflow frontend: the graph IR, ONNX import, shape inference, graph simplification (constant
-//! folding, common subexpressions, scales folded into weights) and the reference graph
-//! interpreter.
+//! folding, common subexpressions, scales folded into weights), the fusion plan, reverse-mode
+//! differentiation ([`autodiff::gradients`]) and the reference graph interpreter.
 //!
 //! The graph IR ([`ir::Graph`]) is a topologically ordered list of single-output nodes over a
 //! small set of primitive ops ([`ir::Op`]). The ONNX importer ([`onnx::import_file`]) expands

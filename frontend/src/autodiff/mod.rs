@@ -2,7 +2,7 @@
 //!
 //! [`gradients`] extends a graph with the nodes that compute the gradient of a loss with
 //! respect to chosen nodes. It walks the graph backwards once, from the loss to the nodes it
-//! differentiates with respect to, and applies each node's gradient rule ([`rules`]), which
+//! differentiates with respect to, and applies each node's gradient rule (`rules.rs`), which
 //! emits ordinary primitives: the backward pass lowers, schedules and runs like the forward.
 //!
 //! Only *active* nodes take part (activity analysis): float nodes that depend on a node of

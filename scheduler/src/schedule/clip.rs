@@ -67,7 +67,7 @@ impl Clipped {
             let lo = start[d].max(0);
             let hi = (start[d] + extent[d] as i64).min(shape[d] as i64);
             clipped |= lo != start[d] || hi != start[d] + extent[d] as i64;
-            c.lo.push(lo.max(0) as usize);
+            c.lo.push(lo as usize);
             c.at.push((lo - start[d]).max(0) as usize);
             c.extent.push((hi - lo).max(0) as usize);
         }
@@ -151,14 +151,6 @@ impl Clipped {
                 }
             })
             .collect()
-    }
-
-    /// Rows (innermost-dimension lines) of the buffer's box, and how many elements of it the
-    /// pad fill writes: those outside the clipped box.
-    pub fn fill(&self, box_extent: &[usize]) -> (usize, usize) {
-        let rows = box_extent[..box_extent.len().saturating_sub(1)].iter().product();
-        let all: usize = box_extent.iter().product();
-        (rows, all - self.extent.iter().product::<usize>())
     }
 }
 
@@ -257,7 +249,6 @@ mod tests {
                 len: 8
             }]
         );
-        assert_eq!(c.fill(&[3, 10]), (3, 14));
     }
 
     #[test]
@@ -338,6 +329,5 @@ mod tests {
         let c = Clipped::of(&[4], &[5], &[3]).unwrap();
         assert!(c.is_empty());
         assert!(c.transfers(&[4], &[3]).is_empty());
-        assert_eq!(c.fill(&[3]), (1, 3));
     }
 }
