@@ -460,6 +460,93 @@ fn avg_pool_rule() {
 }
 
 #[test]
+fn max_pool_rule() {
+    // (input, kernel, strides, dilations, pads, ceil mode): overlapping windows, padding,
+    // dilation, ceil mode, 1-D.
+    type Pool = (&'static [usize], Vec<usize>, Vec<usize>, Vec<usize>, Vec<usize>, bool);
+    let pools: Vec<Pool> = vec![
+        (
+            &[1, 2, 6, 6],
+            vec![2, 2],
+            vec![2, 2],
+            vec![1, 1],
+            vec![0, 0, 0, 0],
+            false,
+        ),
+        (
+            &[2, 2, 7, 5],
+            vec![3, 3],
+            vec![2, 1],
+            vec![1, 1],
+            vec![1, 1, 1, 1],
+            false,
+        ),
+        (
+            &[1, 3, 7, 6],
+            vec![3, 2],
+            vec![2, 2],
+            vec![2, 1],
+            vec![1, 0, 0, 1],
+            true,
+        ),
+        (&[2, 2, 9], vec![4], vec![3], vec![1], vec![2, 1], true),
+    ];
+    let cases = pools
+        .into_iter()
+        .map(|(x, kernel, strides, dilations, pads, ceil_mode)| {
+            let attrs = PoolAttrs {
+                kind: PoolKind::Max,
+                kernel,
+                strides,
+                dilations,
+                pads,
+                ceil_mode,
+            };
+            case(Op::Pool(attrs), &[x], &[ANY])
+        })
+        .collect();
+    run("max_pool", cases);
+}
+
+#[test]
+fn max_pool_ties_go_to_the_first_maximum() {
+    // Overlapping 2x2 windows with stride 1 over [[1, 1, 0], [1, 0, 1]]: each window's
+    // gradient goes to its first element equal to the maximum, as in JAX.
+    let mut g = Graph::new("ties");
+    let x = g.add_const(
+        "x",
+        Arc::new(Tensor::new(vec![1, 1, 2, 3], Data::F64(vec![1.0, 1.0, 0.0, 1.0, 0.0, 1.0])).unwrap()),
+    );
+    let attrs = PoolAttrs {
+        kind: PoolKind::Max,
+        kernel: vec![2, 2],
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![0, 0, 0, 0],
+        ceil_mode: false,
+    };
+    let y = node(&mut g, Op::Pool(attrs), &[x]);
+    let s = node(
+        &mut g,
+        Op::Reduce {
+            kind: ReduceKind::Sum,
+            axes: vec![0, 1, 2, 3],
+        },
+        &[y],
+    );
+    let grad = gradients(&g, s, &[x]).unwrap();
+    let mut gg = grad.graph;
+    gg.outputs.push(Output {
+        name: "dx".into(),
+        node: grad.grads[0],
+    });
+    let dx = values(&interp::run(&gg, &[]).unwrap()[0]);
+    // Window 0 covers (0,0), (0,1), (1,0), (1,1): its first maximum is (0,0). Window 1 covers
+    // (0,1), (0,2), (1,1), (1,2): its first maximum is (0,1).
+    assert_eq!(dx, vec![1.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
 fn conv_transpose_rule() {
     // (input, weight, strides, dilations, pads, output padding, groups).
     type Transposed = (

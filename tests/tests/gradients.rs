@@ -44,7 +44,7 @@ fn training_graph() -> Graph {
     let w1 = weight(&mut g, "w1", &[4, 2, 3, 3], 1);
     let b1 = weight(&mut g, "b1", &[4, 1, 1], 2);
     let w2 = weight(&mut g, "w2", &[4, 2, 3, 3], 3);
-    let w3 = weight(&mut g, "w3", &[36, 10], 4);
+    let w3 = weight(&mut g, "w3", &[64, 10], 4);
     let b3 = weight(&mut g, "b3", &[10], 5);
     let conv = |pads: usize, stride: usize, groups: usize| ConvAttrs {
         strides: vec![stride; 2],
@@ -55,7 +55,16 @@ fn training_graph() -> Graph {
     let c1 = node(&mut g, "c1", Op::Conv(conv(1, 1, 1)), &[x, w1]);
     let a1 = node(&mut g, "a1", Op::Binary(BinaryOp::Add), &[c1, b1]);
     let r1 = node(&mut g, "r1", Op::Unary(UnaryOp::Relu), &[a1]);
-    let c2 = node(&mut g, "c2", Op::Conv(conv(0, 2, 2)), &[r1, w2]);
+    let max = PoolAttrs {
+        kind: PoolKind::Max,
+        kernel: vec![3, 3],
+        strides: vec![2, 2],
+        dilations: vec![1, 1],
+        pads: vec![1, 1, 1, 1],
+        ceil_mode: false,
+    };
+    let m1 = node(&mut g, "m1", Op::Pool(max), &[r1]);
+    let c2 = node(&mut g, "c2", Op::Conv(conv(1, 1, 2)), &[m1, w2]);
     let t2 = node(&mut g, "t2", Op::Unary(UnaryOp::Tanh), &[c2]);
     let pool = PoolAttrs {
         kind: PoolKind::Avg {
@@ -68,7 +77,7 @@ fn training_graph() -> Graph {
         ceil_mode: false,
     };
     let p2 = node(&mut g, "p2", Op::Pool(pool), &[t2]);
-    let f = node(&mut g, "f", Op::Reshape { shape: vec![2, 36] }, &[p2]);
+    let f = node(&mut g, "f", Op::Reshape { shape: vec![2, 64] }, &[p2]);
     let m = node(&mut g, "m", Op::MatMul, &[f, w3]);
     let y = node(&mut g, "y", Op::Binary(BinaryOp::Add), &[m, b3]);
     let d = node(&mut g, "d", Op::Binary(BinaryOp::Sub), &[y, target]);

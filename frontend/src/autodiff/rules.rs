@@ -80,6 +80,12 @@ impl Builder {
         self.g.add_const(name, Arc::new(t))
     }
 
+    fn boolean(&mut self, v: bool) -> NodeId {
+        let t = Tensor::new(Vec::new(), crate::ir::Data::Bool(vec![v])).expect("a scalar has one element");
+        let name = self.fresh();
+        self.g.add_const(name, Arc::new(t))
+    }
+
     fn unary(&mut self, u: UnaryOp, x: NodeId) -> Built {
         self.op(Op::Unary(u), &[x])
     }
@@ -177,10 +183,7 @@ impl Builder {
 pub(super) fn has_rule(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Pool(PoolAttrs {
-            kind: PoolKind::Max,
-            ..
-        }) | Op::Gather { .. }
+        Op::Gather { .. }
             | Op::Reduce {
                 kind: ReduceKind::Prod,
                 ..
@@ -232,6 +235,7 @@ pub(super) fn rule(b: &mut Builder, g: &Graph, id: NodeId, gy: NodeId) -> Result
                 ..
             },
         ) => vec![Some(avg_pool_grad(b, p, x[0], gy)?)],
+        Op::Pool(p) => vec![Some(max_pool_grad(b, p, x[0], y, gy)?)],
         Op::MatMul => {
             let bt = b.swap_last(x[1])?;
             let ga = b.op(Op::MatMul, &[gy, bt])?;
@@ -537,6 +541,74 @@ fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built
         groups: channels,
     };
     b.op(Op::ConvTranspose { conv, output_padding }, &[share, ones])
+}
+
+/// The gradient of a max pool's input. As in JAX (XLA's select-and-scatter with `>=`), each
+/// window's gradient goes to the first of its elements, in row-major window order, that
+/// equals the maximum. Built from primitives: the input padded with -inf; per window offset
+/// `k`, the strided slice of the elements it picks, whether each is the window's first
+/// maximum so far, and that share of `gy` placed back (the slice's own gradient); summed over
+/// `k` and cut back to the input.
+fn max_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId, gy: NodeId) -> Built {
+    let (xs, ys) = (b.shape(x), b.shape(y));
+    let nd = xs.len() - 2;
+    let reach: Vec<usize> = (0..nd)
+        .map(|i| (ys[2 + i] - 1) * p.strides[i] + (p.kernel[i] - 1) * p.dilations[i] + 1)
+        .collect();
+    let mut pads = vec![0; 2 * (nd + 2)];
+    for i in 0..nd {
+        pads[2 + i] = p.pads[i];
+        pads[nd + 4 + i] = reach[i].saturating_sub(xs[2 + i] + p.pads[i]);
+    }
+    let xp = b.op(
+        Op::Pad {
+            pads: pads.clone(),
+            value: f64::NEG_INFINITY,
+        },
+        &[x],
+    )?;
+    let (t, f) = (b.boolean(true), b.boolean(false));
+    let mut taken: Option<NodeId> = None;
+    let mut sum: Option<NodeId> = None;
+    let offsets: usize = p.kernel.iter().product();
+    for flat in 0..offsets {
+        let mut rest = flat;
+        let mut starts = vec![0; nd + 2];
+        for i in (0..nd).rev() {
+            starts[2 + i] = (rest % p.kernel[i]) * p.dilations[i];
+            rest /= p.kernel[i];
+        }
+        let steps: Vec<i64> = [vec![1, 1], p.strides.iter().map(|&s| s as i64).collect()].concat();
+        let slice = Op::Slice {
+            starts: starts.clone(),
+            steps: steps.clone(),
+            sizes: ys.clone(),
+        };
+        let picked = b.op(slice, &[xp])?;
+        let at_max = b.binary(BinaryOp::Equal, picked, y)?;
+        let first = match taken {
+            None => at_max,
+            Some(taken) => b.op(Op::Select, &[taken, f, at_max])?,
+        };
+        taken = Some(match taken {
+            None => at_max,
+            Some(taken) => b.op(Op::Select, &[taken, t, at_max])?,
+        });
+        let share = b.where_else_zero(first, gy)?;
+        let placed = unslice(b, xp, &starts, &steps, &ys, share)?;
+        sum = Some(match sum {
+            None => placed,
+            Some(s) => b.add(s, placed)?,
+        });
+    }
+    let sum = sum.ok_or("a pool with an empty window")?;
+    let starts: Vec<usize> = pads[..nd + 2].to_vec();
+    let slice = Op::Slice {
+        starts,
+        steps: vec![1; nd + 2],
+        sizes: xs,
+    };
+    b.op(slice, &[sum])
 }
 
 /// The gradient of `x` from the gradient `gy` of a slice of it: `gy` placed at the sliced
