@@ -310,14 +310,42 @@ fn inactive_nodes_get_no_gradient_work() {
 }
 
 #[test]
+fn gather_rule() {
+    // Repeated and negative positions, along the first, a middle and the last axis, with
+    // positions of rank 0, 1 and 2.
+    let cases: Vec<(&[usize], usize, Tensor)> = vec![
+        (&[5], 0, Tensor::i64_vector(vec![0, 3, 3, -1, 0])),
+        (&[2, 4, 3], 1, Tensor::from_i64(vec![2, 2], vec![1, -4, 1, 3]).unwrap()),
+        (&[3, 4], 1, Tensor::from_i64(Vec::new(), vec![2]).unwrap()),
+    ];
+    let cases = cases
+        .into_iter()
+        .map(|(shape, axis, positions)| {
+            let mut g = Graph::new("gather");
+            let x = input(&mut g, "x", shape);
+            let i = g.add_const("i", Arc::new(positions));
+            let y = node(&mut g, Op::Gather { axis }, &[x, i]);
+            (g, y, vec![ANY])
+        })
+        .collect();
+    run("gather", cases);
+}
+
+#[test]
 fn unsupported_ops_are_named_in_errors() {
-    let mut g = Graph::new("gather");
+    let mut g = Graph::new("prod");
     let x = input(&mut g, "x", &[4]);
-    let i = g.add_const("i", Arc::new(Tensor::i64_vector(vec![0, 3])));
-    let y = node(&mut g, Op::Gather { axis: 0 }, &[x, i]);
+    let y = node(
+        &mut g,
+        Op::Reduce {
+            kind: ReduceKind::Prod,
+            axes: vec![0],
+        },
+        &[x],
+    );
     assert!(!has_rule(&g.node(y).op));
     let e = gradients(&g, y, &[x]).unwrap_err();
-    assert_eq!((e.node.as_str(), e.op.as_str()), ("n2", "gather"));
+    assert_eq!((e.node.as_str(), e.op.as_str()), ("n1", "reduce_prod"));
     assert!(e.reason.contains("no gradient rule"), "{e}");
 }
 

@@ -14,7 +14,6 @@
 mod rules;
 
 use crate::ir::{DType, Graph, NodeId, Op, Tensor, TensorType};
-use std::sync::Arc;
 
 use rules::Builder;
 
@@ -125,14 +124,6 @@ fn activity(g: &Graph, loss: NodeId, wrt: &[NodeId]) -> Vec<bool> {
         }
     }
     (0..n).map(|i| varied[i] && useful[i]).collect()
-}
-
-impl Builder {
-    /// A constant node.
-    fn constant(&mut self, t: Tensor) -> NodeId {
-        let name = self.fresh();
-        self.graph_mut().add_const(name, Arc::new(t))
-    }
 }
 
 /// Whether `op` is one the rules differentiate (for reports of coverage).

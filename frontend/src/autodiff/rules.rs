@@ -38,15 +38,11 @@ impl Builder {
         self.g
     }
 
-    pub(super) fn graph_mut(&mut self) -> &mut Graph {
-        &mut self.g
-    }
-
     pub(super) fn set_origin(&mut self, node: &str) {
         self.origin = node.to_string();
     }
 
-    pub(super) fn fresh(&mut self) -> String {
+    fn fresh(&mut self) -> String {
         loop {
             let name = format!("grad/{}", self.next);
             self.next += 1;
@@ -70,20 +66,22 @@ impl Builder {
         self.g.add_node(name, op, inputs.to_vec(), origin).map_err(|e| e.0)
     }
 
+    /// A constant node.
+    pub(super) fn constant(&mut self, t: Tensor) -> NodeId {
+        let name = self.fresh();
+        self.g.add_const(name, Arc::new(t))
+    }
+
     pub(super) fn scalar(&mut self, dtype: DType, v: f64) -> NodeId {
         let data = match dtype {
             DType::F64 => crate::ir::Data::F64(vec![v]),
             _ => crate::ir::Data::F32(vec![v as f32]),
         };
-        let t = Tensor::new(Vec::new(), data).expect("a scalar has one element");
-        let name = self.fresh();
-        self.g.add_const(name, Arc::new(t))
+        self.constant(Tensor::new(Vec::new(), data).expect("a scalar has one element"))
     }
 
     fn boolean(&mut self, v: bool) -> NodeId {
-        let t = Tensor::new(Vec::new(), crate::ir::Data::Bool(vec![v])).expect("a scalar has one element");
-        let name = self.fresh();
-        self.g.add_const(name, Arc::new(t))
+        self.constant(Tensor::new(Vec::new(), crate::ir::Data::Bool(vec![v])).expect("a scalar has one element"))
     }
 
     fn unary(&mut self, u: UnaryOp, x: NodeId) -> Built {
@@ -183,11 +181,10 @@ impl Builder {
 pub(super) fn has_rule(op: &Op) -> bool {
     !matches!(
         op,
-        Op::Gather { .. }
-            | Op::Reduce {
-                kind: ReduceKind::Prod,
-                ..
-            }
+        Op::Reduce {
+            kind: ReduceKind::Prod,
+            ..
+        }
     )
 }
 
@@ -236,6 +233,7 @@ pub(super) fn rule(b: &mut Builder, g: &Graph, id: NodeId, gy: NodeId) -> Result
             },
         ) => vec![Some(avg_pool_grad(b, p, x[0], gy)?)],
         Op::Pool(p) => vec![Some(max_pool_grad(b, p, x[0], y, gy)?)],
+        Op::Gather { axis } => vec![Some(gather_grad(b, *axis, x[0], x[1], gy)?), None],
         Op::MatMul => {
             let bt = b.swap_last(x[1])?;
             let ga = b.op(Op::MatMul, &[gy, bt])?;
@@ -290,7 +288,6 @@ pub(super) fn rule(b: &mut Builder, g: &Graph, id: NodeId, gy: NodeId) -> Result
             }
             out
         }
-        op => return Err(format!("no gradient rule for {} yet", op.name())),
     })
 }
 
@@ -512,8 +509,7 @@ fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built
         _ => Tensor::from_f32(ys[2..].to_vec(), divisors.iter().map(|&c| c as f32).collect()),
     }
     .map_err(|e| e.0)?;
-    let name = b.fresh();
-    let divisors = b.graph_mut().add_const(name, Arc::new(divisors));
+    let divisors = b.constant(divisors);
     let share = b.div(gy, divisors)?;
     let channels = xs[1];
     let ones = Tensor::new(
@@ -524,8 +520,7 @@ fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built
         },
     )
     .map_err(|e| e.0)?;
-    let name = b.fresh();
-    let ones = b.graph_mut().add_const(name, Arc::new(ones));
+    let ones = b.constant(ones);
     let mut pads = p.pads[..nd].to_vec();
     let mut output_padding = Vec::new();
     for i in 0..nd {
@@ -611,6 +606,36 @@ fn max_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId, gy: NodeI
     b.op(slice, &[sum])
 }
 
+/// The gradient of a gather's data: every gathered element's gradient added into the position
+/// it came from. As a product with a one-hot matrix: with the data seen as `[A, J, B]` (`J`
+/// the gathered axis) and the `I` positions flattened, `gy` as `[A*B, I]` times
+/// `onehot[i, j] = (position i == j)` gives `[A*B, J]`, which is rearranged to the data's
+/// shape. Negative positions count from the end, as the gather reads them.
+fn gather_grad(b: &mut Builder, axis: usize, data: NodeId, positions: NodeId, gy: NodeId) -> Built {
+    let ds = b.shape(data);
+    let d = b.ty(data).dtype;
+    let (a, j) = (ds[..axis].iter().product::<usize>(), ds[axis]);
+    let rest: usize = ds[axis + 1..].iter().product();
+    let i = b.ty(positions).numel();
+    let flat = b.reshape(positions, &[i, 1])?;
+    let zero = b.constant(Tensor::from_i64(Vec::new(), vec![0]).map_err(|e| e.0)?);
+    let extent = b.constant(Tensor::from_i64(Vec::new(), vec![j as i64]).map_err(|e| e.0)?);
+    let negative = b.binary(BinaryOp::Less, flat, zero)?;
+    let wrapped = b.add(flat, extent)?;
+    let position = b.op(Op::Select, &[negative, wrapped, flat])?;
+    let iota = Tensor::from_i64(vec![1, j], (0..j as i64).collect()).map_err(|e| e.0)?;
+    let iota = b.constant(iota);
+    let hit = b.binary(BinaryOp::Equal, position, iota)?;
+    let onehot = b.indicator(hit, d)?;
+    let g3 = b.reshape(gy, &[a, i, rest])?;
+    let gt = b.op(Op::Transpose { perm: vec![0, 2, 1] }, &[g3])?;
+    let g2 = b.reshape(gt, &[a * rest, i])?;
+    let summed = b.op(Op::MatMul, &[g2, onehot])?;
+    let s3 = b.reshape(summed, &[a, rest, j])?;
+    let st = b.op(Op::Transpose { perm: vec![0, 2, 1] }, &[s3])?;
+    b.reshape(st, &ds)
+}
+
 /// The gradient of `x` from the gradient `gy` of a slice of it: `gy` placed at the sliced
 /// positions, zero elsewhere, one axis at a time (a pad for unit steps; for other steps a
 /// gather from `gy` with a zero appended, each position naming its slice element or the
@@ -649,8 +674,7 @@ fn unslice(b: &mut Builder, x: NodeId, starts: &[usize], steps: &[i64], sizes: &
             })
             .collect();
         let index = Tensor::from_i64(vec![n], positions).map_err(|e| e.0)?;
-        let name = b.fresh();
-        let index = b.graph_mut().add_const(name, Arc::new(index));
+        let index = b.constant(index);
         g = b.op(Op::Gather { axis: a }, &[with_zero, index])?;
     }
     Ok(g)
