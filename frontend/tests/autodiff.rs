@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use swflow_frontend::autodiff::{gradients, has_rule};
+use swflow_frontend::autodiff::gradients;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{
     BinaryOp, ConvAttrs, DType, Data, Graph, NodeId, Op, Output, PoolAttrs, PoolKind, ReduceKind, Tensor, TensorType,
@@ -205,7 +205,7 @@ fn matmul_rule() {
 
 #[test]
 fn reduction_rules() {
-    for kind in [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min] {
+    for kind in [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min, ReduceKind::Prod] {
         let cases = [vec![0], vec![1], vec![0, 2], vec![0, 1, 2]]
             .into_iter()
             .map(|axes| case(Op::Reduce { kind, axes }, &[&[3, 4, 5]], &[ANY]))
@@ -332,21 +332,44 @@ fn gather_rule() {
 }
 
 #[test]
-fn unsupported_ops_are_named_in_errors() {
-    let mut g = Graph::new("prod");
-    let x = input(&mut g, "x", &[4]);
-    let y = node(
-        &mut g,
-        Op::Reduce {
-            kind: ReduceKind::Prod,
-            axes: vec![0],
-        },
-        &[x],
-    );
-    assert!(!has_rule(&g.node(y).op));
-    let e = gradients(&g, y, &[x]).unwrap_err();
-    assert_eq!((e.node.as_str(), e.op.as_str()), ("n1", "reduce_prod"));
-    assert!(e.reason.contains("no gradient rule"), "{e}");
+fn products_with_zeros() {
+    // The gradient of a product is the product of the other elements, zeros included.
+    let cases: [(&[f64], &[f64]); 4] = [
+        (&[2.0, 4.0], &[4.0, 2.0]),
+        (&[2.0, 0.0, 3.0], &[0.0, 6.0, 0.0]),
+        (&[0.0, 0.0, 3.0], &[0.0, 0.0, 0.0]),
+        (&[0.0], &[1.0]),
+    ];
+    for (x, want) in cases {
+        let mut g = Graph::new("prod");
+        let v = Tensor::new(vec![x.len()], Data::F64(x.to_vec())).unwrap();
+        let x = g.add_const("x", Arc::new(v));
+        let y = node(
+            &mut g,
+            Op::Reduce {
+                kind: ReduceKind::Prod,
+                axes: vec![0],
+            },
+            &[x],
+        );
+        let grad = gradients(&g, y, &[x]).unwrap();
+        let mut gg = grad.graph;
+        gg.outputs.push(Output {
+            name: "dx".into(),
+            node: grad.grads[0],
+        });
+        assert_eq!(values(&interp::run(&gg, &[]).unwrap()[0]), want);
+    }
+}
+
+#[test]
+fn errors_name_the_node() {
+    // An integer loss cannot be differentiated.
+    let mut g = Graph::new("int");
+    let x = g.add_input("x", TensorType::new(DType::I64, vec![3]).unwrap());
+    let e = gradients(&g, x, &[x]).unwrap_err();
+    assert_eq!((e.node.as_str(), e.op.as_str()), ("x", "input"));
+    assert!(e.reason.contains("not a floating-point tensor"), "{e}");
 }
 
 #[test]

@@ -13,7 +13,7 @@
 
 mod rules;
 
-use crate::ir::{DType, Graph, NodeId, Op, Tensor, TensorType};
+use crate::ir::{DType, Graph, NodeId, Tensor, TensorType};
 
 use rules::Builder;
 
@@ -124,9 +124,4 @@ fn activity(g: &Graph, loss: NodeId, wrt: &[NodeId]) -> Vec<bool> {
         }
     }
     (0..n).map(|i| varied[i] && useful[i]).collect()
-}
-
-/// Whether `op` is one the rules differentiate (for reports of coverage).
-pub fn has_rule(op: &Op) -> bool {
-    rules::has_rule(op)
 }

@@ -177,17 +177,6 @@ impl Builder {
     }
 }
 
-/// Whether `op` has a rule.
-pub(super) fn has_rule(op: &Op) -> bool {
-    !matches!(
-        op,
-        Op::Reduce {
-            kind: ReduceKind::Prod,
-            ..
-        }
-    )
-}
-
 /// The contributions of node `id` (of graph `g`, already in `b`) to its operands' gradients,
 /// given the gradient `gy` of its value.
 pub(super) fn rule(b: &mut Builder, g: &Graph, id: NodeId, gy: NodeId) -> Result<Vec<Option<NodeId>>, String> {
@@ -426,7 +415,34 @@ fn reduce(b: &mut Builder, kind: ReduceKind, axes: &[usize], x: NodeId, y: NodeI
             let spread = b.broadcast(share, &shape)?;
             b.mul(spread, ind)
         }
-        ReduceKind::Prod => Err("no gradient rule for reduce_prod yet".into()),
+        ReduceKind::Prod => {
+            // The product of the other elements: y / x where the group has no zero; where it
+            // has exactly one, that element gets the product of the others and the rest 0;
+            // with two or more, every element gets 0.
+            let d = b.ty(x).dtype;
+            let (zero, one) = (b.scalar(d, 0.0), b.scalar(d, 1.0));
+            let is_zero = b.binary(BinaryOp::Equal, x, zero)?;
+            let nonzero = b.op(Op::Select, &[is_zero, one, x])?;
+            let others = b.op(
+                Op::Reduce {
+                    kind: ReduceKind::Prod,
+                    axes: axes.to_vec(),
+                },
+                &[nonzero],
+            )?;
+            let ind = b.indicator(is_zero, d)?;
+            let zeros = b.sum(ind, axes.to_vec())?;
+            let none = b.binary(BinaryOp::Equal, zeros, zero)?;
+            let single = b.binary(BinaryOp::Equal, zeros, one)?;
+            let others = b.broadcast(others, &shape)?;
+            let (none, single) = (b.broadcast(none, &shape)?, b.broadcast(single, &shape)?);
+            let without = b.div(others, nonzero)?;
+            let the_zero = b.op(Op::Select, &[is_zero, others, zero])?;
+            let with_one = b.where_else_zero(single, the_zero)?;
+            let slope = b.op(Op::Select, &[none, without, with_one])?;
+            let gyb = b.broadcast(gy, &shape)?;
+            b.mul(gyb, slope)
+        }
     }
 }
 
