@@ -7,7 +7,9 @@
 //!
 //! Only *active* nodes take part (activity analysis): float nodes that depend on a node of
 //! `wrt` and that the loss depends on. Labels, integer tensors, shape computations and frozen
-//! parameters cost no gradient work. A node with several consumers gets the sum of their
+//! parameters cost no gradient work: a rule may build a contribution for an inactive operand
+//! (a convolution's input gradient when only its weight is wanted), but every backward node
+//! that no gradient needs is dropped at the end. A node with several consumers gets the sum of their
 //! contributions, added in reverse graph order, so the order of additions is fixed and
 //! gradients are identical from run to run.
 
@@ -98,10 +100,42 @@ pub fn gradients(g: &Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Gradients, G
         };
         grads.push(gw);
     }
-    Ok(Gradients {
-        graph: b.finish(),
-        grads,
-    })
+    let graph = without_dead_backward(b.finish(), g.nodes().len(), &mut grads);
+    Ok(Gradients { graph, grads })
+}
+
+/// `g` without the nodes from `first` on that no node of `roots` needs (a rule builds every
+/// operand's contribution; those of inactive operands are dropped here), the roots renumbered.
+fn without_dead_backward(g: Graph, first: usize, roots: &mut [NodeId]) -> Graph {
+    let n = g.nodes().len();
+    let mut live = vec![false; n];
+    for r in roots.iter() {
+        live[r.index()] = true;
+    }
+    for id in g.ids().rev().take_while(|id| id.index() >= first) {
+        if live[id.index()] {
+            for x in &g.node(id).inputs {
+                live[x.index()] = true;
+            }
+        }
+    }
+    let mut out = Graph::new(g.name.clone());
+    out.outputs = g.outputs.clone();
+    let mut renumbered: Vec<Option<NodeId>> = vec![None; n];
+    for id in g.ids() {
+        if id.index() >= first && !live[id.index()] {
+            continue;
+        }
+        let mut node = g.node(id).clone();
+        for x in &mut node.inputs {
+            *x = renumbered[x.index()].expect("operands come first and are live");
+        }
+        renumbered[id.index()] = Some(out.push_unchecked(node));
+    }
+    for r in roots.iter_mut() {
+        *r = renumbered[r.index()].expect("roots are live");
+    }
+    out
 }
 
 /// Per node, whether it is active: floating-point, reachable forward from `wrt` and backward
