@@ -134,6 +134,35 @@ fn case(op: Op, shapes: &[&[usize]], ranges: &[Range]) -> (Graph, NodeId, Vec<Ra
     (g, y, ranges.to_vec())
 }
 
+/// Convolution attributes: strides, dilations, pads (all begins, then all ends), groups.
+fn conv(strides: &[usize], dilations: &[usize], pads: &[usize], groups: usize) -> ConvAttrs {
+    ConvAttrs {
+        strides: strides.to_vec(),
+        dilations: dilations.to_vec(),
+        pads: pads.to_vec(),
+        groups,
+    }
+}
+
+/// Pooling attributes: kernel, strides, dilations, pads (begins, then ends), ceil mode.
+fn pool(
+    kind: PoolKind,
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+    pads: &[usize],
+    ceil: bool,
+) -> PoolAttrs {
+    PoolAttrs {
+        kind,
+        kernel: kernel.to_vec(),
+        strides: strides.to_vec(),
+        dilations: dilations.to_vec(),
+        pads: pads.to_vec(),
+        ceil_mode: ceil,
+    }
+}
+
 #[test]
 fn unary_rules() {
     for u in UnaryOp::ALL {
@@ -291,13 +320,7 @@ fn frozen_operands_get_no_gradient_nodes() {
     let mut g = Graph::new("frozen");
     let x = input(&mut g, "x", &[1, 2, 5, 5]);
     let w = input(&mut g, "w", &[3, 2, 3, 3]);
-    let attrs = ConvAttrs {
-        strides: vec![1, 1],
-        dilations: vec![1, 1],
-        pads: vec![1, 1, 1, 1],
-        groups: 1,
-    };
-    let y = node(&mut g, Op::Conv(attrs), &[x, w]);
+    let y = node(&mut g, Op::Conv(conv(&[1, 1], &[1, 1], &[1; 4], 1)), &[x, w]);
     let s = node(
         &mut g,
         Op::Reduce {
@@ -405,193 +428,6 @@ fn errors_name_the_node() {
 }
 
 #[test]
-fn conv_rule() {
-    // (input, weight, strides, dilations, pads, groups): strides, dilations, asymmetric
-    // padding, groups, depthwise, 1-D and 3-D.
-    type Conv = (
-        &'static [usize],
-        &'static [usize],
-        Vec<usize>,
-        Vec<usize>,
-        Vec<usize>,
-        usize,
-    );
-    let convs: Vec<Conv> = vec![
-        (
-            &[1, 2, 5, 5],
-            &[3, 2, 3, 3],
-            vec![1, 1],
-            vec![1, 1],
-            vec![0, 0, 0, 0],
-            1,
-        ),
-        (
-            &[2, 2, 6, 7],
-            &[3, 2, 3, 2],
-            vec![2, 1],
-            vec![1, 2],
-            vec![1, 0, 2, 1],
-            1,
-        ),
-        (
-            &[1, 4, 7, 6],
-            &[6, 2, 3, 3],
-            vec![2, 2],
-            vec![1, 1],
-            vec![1, 1, 1, 1],
-            2,
-        ),
-        (
-            &[2, 3, 5, 5],
-            &[3, 1, 3, 3],
-            vec![1, 2],
-            vec![2, 1],
-            vec![2, 1, 0, 1],
-            3,
-        ),
-        (&[2, 2, 9], &[2, 2, 2], vec![3], vec![2], vec![1, 2], 1),
-        (
-            &[1, 2, 4, 3, 4],
-            &[2, 2, 2, 2, 2],
-            vec![1, 2, 1],
-            vec![1, 1, 2],
-            vec![0, 1, 0, 1, 0, 1],
-            1,
-        ),
-    ];
-    let cases = convs
-        .into_iter()
-        .map(|(x, w, strides, dilations, pads, groups)| {
-            let attrs = ConvAttrs {
-                strides,
-                dilations,
-                pads,
-                groups,
-            };
-            case(Op::Conv(attrs), &[x, w], &[ANY, ANY])
-        })
-        .collect();
-    run("conv", cases);
-}
-
-#[test]
-fn avg_pool_rule() {
-    // (input, kernel, strides, dilations, pads, ceil mode, count_include_pad).
-    type Pool = (
-        &'static [usize],
-        Vec<usize>,
-        Vec<usize>,
-        Vec<usize>,
-        Vec<usize>,
-        bool,
-        bool,
-    );
-    let pools: Vec<Pool> = vec![
-        (
-            &[1, 2, 6, 6],
-            vec![2, 2],
-            vec![2, 2],
-            vec![1, 1],
-            vec![0, 0, 0, 0],
-            false,
-            false,
-        ),
-        (
-            &[2, 3, 7, 5],
-            vec![3, 2],
-            vec![2, 1],
-            vec![1, 2],
-            vec![1, 0, 1, 1],
-            false,
-            true,
-        ),
-        (
-            &[1, 2, 7, 7],
-            vec![3, 3],
-            vec![2, 2],
-            vec![1, 1],
-            vec![1, 1, 1, 1],
-            true,
-            false,
-        ),
-        (
-            &[1, 1, 6, 5],
-            vec![2, 3],
-            vec![3, 2],
-            vec![2, 1],
-            vec![0, 1, 1, 0],
-            true,
-            true,
-        ),
-        (&[2, 2, 9], vec![4], vec![3], vec![1], vec![2, 1], true, false),
-    ];
-    let cases = pools
-        .into_iter()
-        .map(|(x, kernel, strides, dilations, pads, ceil_mode, count_include_pad)| {
-            let attrs = PoolAttrs {
-                kind: PoolKind::Avg { count_include_pad },
-                kernel,
-                strides,
-                dilations,
-                pads,
-                ceil_mode,
-            };
-            case(Op::Pool(attrs), &[x], &[ANY])
-        })
-        .collect();
-    run("avg_pool", cases);
-}
-
-#[test]
-fn max_pool_rule() {
-    // (input, kernel, strides, dilations, pads, ceil mode): overlapping windows, padding,
-    // dilation, ceil mode, 1-D.
-    type Pool = (&'static [usize], Vec<usize>, Vec<usize>, Vec<usize>, Vec<usize>, bool);
-    let pools: Vec<Pool> = vec![
-        (
-            &[1, 2, 6, 6],
-            vec![2, 2],
-            vec![2, 2],
-            vec![1, 1],
-            vec![0, 0, 0, 0],
-            false,
-        ),
-        (
-            &[2, 2, 7, 5],
-            vec![3, 3],
-            vec![2, 1],
-            vec![1, 1],
-            vec![1, 1, 1, 1],
-            false,
-        ),
-        (
-            &[1, 3, 7, 6],
-            vec![3, 2],
-            vec![2, 2],
-            vec![2, 1],
-            vec![1, 0, 0, 1],
-            true,
-        ),
-        (&[2, 2, 9], vec![4], vec![3], vec![1], vec![2, 1], true),
-    ];
-    let cases = pools
-        .into_iter()
-        .map(|(x, kernel, strides, dilations, pads, ceil_mode)| {
-            let attrs = PoolAttrs {
-                kind: PoolKind::Max,
-                kernel,
-                strides,
-                dilations,
-                pads,
-                ceil_mode,
-            };
-            case(Op::Pool(attrs), &[x], &[ANY])
-        })
-        .collect();
-    run("max_pool", cases);
-}
-
-#[test]
 fn max_pool_ties_go_to_the_first_maximum() {
     // Overlapping 2x2 windows with stride 1 over [[1, 1, 0], [1, 0, 1]]: each window's
     // gradient goes to its first element equal to the maximum, as in JAX.
@@ -600,15 +436,11 @@ fn max_pool_ties_go_to_the_first_maximum() {
         "x",
         Arc::new(Tensor::new(vec![1, 1, 2, 3], Data::F64(vec![1.0, 1.0, 0.0, 1.0, 0.0, 1.0])).unwrap()),
     );
-    let attrs = PoolAttrs {
-        kind: PoolKind::Max,
-        kernel: vec![2, 2],
-        strides: vec![1, 1],
-        dilations: vec![1, 1],
-        pads: vec![0, 0, 0, 0],
-        ceil_mode: false,
-    };
-    let y = node(&mut g, Op::Pool(attrs), &[x]);
+    let y = node(
+        &mut g,
+        Op::Pool(pool(PoolKind::Max, &[2, 2], &[1, 1], &[1, 1], &[0; 4], false)),
+        &[x],
+    );
     let s = node(
         &mut g,
         Op::Reduce {
@@ -630,58 +462,120 @@ fn max_pool_ties_go_to_the_first_maximum() {
 }
 
 #[test]
-fn conv_transpose_rule() {
-    // (input, weight, strides, dilations, pads, output padding, groups).
-    type Transposed = (
-        &'static [usize],
-        &'static [usize],
-        Vec<usize>,
-        Vec<usize>,
-        Vec<usize>,
-        Vec<usize>,
-        usize,
+fn conv_rule() {
+    // Strides, dilations, asymmetric padding, groups, depthwise, 1-D and 3-D.
+    let two = [ANY, ANY];
+    run(
+        "conv",
+        vec![
+            case(
+                Op::Conv(conv(&[1, 1], &[1, 1], &[0; 4], 1)),
+                &[&[1, 2, 5, 5], &[3, 2, 3, 3]],
+                &two,
+            ),
+            case(
+                Op::Conv(conv(&[2, 1], &[1, 2], &[1, 0, 2, 1], 1)),
+                &[&[2, 2, 6, 7], &[3, 2, 3, 2]],
+                &two,
+            ),
+            case(
+                Op::Conv(conv(&[2, 2], &[1, 1], &[1; 4], 2)),
+                &[&[1, 4, 7, 6], &[6, 2, 3, 3]],
+                &two,
+            ),
+            case(
+                Op::Conv(conv(&[1, 2], &[2, 1], &[2, 1, 0, 1], 3)),
+                &[&[2, 3, 5, 5], &[3, 1, 3, 3]],
+                &two,
+            ),
+            case(Op::Conv(conv(&[3], &[2], &[1, 2], 1)), &[&[2, 2, 9], &[2, 2, 2]], &two),
+            case(
+                Op::Conv(conv(&[1, 2, 1], &[1, 1, 2], &[0, 1, 0, 1, 0, 1], 1)),
+                &[&[1, 2, 4, 3, 4], &[2, 2, 2, 2, 2]],
+                &two,
+            ),
+        ],
     );
-    let convs: Vec<Transposed> = vec![
-        (
-            &[1, 2, 3, 3],
-            &[2, 3, 3, 3],
-            vec![1, 1],
-            vec![1, 1],
-            vec![0, 0, 0, 0],
-            vec![0, 0],
-            1,
-        ),
-        (
-            &[2, 2, 3, 4],
-            &[2, 2, 3, 2],
-            vec![2, 3],
-            vec![1, 2],
-            vec![1, 0, 0, 1],
-            vec![1, 2],
-            1,
-        ),
-        (
-            &[1, 4, 3, 3],
-            &[4, 1, 2, 3],
-            vec![2, 1],
-            vec![2, 1],
-            vec![1, 1, 0, 1],
-            vec![1, 0],
-            2,
-        ),
-        (&[2, 2, 4], &[2, 3, 3], vec![2], vec![1], vec![1, 1], vec![1], 1),
-    ];
-    let cases = convs
-        .into_iter()
-        .map(|(x, w, strides, dilations, pads, output_padding, groups)| {
-            let conv = ConvAttrs {
-                strides,
-                dilations,
-                pads,
-                groups,
-            };
-            case(Op::ConvTranspose { conv, output_padding }, &[x, w], &[ANY, ANY])
-        })
-        .collect();
-    run("conv_transpose", cases);
+}
+
+#[test]
+fn conv_transpose_rule() {
+    // Strides, dilations, padding, output padding, groups, 1-D.
+    let two = [ANY, ANY];
+    let transposed = |conv: ConvAttrs, output_padding: &[usize]| Op::ConvTranspose {
+        conv,
+        output_padding: output_padding.to_vec(),
+    };
+    run(
+        "conv_transpose",
+        vec![
+            case(
+                transposed(conv(&[1, 1], &[1, 1], &[0; 4], 1), &[0, 0]),
+                &[&[1, 2, 3, 3], &[2, 3, 3, 3]],
+                &two,
+            ),
+            case(
+                transposed(conv(&[2, 3], &[1, 2], &[1, 0, 0, 1], 1), &[1, 2]),
+                &[&[2, 2, 3, 4], &[2, 2, 3, 2]],
+                &two,
+            ),
+            case(
+                transposed(conv(&[2, 1], &[2, 1], &[1, 1, 0, 1], 2), &[1, 0]),
+                &[&[1, 4, 3, 3], &[4, 1, 2, 3]],
+                &two,
+            ),
+            case(
+                transposed(conv(&[2], &[1], &[1, 1], 1), &[1]),
+                &[&[2, 2, 4], &[2, 3, 3]],
+                &two,
+            ),
+        ],
+    );
+}
+
+#[test]
+fn avg_pool_rule() {
+    // Padding, dilation, ceil mode, count_include_pad, 1-D.
+    let avg = |include: bool| PoolKind::Avg {
+        count_include_pad: include,
+    };
+    let p = |attrs: PoolAttrs, x: &[usize]| case(Op::Pool(attrs), &[x], &[ANY]);
+    run(
+        "avg_pool",
+        vec![
+            p(
+                pool(avg(false), &[2, 2], &[2, 2], &[1, 1], &[0; 4], false),
+                &[1, 2, 6, 6],
+            ),
+            p(
+                pool(avg(true), &[3, 2], &[2, 1], &[1, 2], &[1, 0, 1, 1], false),
+                &[2, 3, 7, 5],
+            ),
+            p(
+                pool(avg(false), &[3, 3], &[2, 2], &[1, 1], &[1; 4], true),
+                &[1, 2, 7, 7],
+            ),
+            p(
+                pool(avg(true), &[2, 3], &[3, 2], &[2, 1], &[0, 1, 1, 0], true),
+                &[1, 1, 6, 5],
+            ),
+            p(pool(avg(false), &[4], &[3], &[1], &[2, 1], true), &[2, 2, 9]),
+        ],
+    );
+}
+
+#[test]
+fn max_pool_rule() {
+    // Overlapping windows, padding, dilation, ceil mode, 1-D.
+    let p = |attrs: PoolAttrs, x: &[usize]| case(Op::Pool(attrs), &[x], &[ANY]);
+    let max = PoolKind::Max;
+    run(
+        "max_pool",
+        vec![
+            p(pool(max, &[2, 2], &[2, 2], &[1, 1], &[0; 4], false), &[1, 2, 6, 6]),
+            p(pool(max, &[3, 3], &[2, 1], &[1, 1], &[1; 4], false), &[2, 2, 7, 5]),
+            p(pool(max, &[3, 2], &[2, 2], &[2, 1], &[1, 0, 0, 1], true), &[1, 3, 7, 6]),
+            p(pool(max, &[4], &[3], &[1], &[2, 1], true), &[2, 2, 9]),
+        ],
+    );
 }

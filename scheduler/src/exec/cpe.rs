@@ -119,9 +119,7 @@ impl<'a> Locate<'a> for TileView<'a> {
             }
             None => {
                 let t = self.k.operands[a.operand];
-                let data = self.mem.storage[self.p.storage(t).index()]
-                    .as_ref()
-                    .ok_or("the value reads the kernel's own target")?;
+                let data = self.mem.read(self.p, self.k, a)?;
                 affine_place(
                     a,
                     data,
@@ -245,35 +243,29 @@ fn run_cpe(
                         s.buffers[i].elements()
                     ));
                 }
-                let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
+                // A guarded read's box may leave its tensor: then it is padded, and the part
+                // inside comes in.
                 let clipped = all[i]
                     .pad
                     .and_then(|v| Some((v, Clipped::of(shapes[i], start, extent)?)));
-                if let Some((pad, c)) = clipped {
-                    // A guarded read's box leaves its tensor: pad, then the part inside.
-                    let t = k.operands[all[i].operand];
-                    let src = mem.storage[p.storage(t).index()]
-                        .as_ref()
-                        .ok_or("the value reads the kernel's own target")?;
-                    fill(buf, elems, pad);
-                    get_clipped(src, shapes[i], &c, extent, buf);
-                    held[i] = Some((start.to_vec(), extent.to_vec()));
-                    return Ok(());
-                }
-                if start
+                let outside = start
                     .iter()
                     .zip(extent)
                     .zip(shapes[i])
-                    .any(|((&s0, &e), &dim)| s0 < 0 || s0 as usize + e > dim)
-                {
+                    .any(|((&s0, &e), &dim)| s0 < 0 || s0 as usize + e > dim);
+                if outside && clipped.is_none() {
                     return Err(format!("DMA box {start:?}+{extent:?} outside tensor {:?}", shapes[i]));
                 }
+                let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
                 if i > 0 {
-                    let t = k.operands[all[i].operand];
-                    let src = mem.storage[p.storage(t).index()]
-                        .as_ref()
-                        .ok_or("the value reads the kernel's own target")?;
-                    get_box(src, shapes[i], start, extent, buf);
+                    let src = mem.read(p, k, all[i])?;
+                    match clipped {
+                        Some((pad, c)) => {
+                            fill(buf, elems, pad);
+                            get_clipped(src, shapes[i], &c, extent, buf);
+                        }
+                        None => get_box(src, shapes[i], start, extent, buf),
+                    }
                 } else if target_read_first(k, first_visit) {
                     get_box(target, shapes[0], start, extent, buf);
                 } else if let Some(r) = k.stmt.reduce {

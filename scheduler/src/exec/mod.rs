@@ -80,6 +80,15 @@ impl Memory {
         Tensor::new(p.tensor(t).ty.shape.clone(), self.data(p, t).clone()).expect("storage matches the tensor's size")
     }
 
+    /// The storage operand `a` of kernel `k` reads; an error while it is taken out as the
+    /// kernel's target.
+    pub(crate) fn read(&self, p: &Program, k: &Kernel, a: &Access) -> Result<&Data, String> {
+        let t = k.operands[a.operand];
+        self.storage[p.storage(t).index()]
+            .as_ref()
+            .ok_or_else(|| "the value reads the kernel's own target".to_string())
+    }
+
     /// Takes the storage of `t` out to write it while other tensors are read.
     pub(crate) fn take(&mut self, p: &Program, t: crate::loops::TensorId) -> Data {
         self.storage[p.storage(t).index()]
@@ -166,9 +175,7 @@ impl PaddedCopy {
         let Some(c) = Clipped::of(shape, &start, &extent) else {
             return Ok(None);
         };
-        let src = mem.storage[p.storage(t).index()]
-            .as_ref()
-            .ok_or("the value reads the kernel's own target")?;
+        let src = mem.read(p, k, a)?;
         let n = extent.iter().product();
         let mut data = Data::zeros(pad.dtype(), n);
         fill(&mut data, n, pad);
@@ -212,9 +219,7 @@ impl<'a> Locate<'a> for MainMemory<'a> {
             );
         }
         let t = self.k.operands[a.operand];
-        let data = self.mem.storage[self.p.storage(t).index()]
-            .as_ref()
-            .ok_or("the value reads the kernel's own target")?;
+        let data = self.mem.read(self.p, self.k, a)?;
         let shape = &self.p.tensor(t).ty.shape;
         affine_place(a, data, shape, &self.origin, self.k.loops.len(), &|inner| {
             self.place(inner)

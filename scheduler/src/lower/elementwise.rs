@@ -2,7 +2,7 @@
 
 use swflow_frontend::ir::{DType, Op, ReduceKind};
 
-use super::{broadcast_index, dims, par, red, target, vars, Lowering, NodeCx};
+use super::{broadcast_index, dims, load_padded, par, red, target, vars, Lowering, NodeCx};
 use crate::loops::{Access, Affine, Expr, Index, Reduction, Scalar, TensorId};
 
 /// `out[d..] = f(operands broadcast to out)`.
@@ -62,14 +62,14 @@ pub(super) fn transpose(cx: &mut Lowering, n: &NodeCx, perm: &[usize]) -> Result
     for (i, &p) in perm.iter().enumerate() {
         index[p] = Affine::var(i);
     }
-    copy_from(cx, n, index, None)
+    copy_from(cx, n, Expr::load(1, index))
 }
 
 pub(super) fn slice(cx: &mut Lowering, n: &NodeCx, starts: &[usize], steps: &[i64]) -> Result<(), String> {
     let index = (0..starts.len())
         .map(|i| Affine::constant(starts[i] as i64).plus(i, steps[i]))
         .collect();
-    copy_from(cx, n, index, None)
+    copy_from(cx, n, Expr::load(1, index))
 }
 
 /// `out[d..] = x[d - before..] else value`: one guarded copy.
@@ -78,23 +78,22 @@ pub(super) fn pad(cx: &mut Lowering, n: &NodeCx, pads: &[usize], value: f64) -> 
         .map(|i| Affine::var(i).add_offset(-(pads[i] as i64)))
         .collect();
     let value = Scalar::of(n.node().ty.dtype, value);
-    let padded = pads.iter().any(|&p| p > 0).then_some(value);
-    copy_from(cx, n, index, padded)
+    let loops = dims(&n.node().ty.shape);
+    let load = load_padded(1, index, &loops, &n.input_ty(0).shape, value);
+    copy_from(cx, n, load)
 }
 
-/// `out[d..] = x[index]` over the output's dimensions, guarded with `pad` if given.
-fn copy_from(cx: &mut Lowering, n: &NodeCx, index: Vec<Affine>, pad: Option<Scalar>) -> Result<(), String> {
+/// `out[d..] = load` over the output's dimensions, `load` reading operand 1.
+fn copy_from(cx: &mut Lowering, n: &NodeCx, load: Expr) -> Result<(), String> {
     let shape = n.node().ty.shape.clone();
     let x = cx.input(n, 0);
-    let mut load = Access::new(1, index.into_iter().map(Index::Affine).collect());
-    load.pad = pad;
     cx.kernel(
         n,
         "",
         dims(&shape),
         vec![n.out, x],
         target(vars(shape.len())),
-        Expr::Load(load),
+        load,
         None,
     )
 }

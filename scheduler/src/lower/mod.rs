@@ -25,7 +25,8 @@ use swflow_frontend::fuse::{unfused, Decision, Plan};
 use swflow_frontend::ir::{Graph, NodeId, Op, Tensor, TensorType};
 
 use crate::loops::{
-    Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Reduction, Stmt, TensorId, TensorInfo, TensorKind,
+    Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Reduction, Scalar, Stmt, TensorId, TensorInfo,
+    TensorKind,
 };
 
 /// A graph node that cannot be lowered.
@@ -210,6 +211,21 @@ fn dims(shape: &[usize]) -> Vec<Loop> {
 
 fn vars(n: usize) -> Vec<Affine> {
     (0..n).map(Affine::var).collect()
+}
+
+/// A load of `index` from operand `operand` (a tensor of `shape`), guarded with `value` when
+/// some subscript leaves the tensor over the loops' ranges: padding read in place.
+pub(super) fn load_padded(operand: usize, index: Vec<Affine>, loops: &[Loop], shape: &[usize], value: Scalar) -> Expr {
+    let extents: Vec<usize> = loops.iter().map(|l| l.extent).collect();
+    let leaves = index.iter().zip(shape).any(|(x, &dim)| {
+        let (lo, hi) = x.range(&extents);
+        lo < 0 || hi >= dim as i64
+    });
+    let Expr::Load(mut a) = Expr::load(operand, index) else {
+        unreachable!("Expr::load makes a load")
+    };
+    a.pad = leaves.then_some(value);
+    Expr::Load(a)
 }
 
 fn target(index: Vec<Affine>) -> Access {

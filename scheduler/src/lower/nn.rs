@@ -3,8 +3,8 @@
 use swflow_frontend::ir::{ConvAttrs, PoolAttrs, PoolKind, ReduceKind, Tensor, TensorType};
 
 use super::elementwise::{fill, reduce_init};
-use super::{par, red, target, vars, Lowering, NodeCx};
-use crate::loops::{Affine, Expr, Loop, Reduction, Scalar, TensorId};
+use super::{load_padded, par, red, target, vars, Lowering, NodeCx};
+use crate::loops::{Affine, Expr, Reduction, Scalar, TensorId};
 use swflow_frontend::ir::BinaryOp;
 
 /// `out[b.., m, n] sum= a[b.., m, k] * w[b.., k, n]`.
@@ -76,21 +76,6 @@ fn spread(
     }
     cx.kernel(n, suffix, loops, vec![padded, x], target(dst), Expr::load(1, src), None)?;
     Ok(padded)
-}
-
-/// A load of `index` from operand `operand` (a tensor of `shape`), guarded with `value` when
-/// some subscript leaves the tensor over the loops' ranges: padding read in place.
-fn load_padded(operand: usize, index: Vec<Affine>, loops: &[Loop], shape: &[usize], value: Scalar) -> Expr {
-    let extents: Vec<usize> = loops.iter().map(|l| l.extent).collect();
-    let leaves = index.iter().zip(shape).any(|(x, &dim)| {
-        let (lo, hi) = x.range(&extents);
-        lo < 0 || hi >= dim as i64
-    });
-    let Expr::Load(mut a) = Expr::load(operand, index) else {
-        unreachable!("Expr::load makes a load")
-    };
-    a.pad = leaves.then_some(value);
-    Expr::Load(a)
 }
 
 /// `out[n, g*Mg + m, o..] sum= x[n, g*Cg + c, o*s + k*d - front] * w[g*Mg + m, c, k..]`, where
