@@ -9,6 +9,7 @@ mod attention;
 mod einsum;
 mod elementwise;
 mod linalg;
+mod loss;
 mod movement;
 mod nn;
 mod norm;
@@ -122,11 +123,14 @@ fn handler(op_type: &str) -> Option<(i64, Handler)> {
         "Constant" => shape::constant,
         "ConstantOfShape" => shape::constant_of_shape,
         "Shape" => shape::shape,
+        "NegativeLogLikelihoodLoss" => loss::negative_log_likelihood,
+        "SoftmaxCrossEntropyLoss" => loss::softmax_cross_entropy,
         _ => return None,
     };
     // Version 1 of these means what every later version means.
     let since = match op_type {
         "GlobalAveragePool" | "GlobalMaxPool" | "Not" => 1,
+        "NegativeLogLikelihoodLoss" | "SoftmaxCrossEntropyLoss" => 12,
         _ => EARLIEST,
     };
     Some((since, h))

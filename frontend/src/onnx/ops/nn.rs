@@ -374,15 +374,22 @@ pub(super) fn softmax(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     } else {
         (x, a)
     };
+    let log = cx.op_type() == "LogSoftmax";
+    let y = softmax_along(cx, v, ax, log)?;
+    Ok(vec![cx.reshape(y, shape)?])
+}
+
+/// Softmax of `v` along axis `ax` (its logarithm when `log`), shifted by the maximum so that
+/// `exp` cannot overflow.
+pub(super) fn softmax_along(cx: &mut Cx, v: NodeId, ax: usize, log: bool) -> Result<NodeId, String> {
     let max = cx.reduce(ReduceKind::Max, v, vec![ax])?;
     let d = cx.binary(BinaryOp::Sub, v, max)?;
     let e = cx.unary(UnaryOp::Exp, d)?;
     let s = cx.reduce(ReduceKind::Sum, e, vec![ax])?;
-    let y = if cx.op_type() == "LogSoftmax" {
+    if log {
         let l = cx.unary(UnaryOp::Log, s)?;
-        cx.binary(BinaryOp::Sub, d, l)?
+        cx.binary(BinaryOp::Sub, d, l)
     } else {
-        cx.binary(BinaryOp::Div, e, s)?
-    };
-    Ok(vec![cx.reshape(y, shape)?])
+        cx.binary(BinaryOp::Div, e, s)
+    }
 }
