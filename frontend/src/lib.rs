@@ -17,3 +17,4 @@ pub mod onnx;
 pub mod random;
 pub mod simplify;
 pub mod tolerance;
+pub mod training;

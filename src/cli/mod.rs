@@ -3,6 +3,7 @@
 mod bench;
 mod compare;
 mod compile;
+mod grad;
 mod inspect;
 mod model;
 mod roofline;

@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use swflow_frontend::ir::Tensor;
+use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::onnx::frozen_inputs;
 use swflow_frontend::{interp, npy, random};
 use swflow_scheduler::pipeline::Options;
 
+use super::grad::GradArgs;
 use super::model::{split_assignment, ModelArgs, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
@@ -39,6 +40,8 @@ pub struct Args {
     /// (.toml).
     #[arg(long, default_value = "sw26010")]
     pub target: String,
+    #[command(flatten)]
+    pub grad: GradArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -49,12 +52,68 @@ pub fn run(args: Args) -> Result<()> {
             bail!("--input {name} is given twice");
         }
     }
+    if args.grad.grad {
+        return run_gradient(&args, given);
+    }
     let (file, g) = args.model.load_with(given.clone())?;
     for name in frozen_inputs(&file.proto, &g) {
         if given.remove(&name).is_some() {
             tracing::info!("input '{name}' is needed statically: frozen to the value given");
         }
     }
+    let inputs = input_values(&g, given, args.seed)?;
+    let outputs = execute(&args, &g, &inputs)?;
+    if let Some(dir) = &args.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let files = npy::output_file_names(g.outputs.iter().map(|o| o.name.as_str()));
+    for ((o, t), file) in g.outputs.iter().zip(&outputs).zip(&files) {
+        report(&o.name, t, args.output.as_ref().map(|d| d.join(file)))?;
+    }
+    Ok(())
+}
+
+/// `run --grad`: the loss and its gradients, written as `DIR/loss.npy`, `DIR/grad/*.npy` and
+/// `DIR/gradients.json` (tensor name -> file relative to DIR).
+fn run_gradient(args: &Args, mut given: HashMap<String, Tensor>) -> Result<()> {
+    let (file, p) = args.grad.prepare(&args.model, given.clone())?;
+    for name in frozen_inputs(&file.proto, &p.graph) {
+        if given.remove(&name).is_some() {
+            tracing::info!("input '{name}' is needed statically: frozen to the value given");
+        }
+    }
+    if let Some((name, labels)) = args.grad.read_labels(&p)? {
+        if given.insert(name.clone(), labels).is_some() {
+            bail!("the labels input '{name}' is given both by --input and --labels");
+        }
+    }
+    for (name, value) in p.parameters {
+        given.entry(name).or_insert(value);
+    }
+    let inputs = input_values(&p.graph, given, args.seed)?;
+    let outputs = execute(args, &p.graph, &inputs)?;
+    let dir = args.output.as_ref();
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir.join("grad")).with_context(|| format!("creating {}/grad", dir.display()))?;
+    }
+    report("loss", &outputs[0], dir.map(|d| d.join("loss.npy")))?;
+    let files = npy::output_file_names(p.wrt.iter().map(String::as_str));
+    let mut index = serde_json::Map::new();
+    for ((name, t), file) in p.wrt.iter().zip(&outputs[1..]).zip(&files) {
+        let relative = format!("grad/{file}");
+        report(&format!("grad/{name}"), t, dir.map(|d| d.join(&relative)))?;
+        index.insert(name.clone(), relative.into());
+    }
+    if let Some(dir) = dir {
+        let path = dir.join("gradients.json");
+        let text = serde_json::to_string_pretty(&index)? + "\n";
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One value per graph input: given (and then of the declared type), or pseudo-random.
+fn input_values(g: &Graph, mut given: HashMap<String, Tensor>, seed: u64) -> Result<Vec<Tensor>> {
     let mut inputs = Vec::new();
     for (index, id) in g.inputs().enumerate() {
         let node = g.node(id);
@@ -68,12 +127,11 @@ pub fn run(args: Args) -> Result<()> {
             Some(t) => t,
             None => {
                 tracing::info!(
-                    "input '{}' not given: pseudo-random {} with seed {}",
+                    "input '{}' not given: pseudo-random {} with seed {seed}",
                     node.name,
                     node.ty,
-                    args.seed
                 );
-                random::random_tensor(&node.ty, args.seed, index)
+                random::random_tensor(&node.ty, seed, index)
             }
         });
     }
@@ -81,36 +139,38 @@ pub fn run(args: Args) -> Result<()> {
         let known: Vec<&str> = g.inputs().map(|id| g.node(id).name.as_str()).collect();
         bail!("the model has no input '{name}' (inputs: {})", known.join(", "));
     }
-    let outputs = match args.engine.as_str() {
-        "loops" => run_loops(&g, &inputs, &args.target, args.pipeline.options())?,
-        "jit" => run_jit(&g, &inputs, &args.target, args.pipeline.options())?,
+    Ok(inputs)
+}
+
+/// Runs `g` on the engine the options choose.
+fn execute(args: &Args, g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    match args.engine.as_str() {
+        "loops" => run_loops(g, inputs, &args.target, args.pipeline.options()),
+        "jit" => run_jit(g, inputs, &args.target, args.pipeline.options()),
         _ => {
             let start = Instant::now();
-            let outputs = interp::run(&g, &inputs)?;
+            let outputs = interp::run(g, inputs)?;
             tracing::info!("graph interpreter ran in {:.2?}", start.elapsed());
-            outputs
+            Ok(outputs)
         }
-    };
-    if let Some(dir) = &args.output {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let files = npy::output_file_names(g.outputs.iter().map(|o| o.name.as_str()));
-    for ((o, t), file) in g.outputs.iter().zip(&outputs).zip(&files) {
-        let stats = summary(t);
-        match &args.output {
-            Some(dir) => {
-                let path = dir.join(file);
-                npy::write(&path, t)?;
-                println!("{}  {}  {}  -> {}", o.name, t.ty(), stats, path.display());
-            }
-            None => println!("{}  {}  {}", o.name, t.ty(), stats),
+}
+
+/// Prints a value's summary and writes it to `path`, if any.
+fn report(name: &str, t: &Tensor, path: Option<PathBuf>) -> Result<()> {
+    let stats = summary(t);
+    match path {
+        Some(path) => {
+            npy::write(&path, t)?;
+            println!("{name}  {}  {stats}  -> {}", t.ty(), path.display());
         }
+        None => println!("{name}  {}  {stats}", t.ty()),
     }
     Ok(())
 }
 
 /// Lowers, schedules and runs `g` on the modelled CPEs of `target`.
-fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
+fn run_loops(g: &Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
     let p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
     let start = Instant::now();
@@ -128,7 +188,7 @@ fn run_loops(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str, op
 
 /// Lowers and schedules `g` for `target`, compiles its kernels with Cranelift and runs them
 /// on the emulator.
-fn run_jit(g: &swflow_frontend::ir::Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
+fn run_jit(g: &Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
     let p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
     let start = Instant::now();

@@ -15,7 +15,7 @@
 
 mod rules;
 
-use crate::ir::{DType, Graph, NodeId, Tensor, TensorType};
+use crate::ir::{DType, Graph, NodeId, Output, Tensor, TensorType};
 
 use rules::Builder;
 
@@ -102,6 +102,29 @@ pub fn gradients(g: &Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Gradients, G
     }
     let graph = without_dead_backward(b.finish(), g.nodes().len(), &mut grads);
     Ok(Gradients { graph, grads })
+}
+
+/// The gradient program of a graph whose first output is a loss: its outputs are the loss,
+/// then the gradient of the loss with respect to each node of `wrt`, named
+/// `grad/<node name>`. Nodes that none of these needs are dropped.
+pub fn gradient_program(g: &Graph, wrt: &[NodeId]) -> Result<Graph, GradError> {
+    let Some(loss) = g.outputs.first() else {
+        return Err(GradError {
+            node: g.name.clone(),
+            op: "graph".into(),
+            reason: "a gradient program needs a loss output, and the graph has no output".into(),
+        });
+    };
+    let r = gradients(g, loss.node, wrt)?;
+    let mut graph = r.graph;
+    graph.outputs = std::iter::once(loss.clone())
+        .chain(wrt.iter().zip(&r.grads).map(|(&w, &gw)| Output {
+            name: format!("grad/{}", g.node(w).name),
+            node: gw,
+        }))
+        .collect();
+    graph.prune();
+    Ok(graph)
 }
 
 /// `g` without the nodes from `first` on that no node of `roots` needs (a rule builds every

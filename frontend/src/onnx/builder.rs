@@ -65,6 +65,17 @@ impl Builder {
         }
     }
 
+    /// `base`, or `base_1`, `base_2`, ... if taken, reserved for a value the importer adds.
+    pub fn unused_name(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut k = 1;
+        while !self.names.insert(name.clone()) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        name
+    }
+
     /// Binds an ONNX value name to a node.
     pub fn bind(&mut self, name: &str, id: NodeId) {
         self.values.insert(name.to_string(), id);

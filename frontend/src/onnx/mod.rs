@@ -9,6 +9,7 @@
 
 mod attrs;
 mod builder;
+mod loss;
 mod ops;
 pub mod proto;
 mod tensor;
@@ -20,6 +21,7 @@ use prost::Message;
 
 use crate::ir::{verify, DType, Graph, Output, Tensor, TensorType};
 use builder::Builder;
+pub use loss::{trainable_initializers, LABELS, LOSS};
 pub use tensor::{dtype_from_onnx, tensor_from_proto};
 
 /// Decodes a serialized `TensorProto` (the `.pb` files of ONNX test data) into its name and
@@ -79,6 +81,30 @@ pub struct ImportOptions {
     /// is frozen from here, as if given in `constants`; every other input stays an input.
     /// [`frozen_inputs`] tells which were frozen.
     pub values: HashMap<String, Tensor>,
+    /// Initializers imported as graph inputs (typed by their value) instead of constants: the
+    /// parameters of a training step or a gradient. Import neither folds nor freezes them,
+    /// except those an op needs statically (a shape, a pad value), which stay constants:
+    /// [`frozen_inputs`] does not list them, and the graph simply has no input of their name.
+    /// [`trainable_initializers`] gives the usual choice.
+    pub parameters: HashSet<String>,
+    /// A loss to attach to the model: the imported graph's first output is then this loss,
+    /// followed by the model's outputs.
+    pub loss: Option<Loss>,
+}
+
+/// A loss attached to a model at import, on its first output (the prediction), against a
+/// new graph input holding the labels ([`LABELS`], unless the model uses that name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// The mean of the squared differences from labels of the prediction's type.
+    Mse,
+    /// ONNX `SoftmaxCrossEntropyLoss` with mean reduction: logits `[N, C, d..]` against int64
+    /// class indices `[N, d..]`.
+    CrossEntropy,
+    /// The sum of the prediction's elements; no labels.
+    Sum,
+    /// The model computes its loss: the output of this name, summed if it is not a scalar.
+    Output(String),
 }
 
 /// The graph inputs of the model that `graph` was imported from and that import froze to
@@ -173,6 +199,17 @@ pub fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportErrorKind> {
 /// per graph input is made.
 fn import_model(model: &proto::ModelProto, dir: Option<&Path>, opts: &ImportOptions) -> Result<Graph, ImportErrorKind> {
     let mut opts = opts.clone();
+    // A parameter an op needs statically is frozen to its initializer's value.
+    for init in model.graph.iter().flat_map(|g| &g.initializer) {
+        let name = init.name();
+        if opts.parameters.contains(name) && !opts.values.contains_key(name) {
+            let value = tensor_from_proto(init, dir).map_err(|reason| ImportErrorKind::Initializer {
+                name: name.to_string(),
+                reason,
+            })?;
+            opts.values.insert(name.to_string(), value);
+        }
+    }
     loop {
         let mut wanted = Vec::new();
         let err = match import_once(model, dir, &opts, &mut wanted) {
@@ -220,7 +257,11 @@ fn import_once(
             name: name.clone(),
             reason,
         })?;
-        let id = b.constant_named(&name, t);
+        let id = if opts.parameters.contains(&name) && !opts.constants.contains_key(&name) {
+            b.input(&name, t.ty())
+        } else {
+            b.constant_named(&name, t)
+        };
         b.bind(&name, id);
     }
     for input in &graph.input {
@@ -259,6 +300,10 @@ fn import_once(
             reason,
         })?;
         outputs.push(Output { name, node });
+    }
+    if let Some(l) = &opts.loss {
+        let loss = loss::attach(&mut b, l, &outputs, opset)?;
+        outputs.insert(0, loss);
     }
     let mut g = b.finish(outputs);
     g.prune();

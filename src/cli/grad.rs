@@ -1,0 +1,94 @@
+//! Options shared by verbs that differentiate a model (`--grad`); the gradient program itself
+//! is `swflow_frontend::training`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use swflow_frontend::ir::Tensor;
+use swflow_frontend::npy;
+use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
+use swflow_frontend::training::{check_classes, gradient_program_of, GradProgram};
+
+use super::model::ModelArgs;
+
+#[derive(clap::Args, Debug)]
+pub struct GradArgs {
+    /// Differentiate the model: compute a loss and its gradient with respect to the
+    /// parameters (see --loss, --wrt).
+    #[arg(long)]
+    pub grad: bool,
+    /// The loss on the model's first output: `mse` (mean squared difference from --labels,
+    /// same type), `cross-entropy` (softmax cross-entropy of logits [N, C] against int64 class
+    /// indices [N] in --labels, mean over N) or `sum` (of all elements).
+    #[arg(long, value_parser = ["mse", "cross-entropy", "sum"])]
+    pub loss: Option<String>,
+    /// The model computes its own loss: this value (summed if not a scalar).
+    #[arg(long, value_name = "NAME", conflicts_with = "loss")]
+    pub loss_output: Option<String>,
+    /// The labels of `--loss mse` or `cross-entropy` (.npy).
+    #[arg(long, value_name = "FILE.npy")]
+    pub labels: Option<PathBuf>,
+    /// A tensor to differentiate with respect to: an initializer or a graph input
+    /// (repeatable). Default: every float initializer that feeds arithmetic, except batch
+    /// normalization's running mean and variance.
+    #[arg(long, value_name = "NAME")]
+    pub wrt: Vec<String>,
+}
+
+impl GradArgs {
+    /// The loss the options ask for.
+    pub fn loss(&self) -> Result<Loss> {
+        Ok(match (self.loss.as_deref(), &self.loss_output) {
+            (_, Some(name)) => Loss::Output(name.clone()),
+            (Some("mse"), None) => Loss::Mse,
+            (Some("cross-entropy"), None) => Loss::CrossEntropy,
+            (Some("sum"), None) => Loss::Sum,
+            _ => bail!("--grad needs a loss: --loss mse|cross-entropy|sum, or --loss-output NAME"),
+        })
+    }
+
+    /// Imports the model as a gradient program; `given` holds the values of inputs known now
+    /// (those an op needs statically are frozen to them).
+    pub fn prepare(&self, model: &ModelArgs, given: HashMap<String, Tensor>) -> Result<(ModelFile, GradProgram)> {
+        let file = ModelFile::read(&model.model)?;
+        let opts = ImportOptions {
+            values: given,
+            ..model.options()?
+        };
+        let p = gradient_program_of(&file, &opts, &self.loss()?, &self.wrt)?;
+        for name in &p.frozen {
+            tracing::info!("initializer '{name}' is used statically: no gradient");
+        }
+        Ok((file, p))
+    }
+
+    /// Reads `--labels` for the program's labels input and checks it: the type the loss needs
+    /// and, for cross-entropy, class indices within the logits' classes.
+    pub fn read_labels(&self, p: &GradProgram) -> Result<Option<(String, Tensor)>> {
+        let Some((name, want)) = &p.labels else {
+            if let Some(path) = &self.labels {
+                bail!("--labels {}: the loss takes no labels", path.display());
+            }
+            return Ok(None);
+        };
+        let path = self.labels.as_deref().with_context(|| {
+            format!(
+                "--loss {} needs --labels FILE.npy",
+                self.loss.as_deref().unwrap_or_default()
+            )
+        })?;
+        let t = npy::read(path)?;
+        if t.ty() != *want {
+            bail!(
+                "--labels {}: the loss needs {want}, but the file holds {}",
+                path.display(),
+                t.ty()
+            );
+        }
+        if let Some(classes) = p.classes {
+            check_classes(&t, classes).map_err(|e| anyhow::anyhow!("--labels {}: {e}", path.display()))?;
+        }
+        Ok(Some((name.clone(), t)))
+    }
+}
