@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs every swflow test: prepares the conformance data and the benchmark models CI uses
+# Runs every swflow test: prepares the conformance data, the training models with their jax
+# gradients and the benchmark models CI uses
 # (cached in .cache/), then builds once and runs the whole workspace's tests in release mode.
 # Ends with the total count.
 # The release build comes first: tests of generated C link the emulator library it makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-conformance.sh
+bash scripts/setup-training.sh
 # The benchmark models CI builds (tests/tests/benchmark_models.rs); the rest are built on
 # demand by their ignored test's instructions.
 bash scripts/setup-models.sh dcgan mobilenet shufflenet

@@ -334,3 +334,107 @@ fn shape_inputs_are_frozen_from_given_values() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `run --grad` writes the loss, one file per gradient and the index naming them; the
+/// gradients are jax's (`scripts/training/models.py`), through the graph and JIT engines.
+#[test]
+fn run_grad_writes_loss_gradients_and_index() {
+    let case = root().join(".cache/training/mlp");
+    assert!(
+        case.exists(),
+        "no training models in {}: run scripts/setup-training.sh first",
+        case.display()
+    );
+    let dir = scratch("grad");
+    for engine in ["graph", "jit"] {
+        let out_dir = dir.join(engine);
+        let out = swflow(&[
+            "run",
+            case.join("model.onnx").to_str().unwrap(),
+            "--input",
+            &format!("x={}", case.join("x.npy").display()),
+            "--grad",
+            "--loss",
+            "cross-entropy",
+            "--labels",
+            case.join("labels.npy").to_str().unwrap(),
+            "--engine",
+            engine,
+            "-o",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let read_index = |d: &std::path::Path| -> serde_json::Map<String, serde_json::Value> {
+            serde_json::from_str(&std::fs::read_to_string(d.join("gradients.json")).unwrap()).unwrap()
+        };
+        let (got, want) = (read_index(&out_dir), read_index(&case.join("reference")));
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "the default gradients are those of every parameter"
+        );
+        let as_f32 = |t: swflow_frontend::ir::Tensor| {
+            let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32).collect();
+            swflow_frontend::ir::Tensor::from_f32(t.shape().to_vec(), v).unwrap()
+        };
+        let pairs = std::iter::once(("loss.npy".to_string(), "loss.npy".to_string())).chain(
+            got.iter()
+                .map(|(k, v)| (v.as_str().unwrap().to_string(), want[k].as_str().unwrap().to_string())),
+        );
+        for (mine, theirs) in pairs {
+            let a = npy::read(&out_dir.join(&mine)).unwrap();
+            let b = as_f32(npy::read(&case.join("reference").join(&theirs)).unwrap());
+            compare(&a, &b, Comparison::Model).unwrap_or_else(|m| panic!("{engine}: {mine}: {}", m.message));
+        }
+    }
+}
+
+/// Bad labels, losses that do not fit the model and unknown tensors are clean failures.
+#[test]
+fn run_grad_rejects_bad_input_cleanly() {
+    let dir = scratch("grad-bad");
+    let write = |name: &str, t: swflow_frontend::ir::Tensor| {
+        let path = dir.join(name);
+        npy::write(&path, &t).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let i64s =
+        |v: Vec<i64>| swflow_frontend::ir::Tensor::new(vec![v.len()], swflow_frontend::ir::Data::I64(v)).unwrap();
+    let out_of_range = write("out_of_range.npy", i64s(vec![10]));
+    let wrong_shape = write("wrong_shape.npy", i64s(vec![1, 2]));
+    let floats = write(
+        "floats.npy",
+        swflow_frontend::ir::Tensor::from_f32(vec![1], vec![3.0]).unwrap(),
+    );
+    let grad = |extra: &[&str]| {
+        let mut args = vec!["run", "examples/lenet/model.onnx", "--grad"];
+        args.extend_from_slice(extra);
+        swflow(&args)
+    };
+    let ce = ["--loss", "cross-entropy", "--labels"];
+    assert_fails(
+        &grad(&[&ce[..], &[out_of_range.as_str()]].concat()),
+        &["out_of_range.npy", "class 10", "10 classes"],
+    );
+    assert_fails(
+        &grad(&[&ce[..], &[wrong_shape.as_str()]].concat()),
+        &["wrong_shape.npy", "needs i64[1]", "i64[2]"],
+    );
+    assert_fails(
+        &grad(&[&ce[..], &[floats.as_str()]].concat()),
+        &["needs i64[1]", "f32[1]"],
+    );
+    assert_fails(&grad(&["--loss", "cross-entropy"]), &["needs --labels"]);
+    assert_fails(&grad(&["--loss", "sum", "--labels", &floats]), &["takes no labels"]);
+    assert_fails(&grad(&[]), &["needs a loss"]);
+    assert_fails(
+        &grad(&["--loss", "sum", "--wrt", "nope"]),
+        &["--wrt nope", "no initializer or input"],
+    );
+    assert_fails(&grad(&["--loss-output", "nope"]), &["'nope'", "not defined"]);
+    let sum = dir.join("sum");
+    let out = grad(&["--loss", "sum", "--wrt", "input", "-o", sum.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let index = std::fs::read_to_string(sum.join("gradients.json")).unwrap();
+    assert!(index.contains("\"input\": \"grad/input.npy\""), "{index}");
+}

@@ -46,6 +46,18 @@ pub fn conformance_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Where the training models and their jax references live; an error tells how to make them.
+pub fn training_dir() -> Result<PathBuf> {
+    let dir = workspace_root().join(".cache/training");
+    if !dir.join("STAMP").exists() {
+        bail!(
+            "no training models in {}: run scripts/setup-training.sh first",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
 /// Non-empty lines of a checked-in list, without `#` comments; each line split at its first
 /// whitespace into a name and the rest.
 pub fn read_list(path: &Path) -> Result<Vec<(String, String)>> {

@@ -1,0 +1,346 @@
+"""Small training models as ONNX files, with reference losses and gradients from jax.grad.
+
+Usage: models.py OUT_DIR
+
+Each model is written twice from the same parameters: as ONNX nodes (what swflow compiles)
+and as a JAX function (the reference), evaluated in float64. For each model, OUT_DIR/<name>/
+holds:
+  model.onnx         the model; its float initializers are the parameters, except batch
+                     normalization's running statistics and Clip's bounds
+  case.json          {"loss": "mse" | "cross-entropy", "inputs": {input name: file}}
+  x.npy, labels.npy  the batch and its labels
+  reference/         loss.npy and grad/<parameter>.npy (float64), gradients.json naming them
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+from jax import lax  # noqa: E402
+
+OPSET = 20
+
+
+class Model:
+    """An ONNX graph under construction, with its parameters and constant buffers."""
+
+    def __init__(self, name, seed):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes = []
+        self.params = {}
+        self.buffers = {}
+        self.counter = 0
+
+    def param(self, name, shape, fan_in=None, value=None):
+        if value is None:
+            scale = 1.0 / np.sqrt(fan_in if fan_in else 1)
+            value = self.rng.standard_normal(shape) * scale
+        self.params[name] = np.asarray(value, dtype=np.float32)
+        return name
+
+    def buffer(self, name, value):
+        self.buffers[name] = np.asarray(value)
+        return name
+
+    def node(self, op, inputs, **attrs):
+        self.counter += 1
+        out = f"{op.lower()}_{self.counter}"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def constant(self, value):
+        self.counter += 1
+        out = f"const_{self.counter}"
+        t = numpy_helper.from_array(np.asarray(value), out)
+        self.nodes.append(helper.make_node("Constant", [], [out], name=out, value=t))
+        return out
+
+    def save(self, path, x, output, output_shape):
+        inits = [numpy_helper.from_array(v, k) for k, v in {**self.params, **self.buffers}.items()]
+        graph = helper.make_graph(
+            self.nodes,
+            self.name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+            [helper.make_tensor_value_info(output, TensorProto.FLOAT, list(output_shape))],
+            inits,
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        onnx.checker.check_model(model, full_check=True)
+        onnx.save(model, path)
+
+
+# JAX building blocks (float64), written from the ONNX operator definitions.
+
+def conv(x, w, b=None, stride=1, pad=0, groups=1):
+    y = lax.conv_general_dilated(
+        x, w, (stride, stride), [(pad, pad), (pad, pad)],
+        feature_group_count=groups, dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    return y if b is None else y + b[None, :, None, None]
+
+
+def max_pool(x, k, s, pad=0):
+    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, k, k), (1, 1, s, s),
+                             [(0, 0), (0, 0), (pad, pad), (pad, pad)])
+
+
+def avg_pool(x, k, s):
+    return lax.reduce_window(x, 0.0, lax.add, (1, 1, k, k), (1, 1, s, s), "VALID") / (k * k)
+
+
+def batch_norm(x, g, b, mean, var, eps=1e-5):
+    shape = (1, -1, 1, 1)
+    return g.reshape(shape) * (x - mean.reshape(shape)) / jnp.sqrt(var.reshape(shape) + eps) + b.reshape(shape)
+
+
+def layer_norm(x, g, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / jnp.sqrt(var + eps) * g + b
+
+
+def gemm(x, w, b):
+    return x @ w.T + b
+
+
+def cross_entropy(logits, labels):
+    logp = jax.nn.log_softmax(logits, axis=1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+
+# The models: each returns (Model, x, labels, loss kind, output name, output shape, forward),
+# where forward(params, buffers, x) is the JAX prediction.
+
+def mlp():
+    m = Model("mlp", 1)
+    m.param("fc1.w", (32, 64), 64)
+    m.param("fc1.b", (32,), 64)
+    m.param("fc2.w", (24, 32), 32)
+    m.param("fc2.b", (24,), 32)
+    m.param("fc3.w", (10, 24), 24)
+    m.param("fc3.b", (10,), 24)
+    h = m.node("Gemm", ["x", "fc1.w", "fc1.b"], transB=1)
+    h = m.node("Relu", [h])
+    h = m.node("Gemm", [h, "fc2.w", "fc2.b"], transB=1)
+    h = m.node("Sigmoid", [h])
+    y = m.node("Gemm", [h, "fc3.w", "fc3.b"], transB=1)
+
+    def forward(p, _b, x):
+        h = jax.nn.relu(gemm(x, p["fc1.w"], p["fc1.b"]))
+        h = jax.nn.sigmoid(gemm(h, p["fc2.w"], p["fc2.b"]))
+        return gemm(h, p["fc3.w"], p["fc3.b"])
+
+    x = m.rng.standard_normal((8, 64)).astype(np.float32)
+    labels = m.rng.integers(0, 10, 8)
+    return m, x, labels, "cross-entropy", y, (8, 10), forward
+
+
+def lenet():
+    m = Model("lenet", 2)
+    m.param("c1.w", (6, 1, 5, 5), 25)
+    m.param("c1.b", (6,), 25)
+    m.param("c2.w", (16, 6, 5, 5), 150)
+    m.param("c2.b", (16,), 150)
+    m.param("f1.w", (120, 400), 400)
+    m.param("f1.b", (120,), 400)
+    m.param("f2.w", (84, 120), 120)
+    m.param("f2.b", (84,), 120)
+    m.param("f3.w", (10, 84), 84)
+    m.param("f3.b", (10,), 84)
+    h = m.node("Conv", ["x", "c1.w", "c1.b"], pads=[2, 2, 2, 2])
+    h = m.node("Relu", [h])
+    h = m.node("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    h = m.node("Conv", [h, "c2.w", "c2.b"])
+    h = m.node("Relu", [h])
+    h = m.node("AveragePool", [h], kernel_shape=[2, 2], strides=[2, 2])
+    h = m.node("Flatten", [h])
+    h = m.node("Relu", [m.node("Gemm", [h, "f1.w", "f1.b"], transB=1)])
+    h = m.node("Relu", [m.node("Gemm", [h, "f2.w", "f2.b"], transB=1)])
+    y = m.node("Gemm", [h, "f3.w", "f3.b"], transB=1)
+
+    def forward(p, _b, x):
+        h = max_pool(jax.nn.relu(conv(x, p["c1.w"], p["c1.b"], pad=2)), 2, 2)
+        h = avg_pool(jax.nn.relu(conv(h, p["c2.w"], p["c2.b"])), 2, 2)
+        h = h.reshape(h.shape[0], -1)
+        h = jax.nn.relu(gemm(h, p["f1.w"], p["f1.b"]))
+        h = jax.nn.relu(gemm(h, p["f2.w"], p["f2.b"]))
+        return gemm(h, p["f3.w"], p["f3.b"])
+
+    x = m.rng.standard_normal((4, 1, 28, 28)).astype(np.float32)
+    labels = m.rng.integers(0, 10, 4)
+    return m, x, labels, "cross-entropy", y, (4, 10), forward
+
+
+def bn_params(m, name, c):
+    m.param(f"{name}.g", (c,), value=1.0 + 0.1 * m.rng.standard_normal(c))
+    m.param(f"{name}.b", (c,), value=0.1 * m.rng.standard_normal(c))
+    m.buffer(f"{name}.mean", (0.1 * m.rng.standard_normal(c)).astype(np.float32))
+    m.buffer(f"{name}.var", (1.0 + 0.2 * m.rng.random(c)).astype(np.float32))
+    return [f"{name}.g", f"{name}.b", f"{name}.mean", f"{name}.var"]
+
+
+def bn_jax(p, b, name, x):
+    return batch_norm(x, p[f"{name}.g"], p[f"{name}.b"], b[f"{name}.mean"], b[f"{name}.var"])
+
+
+def residual_bn():
+    m = Model("residual_bn", 3)
+    c = 8
+    m.param("conv_a.w", (c, c, 3, 3), 9 * c)
+    m.param("conv_b.w", (c, c, 3, 3), 9 * c)
+    bn_a = bn_params(m, "bn_a", c)
+    bn_b = bn_params(m, "bn_b", c)
+    m.param("fc.w", (5, c), c)
+    m.param("fc.b", (5,), c)
+    h = m.node("Conv", ["x", "conv_a.w"], pads=[1, 1, 1, 1])
+    h = m.node("Relu", [m.node("BatchNormalization", [h] + bn_a)])
+    h = m.node("Conv", [h, "conv_b.w"], pads=[1, 1, 1, 1])
+    h = m.node("BatchNormalization", [h] + bn_b)
+    h = m.node("Relu", [m.node("Add", [h, "x"])])
+    h = m.node("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    h = m.node("Flatten", [m.node("GlobalAveragePool", [h])])
+    y = m.node("Gemm", [h, "fc.w", "fc.b"], transB=1)
+
+    def forward(p, b, x):
+        h = jax.nn.relu(bn_jax(p, b, "bn_a", conv(x, p["conv_a.w"], pad=1)))
+        h = bn_jax(p, b, "bn_b", conv(h, p["conv_b.w"], pad=1))
+        h = max_pool(jax.nn.relu(h + x), 3, 2, pad=1)
+        return gemm(h.mean(axis=(2, 3)), p["fc.w"], p["fc.b"])
+
+    x = m.rng.standard_normal((2, c, 8, 8)).astype(np.float32)
+    labels = m.rng.integers(0, 5, 2)
+    return m, x, labels, "cross-entropy", y, (2, 5), forward
+
+
+def depthwise_separable():
+    m = Model("depthwise_separable", 4)
+    c, k = 8, 16
+    m.param("dw.w", (c, 1, 3, 3), 9)
+    m.param("dw.b", (c,), 9)
+    bn_dw = bn_params(m, "bn_dw", c)
+    m.buffer("relu6.min", np.array(0.0, dtype=np.float32))
+    m.buffer("relu6.max", np.array(6.0, dtype=np.float32))
+    m.param("pw.w", (k, c, 1, 1), c)
+    bn_pw = bn_params(m, "bn_pw", k)
+    m.param("fc.w", (4, k), k)
+    m.param("fc.b", (4,), k)
+    h = m.node("Conv", ["x", "dw.w", "dw.b"], group=c, strides=[2, 2], pads=[1, 1, 1, 1])
+    h = m.node("BatchNormalization", [h] + bn_dw)
+    h = m.node("Clip", [h, "relu6.min", "relu6.max"])
+    h = m.node("Conv", [h, "pw.w"])
+    h = m.node("Relu", [m.node("BatchNormalization", [h] + bn_pw)])
+    h = m.node("Flatten", [m.node("GlobalAveragePool", [h])])
+    y = m.node("Gemm", [h, "fc.w", "fc.b"], transB=1)
+
+    def forward(p, b, x):
+        h = conv(x, p["dw.w"], p["dw.b"], stride=2, pad=1, groups=c)
+        h = jnp.clip(bn_jax(p, b, "bn_dw", h), 0.0, 6.0)
+        h = jax.nn.relu(bn_jax(p, b, "bn_pw", conv(h, p["pw.w"])))
+        return gemm(h.mean(axis=(2, 3)), p["fc.w"], p["fc.b"])
+
+    x = (2.0 * m.rng.standard_normal((2, c, 10, 10))).astype(np.float32)
+    labels = m.rng.integers(0, 4, 2)
+    return m, x, labels, "cross-entropy", y, (2, 4), forward
+
+
+def transformer_block():
+    m = Model("transformer_block", 5)
+    n, t, d, heads, ff = 2, 6, 16, 2, 32
+    dh = d // heads
+    m.param("ln1.g", (d,), value=1.0 + 0.1 * m.rng.standard_normal(d))
+    m.param("ln1.b", (d,), value=0.1 * m.rng.standard_normal(d))
+    # The keys have no bias: it shifts all of a query's scores by the same amount, which the
+    # softmax cancels, so its gradient is zero in exact arithmetic and only rounding noise in
+    # any implementation, with no relative error to measure.
+    for w in ["q", "k", "v", "o"]:
+        m.param(f"w{w}", (d, d), d)
+        if w != "k":
+            m.param(f"b{w}", (d,), d)
+    m.param("ln2.g", (d,), value=1.0 + 0.1 * m.rng.standard_normal(d))
+    m.param("ln2.b", (d,), value=0.1 * m.rng.standard_normal(d))
+    m.param("w1", (d, ff), d)
+    m.param("b1", (ff,), d)
+    m.param("w2", (ff, d), ff)
+    m.param("b2", (d,), ff)
+    heads_shape = m.constant(np.array([n, t, heads, dh], dtype=np.int64))
+    model_shape = m.constant(np.array([n, t, d], dtype=np.int64))
+    scale = m.constant(np.array(1.0 / np.sqrt(dh), dtype=np.float32))
+
+    def proj(h, w):
+        z = m.node("MatMul", [h, f"w{w}"])
+        return z if w == "k" else m.node("Add", [z, f"b{w}"])
+
+    h = m.node("LayerNormalization", ["x", "ln1.g", "ln1.b"], axis=-1)
+    q = m.node("Transpose", [m.node("Reshape", [proj(h, "q"), heads_shape])], perm=[0, 2, 1, 3])
+    kt = m.node("Transpose", [m.node("Reshape", [proj(h, "k"), heads_shape])], perm=[0, 2, 3, 1])
+    v = m.node("Transpose", [m.node("Reshape", [proj(h, "v"), heads_shape])], perm=[0, 2, 1, 3])
+    s = m.node("Softmax", [m.node("Mul", [m.node("MatMul", [q, kt]), scale])], axis=-1)
+    a = m.node("Transpose", [m.node("MatMul", [s, v])], perm=[0, 2, 1, 3])
+    r1 = m.node("Add", ["x", proj(m.node("Reshape", [a, model_shape]), "o")])
+    h = m.node("LayerNormalization", [r1, "ln2.g", "ln2.b"], axis=-1)
+    h = m.node("Gelu", [m.node("Add", [m.node("MatMul", [h, "w1"]), "b1"])])
+    y = m.node("Add", [r1, m.node("Add", [m.node("MatMul", [h, "w2"]), "b2"])])
+
+    def forward(p, _b, x):
+        h = layer_norm(x, p["ln1.g"], p["ln1.b"])
+
+        def split(z):
+            return z.reshape(n, t, heads, dh).transpose(0, 2, 1, 3)
+
+        q, k, v = split(h @ p["wq"] + p["bq"]), split(h @ p["wk"]), split(h @ p["wv"] + p["bv"])
+        s = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh), axis=-1)
+        a = (s @ v).transpose(0, 2, 1, 3).reshape(n, t, d)
+        r1 = x + a @ p["wo"] + p["bo"]
+        h = layer_norm(r1, p["ln2.g"], p["ln2.b"])
+        h = jax.nn.gelu(h @ p["w1"] + p["b1"], approximate=False)
+        return r1 + h @ p["w2"] + p["b2"]
+
+    x = m.rng.standard_normal((n, t, d)).astype(np.float32)
+    labels = m.rng.standard_normal((n, t, d)).astype(np.float32)
+    return m, x, labels, "mse", y, (n, t, d), forward
+
+
+MODELS = [mlp, lenet, residual_bn, depthwise_separable, transformer_block]
+
+
+def main(out):
+    for make in MODELS:
+        m, x, labels, loss, output, shape, forward = make()
+        d = os.path.join(out, m.name)
+        os.makedirs(os.path.join(d, "reference", "grad"), exist_ok=True)
+        m.save(os.path.join(d, "model.onnx"), x, output, shape)
+        np.save(os.path.join(d, "x.npy"), x)
+        np.save(os.path.join(d, "labels.npy"), labels)
+        with open(os.path.join(d, "case.json"), "w") as f:
+            json.dump({"loss": loss, "inputs": {"x": "x.npy"}}, f, indent=2)
+        params = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in m.params.items()}
+        buffers = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in m.buffers.items()}
+        x64 = jnp.asarray(x, dtype=jnp.float64)
+
+        def objective(p):
+            pred = forward(p, buffers, x64)
+            if loss == "mse":
+                return jnp.mean((pred - jnp.asarray(labels, dtype=jnp.float64)) ** 2)
+            return cross_entropy(pred, jnp.asarray(labels))
+
+        value, grads = jax.value_and_grad(objective)(params)
+        np.save(os.path.join(d, "reference", "loss.npy"), np.asarray(value))
+        index = {}
+        for name, g in grads.items():
+            index[name] = f"grad/{name}.npy"
+            np.save(os.path.join(d, "reference", index[name]), np.asarray(g))
+        with open(os.path.join(d, "reference", "gradients.json"), "w") as f:
+            json.dump(index, f, indent=2, sort_keys=True)
+        print(f"{m.name}: loss {float(value):.6f}, {len(index)} gradients")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

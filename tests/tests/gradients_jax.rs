@@ -1,0 +1,156 @@
+//! Gradients against `jax.grad`: the training models of `scripts/training/models.py` (an MLP,
+//! LeNet, a residual block with batch normalization, a depthwise-separable block and a
+//! transformer block) are imported with their loss, differentiated with respect to every
+//! parameter, and run through the graph interpreter, the scheduled loop-IR executor, the JIT
+//! and the generated C. The loss and every gradient must match jax's, computed in float64
+//! from an independent JAX definition of each model, within the project's whole-model
+//! tolerance (`Comparison::Model`). Each run prints the worst relative error per model and
+//! engine: `max |swflow - jax| / max |jax|` over the elements of a tensor, the worst tensor.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use swflow_frontend::ir::{Data, Tensor};
+use swflow_frontend::npy;
+use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_frontend::training::{gradient_program_of, GradProgram};
+use swflow_scheduler::target::Target;
+use swflow_tests::cbuild;
+use swflow_tests::training_dir;
+
+struct Case {
+    name: String,
+    program: GradProgram,
+    inputs: Vec<Tensor>,
+    /// The loss, then one gradient per tensor of `program.wrt` (float64).
+    reference: Vec<Tensor>,
+}
+
+fn read_json(path: &PathBuf) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+fn load(dir: PathBuf) -> Result<Case> {
+    let spec = read_json(&dir.join("case.json"))?;
+    let loss = match spec["loss"].as_str() {
+        Some("mse") => Loss::Mse,
+        Some("cross-entropy") => Loss::CrossEntropy,
+        other => bail!("unknown loss {other:?}"),
+    };
+    let file = ModelFile::read(&dir.join("model.onnx"))?;
+    let program = gradient_program_of(&file, &ImportOptions::default(), &loss, &[])?;
+    let mut given: HashMap<String, Tensor> = program.parameters.clone();
+    for (name, path) in spec["inputs"].as_object().context("case.json has no inputs")? {
+        given.insert(name.clone(), npy::read(&dir.join(path.as_str().unwrap_or_default()))?);
+    }
+    let (labels, _) = program.labels.clone().context("the loss takes labels")?;
+    given.insert(labels, npy::read(&dir.join("labels.npy"))?);
+    let g = &program.graph;
+    let inputs = g
+        .inputs()
+        .map(|id| {
+            given
+                .remove(&g.node(id).name)
+                .with_context(|| format!("no value for input '{}'", g.node(id).name))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let index = read_json(&dir.join("reference/gradients.json"))?;
+    let mut reference = vec![npy::read(&dir.join("reference/loss.npy"))?];
+    for name in &program.wrt {
+        let file = index[name]
+            .as_str()
+            .with_context(|| format!("jax gives no gradient for '{name}'"))?;
+        reference.push(npy::read(&dir.join("reference").join(file))?);
+    }
+    let wanted = index.as_object().map_or(0, |m| m.len());
+    if wanted != program.wrt.len() {
+        bail!("jax differentiates {wanted} parameters, swflow {}", program.wrt.len());
+    }
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    Ok(Case {
+        name,
+        program,
+        inputs,
+        reference,
+    })
+}
+
+fn cases() -> Vec<Case> {
+    let root = training_dir().unwrap();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("case.json").exists())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 5, "training models missing in {}", root.display());
+    dirs.into_iter().map(|d| load(d).unwrap()).collect()
+}
+
+/// Checks `got` against the case's reference; returns the worst relative error.
+fn check(case: &Case, engine: &str, got: &[Tensor]) -> f64 {
+    assert_eq!(got.len(), case.reference.len(), "{}: {engine}", case.name);
+    let names = std::iter::once("loss".to_string()).chain(case.program.wrt.iter().map(|w| format!("grad/{w}")));
+    let mut worst: f64 = 0.0;
+    for ((name, a), b) in names.zip(got).zip(&case.reference) {
+        let want = b.to_f64_vec();
+        let as_f32 = Tensor::new(b.shape().to_vec(), Data::F32(want.iter().map(|&v| v as f32).collect())).unwrap();
+        compare(a, &as_f32, Comparison::Model)
+            .unwrap_or_else(|m| panic!("{} through {engine}: {name}: {}", case.name, m.message));
+        let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        assert!(scale > 0.0, "{}: {name} is zero in the reference", case.name);
+        let err = a
+            .to_f64_vec()
+            .iter()
+            .zip(&want)
+            .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+        worst = worst.max(err / scale);
+    }
+    println!("{:>20}  {engine:<28} worst relative error {worst:.2e}", case.name);
+    worst
+}
+
+#[test]
+fn graph_interpreter_and_loop_executor_match_jax() {
+    for case in cases() {
+        let g = &case.program.graph;
+        check(&case, "graph", &swflow_frontend::interp::run(g, &case.inputs).unwrap());
+        for target in [Target::sw26010(), Target::sw26010pro()] {
+            let p = swflow_scheduler::pipeline::compile(g, &target).unwrap();
+            let (got, _) = swflow_scheduler::exec::cpe::run_program(&p, &case.inputs, &target).unwrap();
+            check(&case, &format!("loops ({})", target.name), &got);
+        }
+    }
+}
+
+#[test]
+fn jit_matches_jax_bit_identically_from_run_to_run() {
+    for case in cases() {
+        for target in [Target::sw26010(), Target::sw26010pro()] {
+            let p = swflow_scheduler::pipeline::compile(&case.program.graph, &target).unwrap();
+            let program = swflow_codegen::jit::compile(&p, &target).unwrap();
+            let first = program.run(&p, &target, &case.inputs).unwrap();
+            check(&case, &format!("jit ({})", target.name), &first.outputs);
+            let second = program.run(&p, &target, &case.inputs).unwrap();
+            for (a, b) in first.outputs.iter().zip(&second.outputs) {
+                compare(a, b, Comparison::Exact).expect("gradients are identical from run to run");
+            }
+        }
+    }
+}
+
+#[test]
+fn generated_c_matches_jax() {
+    let target = Target::sw26010();
+    for case in cases() {
+        let dir = cbuild::scratch("gradients-jax", &case.name);
+        cbuild::compile(&case.program.graph, &target, &dir).unwrap();
+        cbuild::make_reusing_runtime(&dir).unwrap();
+        let got = cbuild::run_model(&dir, &case.program.graph, &case.inputs, &[]).unwrap();
+        check(&case, &format!("C ({})", target.name), &got);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
