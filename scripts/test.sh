@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every swflow test: prepares the conformance data, the training models with their jax
-# gradients and the benchmark models CI uses
-# (cached in .cache/), then builds once and runs the whole workspace's tests in release mode.
+# gradients and the benchmark models CI uses (cached in .cache/), then builds once and runs
+# the whole workspace's tests in release mode.
 # Ends with the total count.
 # The release build comes first: tests of generated C link the emulator library it makes.
 set -euo pipefail

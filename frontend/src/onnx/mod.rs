@@ -56,6 +56,8 @@ pub enum ImportErrorKind {
     NoOpset,
     #[error("opset {version} of ai.onnx is not supported (supported: {} to {})", OPSET_RANGE.start(), OPSET_RANGE.end())]
     Opset { version: i64 },
+    #[error("version {version} of domain {domain} is not supported (supported: {})", PREVIEW_TRAINING.1)]
+    Domain { domain: String, version: i64 },
     #[error("node '{node}' ({op}): {reason}")]
     Node { node: String, op: String, reason: String },
     #[error("initializer '{name}': {reason}")]
@@ -180,14 +182,34 @@ pub fn import_bytes(bytes: &[u8], file: &str, dir: Option<&Path>, opts: &ImportO
     import_model(&model, dir, opts).map_err(wrap)
 }
 
-/// The ai.onnx opset a model imports.
+/// The domain of the optimizers swflow imports (`Adagrad`, `Momentum`, `Adam`) and the one
+/// version of it that exists.
+pub const PREVIEW_TRAINING: (&str, i64) = ("ai.onnx.preview.training", 1);
+
+/// The ai.onnx opset a model imports. A model without one is accepted when none of its nodes
+/// is of that domain (the optimizer node tests import only [`PREVIEW_TRAINING`]); it reads
+/// as the newest opset.
 pub fn model_opset(model: &proto::ModelProto) -> Result<i64, ImportErrorKind> {
-    let version = model
-        .opset_import
-        .iter()
-        .find(|o| matches!(o.domain(), "" | "ai.onnx"))
-        .map(|o| o.version())
-        .ok_or(ImportErrorKind::NoOpset)?;
+    let version = |domain: &[&str]| {
+        model
+            .opset_import
+            .iter()
+            .find(|o| domain.contains(&o.domain()))
+            .map(|o| o.version())
+    };
+    if let Some(v) = version(&[PREVIEW_TRAINING.0]).filter(|&v| v != PREVIEW_TRAINING.1) {
+        return Err(ImportErrorKind::Domain {
+            domain: PREVIEW_TRAINING.0.into(),
+            version: v,
+        });
+    }
+    let Some(version) = version(&["", "ai.onnx"]) else {
+        let nodes = model.graph.iter().flat_map(|g| &g.node);
+        if nodes.clone().any(|n| matches!(n.domain(), "" | "ai.onnx")) {
+            return Err(ImportErrorKind::NoOpset);
+        }
+        return Ok(*OPSET_RANGE.end());
+    };
     if !OPSET_RANGE.contains(&version) {
         return Err(ImportErrorKind::Opset { version });
     }

@@ -16,6 +16,7 @@ mod norm;
 mod reduce;
 mod resize;
 mod shape;
+mod training;
 
 use std::sync::Arc;
 
@@ -136,6 +137,16 @@ fn handler(op_type: &str) -> Option<(i64, Handler)> {
     Some((since, h))
 }
 
+/// The handler for an op of the `ai.onnx.preview.training` domain, if swflow supports it.
+fn preview_training_handler(op_type: &str) -> Option<Handler> {
+    Some(match op_type {
+        "Adagrad" => training::adagrad,
+        "Momentum" => training::momentum,
+        "Adam" => training::adam,
+        _ => return None,
+    })
+}
+
 /// Expands model node number `index` into primitives and binds its outputs.
 pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset: i64) -> Result<(), ImportErrorKind> {
     let op_type = node.op_type().to_string();
@@ -149,10 +160,14 @@ pub(super) fn import_node(b: &mut Builder, node: &NodeProto, index: usize, opset
         op: op_type.clone(),
         reason,
     };
-    if !matches!(node.domain(), "" | "ai.onnx") {
-        return Err(fail(format!("operator domain '{}' is not supported", node.domain())));
-    }
-    let (since, handler) = handler(&op_type).ok_or_else(|| fail("operator not supported".into()))?;
+    let (since, handler) = match node.domain() {
+        "" | "ai.onnx" => handler(&op_type).ok_or_else(|| fail("operator not supported".into()))?,
+        d if d == super::PREVIEW_TRAINING.0 => (
+            1,
+            preview_training_handler(&op_type).ok_or_else(|| fail(format!("operator not supported in domain {d}")))?,
+        ),
+        d => return Err(fail(format!("operator domain '{d}' is not supported"))),
+    };
     if opset < since {
         return Err(fail(format!(
             "opset {opset} selects a version of {op_type} older than opset {since}, which swflow does not implement"
