@@ -1,4 +1,5 @@
-//! Deterministic pseudo-random tensors, for runs without given inputs.
+//! Deterministic pseudo-random tensors, for runs without given inputs, and numpy's legacy
+//! uniform generator ([`numpy_uniform`]) for the masks of training-mode dropout.
 //!
 //! The generator is specified exactly so that other runtimes (the generated C programs) can
 //! reproduce it: SplitMix64 seeded with `seed + 0x9E3779B97F4A7C15 * (input_index + 1)`;
@@ -46,6 +47,59 @@ pub fn random_tensor(ty: &TensorType, seed: u64, input_index: usize) -> Tensor {
     Tensor::new(ty.shape.clone(), data).expect("the element count matches the type")
 }
 
+/// The first `n` doubles of numpy's legacy generator after `numpy.random.seed(seed)`:
+/// `numpy.random.uniform(0, 1, n)`, as the ONNX reference draws dropout masks.
+///
+/// The generator is MT19937 with its reference initialisation from one 32-bit seed; each
+/// double takes two 32-bit outputs `a`, `b` as `((a >> 5) * 2^26 + (b >> 6)) / 2^53`.
+pub fn numpy_uniform(seed: u32, n: usize) -> Vec<f64> {
+    let mut mt = Mt19937::new(seed);
+    (0..n)
+        .map(|_| {
+            let a = (mt.next() >> 5) as f64;
+            let b = (mt.next() >> 6) as f64;
+            (a * 67_108_864.0 + b) / 9_007_199_254_740_992.0
+        })
+        .collect()
+}
+
+/// The 32-bit Mersenne Twister (Matsumoto and Nishimura, 1998).
+struct Mt19937 {
+    state: [u32; 624],
+    pos: usize,
+}
+
+impl Mt19937 {
+    fn new(seed: u32) -> Mt19937 {
+        let mut state = [0u32; 624];
+        state[0] = seed;
+        for i in 1..624 {
+            let prev = state[i - 1];
+            state[i] = 1_812_433_253u32
+                .wrapping_mul(prev ^ (prev >> 30))
+                .wrapping_add(i as u32);
+        }
+        Mt19937 { state, pos: 624 }
+    }
+
+    fn next(&mut self) -> u32 {
+        if self.pos == 624 {
+            for i in 0..624 {
+                let y = (self.state[i] & 0x8000_0000) | (self.state[(i + 1) % 624] & 0x7fff_ffff);
+                let mag = if y & 1 == 1 { 0x9908_b0df } else { 0 };
+                self.state[i] = self.state[(i + 397) % 624] ^ (y >> 1) ^ mag;
+            }
+            self.pos = 0;
+        }
+        let mut y = self.state[self.pos];
+        self.pos += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +120,16 @@ mod tests {
         assert!(a.iter().all(|&x| (0.0..1.0).contains(&x)));
         assert_ne!(a, b);
         assert_eq!(a, random_tensor(&ty, 0, 0).to_f64_vec());
+    }
+
+    #[test]
+    fn numpy_uniform_matches_numpy() {
+        // numpy 2.4: `np.random.seed(0); np.random.uniform(0, 1, 3)`, and element 999 after
+        // `np.random.seed(1234567)` (past the first regeneration of the state).
+        assert_eq!(
+            numpy_uniform(0, 3),
+            [0.5488135039273248, 0.7151893663724195, 0.6027633760716439]
+        );
+        assert_eq!(numpy_uniform(1_234_567, 1000)[999], 0.7367113465158037);
     }
 }

@@ -1,6 +1,6 @@
 //! Elementwise ONNX ops.
 
-use super::Cx;
+use super::{table, Cx};
 use crate::ir::{BinaryOp, DType, NodeId, Op, UnaryOp};
 
 pub(super) fn arith(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
@@ -233,19 +233,46 @@ pub(super) fn identity(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 /// supported.
 pub(super) fn dropout(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
+    let shape = cx.shape(x);
+    let mut mask = None;
     if cx.opset >= 12 {
         let first = |t: Option<std::sync::Arc<crate::ir::Tensor>>| t.and_then(|t| t.to_f64_vec().first().copied());
         let training = first(cx.const_input(2)?).is_some_and(|t| t != 0.0);
         let ratio = first(cx.const_input(1)?).unwrap_or(0.5);
         if training && ratio != 0.0 {
-            return Err("training mode with a non-zero ratio draws a random mask, which is not supported".into());
+            mask = Some(dropout_mask(cx, &shape, ratio)?);
         }
     }
-    let mut outs = vec![x];
-    if cx.node.output.len() > 1 && !cx.node.output[1].is_empty() {
-        let t = cx.scalar(DType::Bool, 1.0);
-        let shape = cx.shape(x);
-        outs.push(cx.op(Op::Broadcast { shape }, &[t])?);
+    let wants_mask = cx.node.output.len() > 1 && !cx.node.output[1].is_empty();
+    let Some((keep, scale)) = mask else {
+        let mut outs = vec![x];
+        if wants_mask {
+            let t = cx.scalar(DType::Bool, 1.0);
+            outs.push(cx.op(Op::Broadcast { shape }, &[t])?);
+        }
+        return Ok(outs);
+    };
+    let zero = cx.scalar(cx.ty(x).dtype, 0.0);
+    let kept = cx.select(keep, x, zero)?;
+    let y = cx.with_scalar(BinaryOp::Mul, kept, scale)?;
+    Ok(if wants_mask { vec![y, keep] } else { vec![y] })
+}
+
+/// The mask of training-mode dropout with drop probability `ratio`, and the scale of the
+/// kept elements, `1 / (1 - ratio)`. The mask is the ONNX reference's: element `k` is kept
+/// when the `k`-th of `numpy.random.uniform(0, 1, n)` after `numpy.random.seed(seed)` is at
+/// least `ratio`. A node without a `seed` takes seed 0, so a compiled model is deterministic.
+fn dropout_mask(cx: &mut Cx, shape: &[usize], ratio: f64) -> Result<(NodeId, f64), String> {
+    if !(0.0..1.0).contains(&ratio) {
+        return Err(format!("ratio {ratio} is not in [0, 1)"));
     }
-    Ok(outs)
+    let seed = cx.attrs.int("seed", 0)?;
+    let seed = u32::try_from(seed).map_err(|_| format!("seed {seed} is not in 0 to 2^32 - 1"))?;
+    let n = crate::ir::checked_numel(shape).map_err(|e| e.0)?;
+    table(Some(n), "the dropout mask")?;
+    let keep: Vec<bool> = crate::random::numpy_uniform(seed, n)
+        .iter()
+        .map(|&u| u >= ratio)
+        .collect();
+    Ok((cx.bool_const(shape.to_vec(), keep)?, 1.0 / (1.0 - ratio)))
 }
