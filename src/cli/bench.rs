@@ -15,6 +15,7 @@ use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::target::Target;
 
 use super::compile::{emulator_lib, makefile_path};
+use super::grad::GradArgs;
 use super::model::{ModelArgs, PipelineArgs};
 use super::roofline;
 
@@ -50,6 +51,8 @@ pub struct Args {
     /// With `--engine c`: parallel jobs of `make` (default: the machine's cores).
     #[arg(short, long)]
     pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub grad: GradArgs,
 }
 
 /// One kernel: what the emulator reported, and where it came from.
@@ -103,7 +106,7 @@ impl Drop for TempDir {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    let (_, g) = args.model.load()?;
+    let g = args.grad.graph(&args.model)?;
     if args.engine == "jit" && (args.output.is_some() || args.jobs.is_some()) {
         bail!("--output and --jobs apply to --engine c");
     }

@@ -63,6 +63,18 @@ impl GradArgs {
         Ok((file, p))
     }
 
+    /// The graph a verb that compiles without values works on: the model as imported, or
+    /// with `--grad` its gradient program (forward, backward, loss and gradients as outputs).
+    pub fn graph(&self, model: &ModelArgs) -> Result<swflow_frontend::ir::Graph> {
+        if !self.grad {
+            if self.loss.is_some() || self.loss_output.is_some() || self.labels.is_some() || !self.wrt.is_empty() {
+                bail!("--loss, --loss-output, --labels and --wrt apply with --grad");
+            }
+            return Ok(model.load()?.1);
+        }
+        Ok(self.prepare(model, HashMap::new())?.1.graph)
+    }
+
     /// Reads `--labels` for the program's labels input and checks it: the type the loss needs
     /// and, for cross-entropy, class indices within the logits' classes.
     pub fn read_labels(&self, p: &GradProgram) -> Result<Option<(String, Tensor)>> {

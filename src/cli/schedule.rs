@@ -9,6 +9,7 @@ use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::memplan;
 use swflow_scheduler::target::Target;
 
+use super::grad::GradArgs;
 use super::model::{ModelArgs, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
@@ -26,6 +27,8 @@ pub struct Args {
     /// Print a machine-readable JSON report instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub grad: GradArgs,
 }
 
 #[derive(Serialize)]
@@ -53,7 +56,7 @@ struct Report {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    let (_, g) = args.model.load()?;
+    let g = args.grad.graph(&args.model)?;
     let start = Instant::now();
     let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
     let schedule_seconds = start.elapsed().as_secs_f64();
