@@ -438,3 +438,27 @@ fn run_grad_rejects_bad_input_cleanly() {
     let index = std::fs::read_to_string(sum.join("gradients.json")).unwrap();
     assert!(index.contains("\"input\": \"grad/input.npy\""), "{index}");
 }
+
+/// `inspect --grad` reports the saved-value plan: a tape smaller than all forward values
+/// together, and some values recomputed instead of kept.
+#[test]
+fn inspect_grad_reports_the_tape() {
+    let model = root().join(".cache/training/mlp/model.onnx");
+    let out = swflow(&[
+        "inspect",
+        model.to_str().unwrap(),
+        "--grad",
+        "--loss",
+        "cross-entropy",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let g = &report["gradient"];
+    let bytes = |k: &str| g[k].as_u64().unwrap_or_else(|| panic!("no {k} in {g}"));
+    assert_eq!(bytes("wrt"), 6);
+    assert!(bytes("tape_bytes") > 0);
+    assert!(bytes("recomputed_bytes") > 0);
+    assert!(bytes("tape_bytes") + bytes("recomputed_bytes") <= bytes("forward_intermediate_bytes"));
+    assert!(bytes("forward_peak_bytes") <= bytes("forward_intermediate_bytes"));
+}

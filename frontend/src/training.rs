@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::autodiff::tape::TapeSummary;
 use crate::autodiff::{gradient_program, GradError};
 use crate::ir::{DType, Graph, NodeId, Tensor, TensorType};
 use crate::onnx::{tensor_from_proto, trainable_initializers, ImportError, ImportOptions, Loss, ModelFile};
@@ -39,6 +40,8 @@ pub struct GradProgram {
     pub labels: Option<(String, TensorType)>,
     /// The number of classes of a cross-entropy loss (axis 1 of the logits).
     pub classes: Option<usize>,
+    /// The saved-value plan's sizes: tape against the forward's memory.
+    pub tape: TapeSummary,
     /// Initializers of the default choice that an op needs statically (a shape, a pad value):
     /// constants, without a gradient.
     pub frozen: Vec<String>,
@@ -134,8 +137,10 @@ pub fn gradient_program_of(
         Loss::CrossEntropy => Some(g.node(g.outputs[1].node).ty.shape[1]),
         _ => None,
     };
+    let program = gradient_program(&g, &ids)?;
     Ok(GradProgram {
-        graph: gradient_program(&g, &ids)?,
+        graph: program.graph,
+        tape: program.tape,
         wrt: names,
         parameters: values,
         labels,

@@ -1,11 +1,12 @@
 //! `swflow inspect`: what a model contains.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Result;
 use serde::Serialize;
 use swflow_frontend::ir::{cost, print_with, PrintOptions};
 
+use super::grad::GradArgs;
 use super::model::ModelArgs;
 
 #[derive(clap::Args, Debug)]
@@ -19,6 +20,27 @@ pub struct Args {
     /// (constants with more than 16 elements elided).
     #[arg(long, value_name = "FORM", value_parser = ["graph"])]
     pub emit: Option<String>,
+    /// With --grad, also report the gradient program: what the backward pass keeps from the
+    /// forward (the tape) against the forward's own memory.
+    #[command(flatten)]
+    pub grad: GradArgs,
+}
+
+/// The gradient program's saved-value plan, in bytes.
+#[derive(Serialize)]
+struct Gradient {
+    /// Tensors differentiated with respect to.
+    wrt: usize,
+    /// Primitive nodes of the whole step (forward, recomputation, backward).
+    primitives: usize,
+    /// Forward values the backward reads from memory.
+    tape_bytes: usize,
+    /// Forward values the backward computes again instead.
+    recomputed_bytes: usize,
+    /// Every value the forward computes.
+    forward_intermediate_bytes: usize,
+    /// The forward's peak of simultaneously live computed values, in graph order.
+    forward_peak_bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -39,6 +61,8 @@ struct Summary {
     primitive_ops: BTreeMap<String, usize>,
     parameters: u64,
     flops: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gradient: Option<Gradient>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -63,6 +87,24 @@ pub fn run(args: Args) -> Result<()> {
         primitive_ops,
         parameters: cost::parameter_count(&g),
         flops: cost::graph_flops(&g),
+        gradient: None,
+    };
+    let summary = Summary {
+        gradient: match args.grad.grad {
+            true => {
+                let (_, p) = args.grad.prepare(&args.model, HashMap::new())?;
+                Some(Gradient {
+                    wrt: p.wrt.len(),
+                    primitives: p.graph.nodes().len(),
+                    tape_bytes: p.tape.tape_bytes,
+                    recomputed_bytes: p.tape.recomputed_bytes,
+                    forward_intermediate_bytes: p.tape.forward_intermediate_bytes,
+                    forward_peak_bytes: p.tape.forward_peak_bytes,
+                })
+            }
+            false => None,
+        },
+        ..summary
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -107,5 +149,22 @@ fn print_text(s: &Summary) {
     println!("primitives  {}", s.primitive_ops.values().sum::<usize>());
     for (op, n) in &s.primitive_ops {
         println!("  {op:<24} {n:>6}");
+    }
+    if let Some(g) = &s.gradient {
+        println!("gradient    {} tensors, {} primitives in the step", g.wrt, g.primitives);
+        println!(
+            "  tape                     {:>12} bytes kept from the forward",
+            g.tape_bytes
+        );
+        println!(
+            "  recomputed               {:>12} bytes computed again in the backward",
+            g.recomputed_bytes
+        );
+        println!("  forward values           {:>12} bytes", g.forward_intermediate_bytes);
+        println!("  forward peak             {:>12} bytes", g.forward_peak_bytes);
+        println!(
+            "  tape / forward peak      {:>12.2}",
+            g.tape_bytes as f64 / g.forward_peak_bytes.max(1) as f64
+        );
     }
 }

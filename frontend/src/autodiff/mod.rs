@@ -14,6 +14,7 @@
 //! gradients are identical from run to run.
 
 mod rules;
+pub mod tape;
 
 use crate::ir::{DType, Graph, NodeId, Output, Tensor, TensorType};
 
@@ -104,10 +105,21 @@ pub fn gradients(g: &Graph, loss: NodeId, wrt: &[NodeId]) -> Result<Gradients, G
     Ok(Gradients { graph, grads })
 }
 
+/// A gradient program: see [`gradient_program`].
+#[derive(Clone, Debug)]
+pub struct GradientProgram {
+    /// Outputs: the loss, then one gradient per node differentiated with respect to.
+    pub graph: Graph,
+    /// What the backward pass keeps from the forward pass, in bytes, against the forward's own
+    /// memory.
+    pub tape: tape::TapeSummary,
+}
+
 /// The gradient program of a graph whose first output is a loss: its outputs are the loss,
 /// then the gradient of the loss with respect to each node of `wrt`, named
-/// `grad/<node name>`. Nodes that none of these needs are dropped.
-pub fn gradient_program(g: &Graph, wrt: &[NodeId]) -> Result<Graph, GradError> {
+/// `grad/<node name>`. Forward values the backward reads are kept or recomputed by the
+/// saved-value plan ([`tape::plan`]); nodes that no output needs are dropped.
+pub fn gradient_program(g: &Graph, wrt: &[NodeId]) -> Result<GradientProgram, GradError> {
     let Some(loss) = g.outputs.first() else {
         return Err(GradError {
             node: g.name.clone(),
@@ -116,15 +128,22 @@ pub fn gradient_program(g: &Graph, wrt: &[NodeId]) -> Result<Graph, GradError> {
         });
     };
     let r = gradients(g, loss.node, wrt)?;
-    let mut graph = r.graph;
-    graph.outputs = std::iter::once(loss.clone())
-        .chain(wrt.iter().zip(&r.grads).map(|(&w, &gw)| Output {
-            name: format!("grad/{}", g.node(w).name),
-            node: gw,
-        }))
-        .collect();
+    let first = g.nodes().len();
+    let plan = tape::plan(&r.graph, first);
+    let summary = tape::summary(&r.graph, first, &plan);
+    let mut roots: Vec<NodeId> = std::iter::once(loss.node).chain(r.grads.iter().copied()).collect();
+    let mut graph = tape::apply(&r.graph, first, &plan, &mut roots);
+    graph.outputs = std::iter::once(Output {
+        name: loss.name.clone(),
+        node: roots[0],
+    })
+    .chain(wrt.iter().zip(&roots[1..]).map(|(&w, &gw)| Output {
+        name: format!("grad/{}", g.node(w).name),
+        node: gw,
+    }))
+    .collect();
     graph.prune();
-    Ok(graph)
+    Ok(GradientProgram { graph, tape: summary })
 }
 
 /// `g` without the nodes from `first` on that no node of `roots` needs (a rule builds every
