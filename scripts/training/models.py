@@ -10,6 +10,9 @@ holds:
   case.json          {"loss": "mse" | "cross-entropy", "inputs": {input name: file}}
   x.npy, labels.npy  the batch and its labels
   reference/         loss.npy and grad/<parameter>.npy (float64), gradients.json naming them
+and OUT_DIR/mlp/train/ holds a training set (x.npy, labels.npy: batches of the MLP's batch
+size stacked) and, per optimizer, the reference training on it with PyTorch's update rules:
+<optimizer>/config.json, losses.npy (each step's loss before its update) and params/.
 """
 
 import json
@@ -310,6 +313,88 @@ def transformer_block():
 
 MODELS = [mlp, lenet, residual_bn, depthwise_separable, transformer_block]
 
+# Optimizer runs on the MLP: name -> settings, with PyTorch's defaults for the rest.
+OPTIMIZERS = {
+    "sgd": {"optimizer": "sgd", "lr": 0.1},
+    "momentum": {"optimizer": "momentum", "lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3},
+    "nesterov": {"optimizer": "momentum", "lr": 0.05, "momentum": 0.9, "nesterov": True},
+    "adam": {"optimizer": "adam", "lr": 1e-2, "weight_decay": 1e-3},
+    "adamw": {"optimizer": "adamw", "lr": 1e-2, "weight_decay": 1e-2},
+}
+TRAIN_BATCHES = 4
+TRAIN_EPOCHS = 2
+
+
+def torch_update(cfg, params, grads, state, t):
+    """One step of torch.optim.SGD / Adam / AdamW (their single-tensor update rules)."""
+    kind = cfg["optimizer"]
+    lr = cfg["lr"]
+    wd = cfg.get("weight_decay", 0.0 if kind != "adamw" else 1e-2)
+    new_params, new_state = {}, {}
+    for name, p in params.items():
+        g = grads[name]
+        if kind in ("sgd", "momentum"):
+            if wd:
+                g = g + wd * p
+            mu = cfg.get("momentum", 0.0 if kind == "sgd" else 0.9)
+            if mu:
+                buf = g if t == 1 else mu * state[name] + g
+                new_state[name] = buf
+                g = g + mu * buf if cfg.get("nesterov") else buf
+            new_params[name] = p - lr * g
+        else:
+            b1, b2, eps = cfg.get("beta1", 0.9), cfg.get("beta2", 0.999), cfg.get("eps", 1e-8)
+            if wd and kind == "adamw":
+                p = p * (1 - lr * wd)
+            elif wd:
+                g = g + wd * p
+            m, v = state.get(name, (jnp.zeros_like(p), jnp.zeros_like(p)))
+            m = m + (1 - b1) * (g - m)
+            v = b2 * v + (1 - b2) * g * g
+            step_size = lr / (1 - b1 ** t)
+            denom = jnp.sqrt(v) / np.sqrt(1 - b2 ** t) + eps
+            new_params[name] = p - step_size * m / denom
+            new_state[name] = (m, v)
+    return new_params, new_state
+
+
+def reference_training(out):
+    """The MLP trained by each optimizer of OPTIMIZERS on TRAIN_BATCHES batches for
+    TRAIN_EPOCHS epochs, in float64: OUT/mlp/train/<name>/losses.npy and params/<p>.npy."""
+    m, _, _, loss, _, shape, forward = mlp()
+    batch = shape[0]
+    rng = np.random.default_rng(11)
+    xs = rng.standard_normal((TRAIN_BATCHES * batch, 64)).astype(np.float32)
+    labels = rng.integers(0, 10, TRAIN_BATCHES * batch)
+    d = os.path.join(out, "mlp", "train")
+    os.makedirs(d, exist_ok=True)
+    np.save(os.path.join(d, "x.npy"), xs)
+    np.save(os.path.join(d, "labels.npy"), labels)
+
+    def objective(p, x, y):
+        return cross_entropy(forward(p, {}, x), y)
+
+    value_and_grad = jax.value_and_grad(objective)
+    for name, cfg in OPTIMIZERS.items():
+        params = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in m.params.items()}
+        state, losses, t = {}, [], 0
+        for _ in range(TRAIN_EPOCHS):
+            for b in range(TRAIN_BATCHES):
+                x = jnp.asarray(xs[b * batch:(b + 1) * batch], dtype=jnp.float64)
+                y = jnp.asarray(labels[b * batch:(b + 1) * batch])
+                value, grads = value_and_grad(params, x, y)
+                losses.append(float(value))
+                t += 1
+                params, state = torch_update(cfg, params, grads, state, t)
+        run = os.path.join(d, name)
+        os.makedirs(os.path.join(run, "params"), exist_ok=True)
+        with open(os.path.join(run, "config.json"), "w") as f:
+            json.dump({**cfg, "epochs": TRAIN_EPOCHS}, f, indent=2, sort_keys=True)
+        np.save(os.path.join(run, "losses.npy"), np.asarray(losses))
+        for k, v in params.items():
+            np.save(os.path.join(run, "params", f"{k}.npy"), np.asarray(v))
+        print(f"mlp trained with {name}: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
 
 def main(out):
     for make in MODELS:
@@ -340,6 +425,7 @@ def main(out):
         with open(os.path.join(d, "reference", "gradients.json"), "w") as f:
             json.dump(index, f, indent=2, sort_keys=True)
         print(f"{m.name}: loss {float(value):.6f}, {len(index)} gradients")
+    reference_training(out)
 
 
 if __name__ == "__main__":

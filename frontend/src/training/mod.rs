@@ -5,6 +5,8 @@
 //! ([`autodiff::gradient_program`]): the program's outputs are the loss, then one gradient per
 //! tensor differentiated with respect to.
 
+pub mod optim;
+
 use std::collections::{HashMap, HashSet};
 
 use crate::autodiff::tape::TapeSummary;

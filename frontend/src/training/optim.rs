@@ -1,0 +1,398 @@
+//! Optimizers: one training step as a graph, with PyTorch's update rules.
+//!
+//! [`training_step`] extends a gradient program (outputs: the loss, then one gradient per
+//! parameter) with the update of every parameter. Optimizer state (momentum buffers, Adam's
+//! moments) enters as graph inputs that start at zero, and leaves as outputs; so do the new
+//! parameters. Quantities that change with the step number (Adam's bias corrections) are
+//! scalar inputs that the caller computes in double precision for each step
+//! ([`Optimizer::schedule`]), as PyTorch computes them in Python floats.
+
+use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, Output, Tensor, TensorType, UnaryOp};
+
+/// An optimizer with its hyperparameters; defaults as in PyTorch.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Optimizer {
+    /// `torch.optim.SGD`: with `momentum > 0` a velocity buffer per parameter (the first step's
+    /// buffer is the gradient; dampening is 0), Nesterov's variant on request, and L2 weight
+    /// decay added to the gradient.
+    Sgd {
+        lr: f64,
+        momentum: f64,
+        nesterov: bool,
+        weight_decay: f64,
+    },
+    /// `torch.optim.Adam` (L2 weight decay added to the gradient) or, with `decoupled`,
+    /// `torch.optim.AdamW` (the parameter shrinks by `lr * weight_decay` before the update).
+    Adam {
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        weight_decay: f64,
+        decoupled: bool,
+    },
+}
+
+/// A scalar input whose value changes with the step number `t` (from 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduled {
+    /// Adam's step size `lr / (1 - beta1^t)`.
+    AdamStepSize,
+    /// `sqrt(1 - beta2^t)`, which divides the square root of Adam's second moment.
+    AdamBias2Sqrt,
+}
+
+/// One training step: see [`training_step`].
+#[derive(Clone, Debug)]
+pub struct TrainingStep {
+    /// Outputs: the loss, the new value of each parameter (in `params` order), then the new
+    /// value of each state tensor (in `state` order).
+    pub graph: Graph,
+    /// The graph inputs that are parameters.
+    pub params: Vec<String>,
+    /// The graph inputs that are optimizer state, zero before the first step.
+    pub state: Vec<String>,
+    /// The graph inputs whose values depend on the step number.
+    pub scheduled: Vec<(String, Scheduled)>,
+}
+
+/// Settings of an optimizer as a user gives them; those left out take PyTorch's defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settings {
+    pub lr: f64,
+    pub momentum: Option<f64>,
+    pub nesterov: bool,
+    pub weight_decay: Option<f64>,
+    pub beta1: Option<f64>,
+    pub beta2: Option<f64>,
+    pub eps: Option<f64>,
+}
+
+impl Optimizer {
+    /// The optimizer called `name` (`sgd`, `momentum`, `adam`, `adamw`) with `settings`:
+    /// `momentum` is SGD with momentum 0.9 unless given; `adamw` decays weights by 0.01 unless
+    /// given. Settings that do not apply to the optimizer are an error.
+    pub fn new(name: &str, s: &Settings) -> Result<Optimizer, String> {
+        if !(s.lr.is_finite() && s.lr > 0.0) {
+            return Err(format!("learning rate {} is not a positive number", s.lr));
+        }
+        let sgd_only = s.momentum.is_some() || s.nesterov;
+        let adam_only = s.beta1.is_some() || s.beta2.is_some() || s.eps.is_some();
+        let wd = |default: f64| s.weight_decay.unwrap_or(default);
+        let opt = match name {
+            "sgd" | "momentum" if adam_only => {
+                return Err(format!("beta1, beta2 and eps apply to adam and adamw, not {name}"))
+            }
+            "adam" | "adamw" if sgd_only => {
+                return Err(format!("momentum and nesterov apply to sgd and momentum, not {name}"))
+            }
+            "sgd" | "momentum" => {
+                let momentum = s.momentum.unwrap_or(if name == "momentum" { 0.9 } else { 0.0 });
+                if s.nesterov && momentum <= 0.0 {
+                    return Err("Nesterov momentum needs a momentum above 0".into());
+                }
+                Optimizer::Sgd {
+                    lr: s.lr,
+                    momentum,
+                    nesterov: s.nesterov,
+                    weight_decay: wd(0.0),
+                }
+            }
+            "adam" | "adamw" => Optimizer::Adam {
+                lr: s.lr,
+                beta1: s.beta1.unwrap_or(0.9),
+                beta2: s.beta2.unwrap_or(0.999),
+                eps: s.eps.unwrap_or(1e-8),
+                weight_decay: wd(if name == "adamw" { 1e-2 } else { 0.0 }),
+                decoupled: name == "adamw",
+            },
+            other => return Err(format!("unknown optimizer '{other}' (sgd, momentum, adam, adamw)")),
+        };
+        Ok(opt)
+    }
+
+    /// The values of the scheduled inputs `kinds` at step `t` (from 1), computed in double
+    /// precision.
+    pub fn schedule(&self, kinds: &[Scheduled], t: u64) -> Vec<f64> {
+        let t = t as f64;
+        kinds
+            .iter()
+            .map(|k| match (k, self) {
+                (Scheduled::AdamStepSize, Optimizer::Adam { lr, beta1, .. }) => lr / (1.0 - beta1.powf(t)),
+                (Scheduled::AdamBias2Sqrt, Optimizer::Adam { beta2, .. }) => (1.0 - beta2.powf(t)).sqrt(),
+                _ => f64::NAN,
+            })
+            .collect()
+    }
+}
+
+/// Appends nodes under fresh `opt/` names.
+struct Emitter {
+    g: Graph,
+    names: std::collections::HashSet<String>,
+    next: usize,
+}
+
+impl Emitter {
+    fn fresh(&mut self) -> String {
+        loop {
+            let name = format!("opt/{}", self.next);
+            self.next += 1;
+            if !self.names.contains(&name) {
+                self.names.insert(name.clone());
+                return name;
+            }
+        }
+    }
+
+    fn op(&mut self, op: Op, inputs: &[NodeId]) -> Result<NodeId, String> {
+        let name = self.fresh();
+        self.g
+            .add_node(name, op, inputs.to_vec(), Some("optimizer".into()))
+            .map_err(|e| e.0)
+    }
+
+    fn scalar(&mut self, dtype: DType, v: f64) -> NodeId {
+        let t = match dtype {
+            DType::F64 => Tensor::new(Vec::new(), crate::ir::Data::F64(vec![v])),
+            _ => Tensor::new(Vec::new(), crate::ir::Data::F32(vec![v as f32])),
+        }
+        .expect("a scalar has one element");
+        let name = self.fresh();
+        self.g.add_const(name, std::sync::Arc::new(t))
+    }
+
+    fn bin(&mut self, b: BinaryOp, x: NodeId, y: NodeId) -> Result<NodeId, String> {
+        self.op(Op::Binary(b), &[x, y])
+    }
+
+    /// `c * x` for a constant `c`.
+    fn scale(&mut self, c: f64, x: NodeId) -> Result<NodeId, String> {
+        let s = self.scalar(self.g.node(x).ty.dtype, c);
+        self.bin(BinaryOp::Mul, s, x)
+    }
+
+    /// `x + c * y` for a constant `c`.
+    fn axpy(&mut self, x: NodeId, c: f64, y: NodeId) -> Result<NodeId, String> {
+        let cy = self.scale(c, y)?;
+        self.bin(BinaryOp::Add, x, cy)
+    }
+}
+
+/// Extends the gradient program `g` (outputs: loss, then the gradient of each of `params`,
+/// graph inputs of `g`) with one step of `optimizer`.
+pub fn training_step(g: &Graph, params: &[String], optimizer: &Optimizer) -> Result<TrainingStep, String> {
+    if g.outputs.len() != params.len() + 1 {
+        return Err(format!(
+            "a gradient program of {} parameters has {} outputs, not {}",
+            params.len(),
+            params.len() + 1,
+            g.outputs.len()
+        ));
+    }
+    let mut e = Emitter {
+        g: g.clone(),
+        names: g.nodes().iter().map(|n| n.name.clone()).collect(),
+        next: 0,
+    };
+    let input = |g: &Graph, name: &str| g.inputs().find(|&id| g.node(id).name == name);
+    let mut state = Vec::new();
+    let mut scheduled = Vec::new();
+    let mut new_params = Vec::new();
+    let mut new_state = Vec::new();
+    let mut add_state = |e: &mut Emitter, param: &str, kind: &str, ty: &TensorType| -> NodeId {
+        let name = format!("opt/{param}/{kind}");
+        state.push(name.clone());
+        e.g.add_input(name, ty.clone())
+    };
+    let adam_scalars = match optimizer {
+        Optimizer::Adam { .. } => {
+            let dtype = g.node(g.outputs[0].node).ty.dtype;
+            let ty = TensorType::new(dtype, Vec::new()).expect("a scalar type");
+            let mut ids = Vec::new();
+            for (name, kind) in [
+                ("opt/step_size", Scheduled::AdamStepSize),
+                ("opt/bias_correction2_sqrt", Scheduled::AdamBias2Sqrt),
+            ] {
+                if input(&e.g, name).is_some() {
+                    return Err(format!("the model already has an input named '{name}'"));
+                }
+                ids.push(e.g.add_input(name, ty.clone()));
+                scheduled.push((name.to_string(), kind));
+            }
+            Some((ids[0], ids[1]))
+        }
+        Optimizer::Sgd { .. } => None,
+    };
+    for (k, name) in params.iter().enumerate() {
+        let p = input(&e.g, name).ok_or_else(|| format!("'{name}' is not an input of the gradient program"))?;
+        let grad = g.outputs[k + 1].node;
+        let ty = e.g.node(p).ty.clone();
+        match *optimizer {
+            Optimizer::Sgd {
+                lr,
+                momentum,
+                nesterov,
+                weight_decay,
+            } => {
+                let mut d = grad;
+                if weight_decay != 0.0 {
+                    d = e.axpy(d, weight_decay, p)?;
+                }
+                if momentum != 0.0 {
+                    let buf = add_state(&mut e, name, "momentum", &ty);
+                    let buf_new = e.axpy(d, momentum, buf)?;
+                    new_state.push(buf_new);
+                    d = if nesterov {
+                        e.axpy(d, momentum, buf_new)?
+                    } else {
+                        buf_new
+                    };
+                }
+                new_params.push(e.axpy(p, -lr, d)?);
+            }
+            Optimizer::Adam {
+                lr,
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                decoupled,
+            } => {
+                let (step_size, bias2_sqrt) = adam_scalars.expect("made above for Adam");
+                let mut p0 = p;
+                let mut d = grad;
+                if weight_decay != 0.0 {
+                    if decoupled {
+                        p0 = e.scale(1.0 - lr * weight_decay, p)?;
+                    } else {
+                        d = e.axpy(d, weight_decay, p)?;
+                    }
+                }
+                let m = add_state(&mut e, name, "exp_avg", &ty);
+                let v = add_state(&mut e, name, "exp_avg_sq", &ty);
+                // m' = m + (1 - beta1) (d - m), PyTorch's lerp.
+                let dm = e.bin(BinaryOp::Sub, d, m)?;
+                let m_new = e.axpy(m, 1.0 - beta1, dm)?;
+                // v' = beta2 v + (1 - beta2) d d
+                let dd = e.bin(BinaryOp::Mul, d, d)?;
+                let bv = e.scale(beta2, v)?;
+                let v_new = e.axpy(bv, 1.0 - beta2, dd)?;
+                // p' = p - step_size m' / (sqrt(v') / sqrt(1 - beta2^t) + eps)
+                let root = e.op(Op::Unary(UnaryOp::Sqrt), &[v_new])?;
+                let corrected = e.bin(BinaryOp::Div, root, bias2_sqrt)?;
+                let eps = e.scalar(ty.dtype, eps);
+                let denom = e.bin(BinaryOp::Add, corrected, eps)?;
+                let ratio = e.bin(BinaryOp::Div, m_new, denom)?;
+                let step = e.bin(BinaryOp::Mul, step_size, ratio)?;
+                new_params.push(e.bin(BinaryOp::Sub, p0, step)?);
+                new_state.push(m_new);
+                new_state.push(v_new);
+            }
+        }
+    }
+    let mut graph = e.g;
+    let loss = g.outputs[0].clone();
+    graph.outputs = std::iter::once(loss)
+        .chain(params.iter().zip(&new_params).map(|(n, &id)| Output {
+            name: n.clone(),
+            node: id,
+        }))
+        .chain(state.iter().zip(&new_state).map(|(n, &id)| Output {
+            name: n.clone(),
+            node: id,
+        }))
+        .collect();
+    graph.prune();
+    Ok(TrainingStep {
+        graph,
+        params: params.to_vec(),
+        state,
+        scheduled,
+    })
+}
+
+/// What a training loop carries from one step to the next.
+#[derive(Clone, Debug)]
+pub struct Carried {
+    /// Parameter values, in [`TrainingStep::params`] order.
+    pub params: Vec<Tensor>,
+    /// Optimizer state, in [`TrainingStep::state`] order.
+    pub state: Vec<Tensor>,
+    /// Steps taken so far.
+    pub steps: u64,
+}
+
+impl TrainingStep {
+    /// The values before the first step: `params` by name, the optimizer state zero.
+    pub fn start(&self, params: &std::collections::HashMap<String, Tensor>) -> Result<Carried, String> {
+        let type_of = |name: &str| {
+            let id = self
+                .graph
+                .inputs()
+                .find(|&id| self.graph.node(id).name == name)
+                .expect("state is an input");
+            self.graph.node(id).ty.clone()
+        };
+        Ok(Carried {
+            params: self
+                .params
+                .iter()
+                .map(|n| {
+                    params
+                        .get(n)
+                        .cloned()
+                        .ok_or_else(|| format!("no value for parameter '{n}'"))
+                })
+                .collect::<Result<_, _>>()?,
+            state: self.state.iter().map(|n| Tensor::zeros(&type_of(n))).collect(),
+            steps: 0,
+        })
+    }
+
+    /// The inputs of the next step, in graph order: `data` by name (the batch and its labels),
+    /// then what `carried` holds, and the scheduled scalars of `optimizer`.
+    pub fn inputs(
+        &self,
+        carried: &Carried,
+        optimizer: &Optimizer,
+        data: &std::collections::HashMap<String, Tensor>,
+    ) -> Result<Vec<Tensor>, String> {
+        let kinds: Vec<Scheduled> = self.scheduled.iter().map(|(_, k)| *k).collect();
+        let values = optimizer.schedule(&kinds, carried.steps + 1);
+        self.graph
+            .inputs()
+            .map(|id| {
+                let node = self.graph.node(id);
+                let name = node.name.as_str();
+                if let Some(k) = self.params.iter().position(|n| n == name) {
+                    return Ok(carried.params[k].clone());
+                }
+                if let Some(k) = self.state.iter().position(|n| n == name) {
+                    return Ok(carried.state[k].clone());
+                }
+                if let Some(k) = self.scheduled.iter().position(|(n, _)| n == name) {
+                    let data = match node.ty.dtype {
+                        DType::F64 => crate::ir::Data::F64(vec![values[k]]),
+                        _ => crate::ir::Data::F32(vec![values[k] as f32]),
+                    };
+                    return Tensor::new(Vec::new(), data).map_err(|e| e.0);
+                }
+                data.get(name)
+                    .cloned()
+                    .ok_or_else(|| format!("no value for input '{name}'"))
+            })
+            .collect()
+    }
+
+    /// Takes the outputs of a step: the new parameters and state replace the carried ones;
+    /// returns the step's loss.
+    pub fn finish(&self, carried: &mut Carried, mut outputs: Vec<Tensor>) -> Tensor {
+        let state = outputs.split_off(1 + self.params.len());
+        let params = outputs.split_off(1);
+        carried.params = params;
+        carried.state = state;
+        carried.steps += 1;
+        outputs.pop().expect("the loss is the first output")
+    }
+}

@@ -1,0 +1,151 @@
+//! Training steps against a reference: the MLP of `scripts/training/models.py` trained for two
+//! epochs of four batches by each optimizer (SGD, SGD with momentum and weight decay,
+//! Nesterov, Adam with L2 decay, AdamW), one step per batch in file order, through the graph
+//! interpreter and the JIT. Each step's loss (before its update) and the final parameters must
+//! match jax's float64 run of PyTorch's update rules within the whole-model tolerance. Each run
+//! prints the largest relative difference of a step's loss.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use swflow_frontend::ir::{Data, Graph, Tensor};
+use swflow_frontend::npy;
+use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_frontend::training::gradient_program_of;
+use swflow_frontend::training::optim::{training_step, Optimizer, Settings};
+use swflow_scheduler::target::Target;
+use swflow_tests::training_dir;
+
+/// Rows `[k * rows, (k + 1) * rows)` of `t` along its first axis.
+fn batch(t: &Tensor, k: usize, rows: usize) -> Tensor {
+    let row: usize = t.shape()[1..].iter().product();
+    let mut shape = t.shape().to_vec();
+    shape[0] = rows;
+    let range = k * rows * row..(k + 1) * rows * row;
+    let data = match t.data() {
+        Data::F32(v) => Data::F32(v[range].to_vec()),
+        Data::I64(v) => Data::I64(v[range].to_vec()),
+        other => panic!("unexpected data {other:?}"),
+    };
+    Tensor::new(shape, data).unwrap()
+}
+
+fn optimizer(config: &serde_json::Value) -> Optimizer {
+    let f = |k: &str| config[k].as_f64();
+    let settings = Settings {
+        lr: f("lr").unwrap(),
+        momentum: f("momentum"),
+        nesterov: config["nesterov"].as_bool().unwrap_or(false),
+        weight_decay: f("weight_decay"),
+        beta1: f("beta1"),
+        beta2: f("beta2"),
+        eps: f("eps"),
+    };
+    Optimizer::new(config["optimizer"].as_str().unwrap(), &settings).unwrap()
+}
+
+fn as_f32(t: &Tensor) -> Tensor {
+    Tensor::new(
+        t.shape().to_vec(),
+        Data::F32(t.to_f64_vec().iter().map(|&v| v as f32).collect()),
+    )
+    .unwrap()
+}
+
+/// Trains with `run` executing each step; checks losses and parameters against `reference`.
+fn train_and_check(dir: &Path, reference: &Path, engine: &str, run: &dyn Fn(&Graph, &[Tensor]) -> Vec<Tensor>) -> f64 {
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
+    let opt = optimizer(&config);
+    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
+    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
+    let step = training_step(&program.graph, &program.wrt, &opt).unwrap();
+    let (labels_name, labels_ty) = program.labels.clone().unwrap();
+    let rows = labels_ty.shape[0];
+    let xs = npy::read(&dir.join("train/x.npy")).unwrap();
+    let labels = npy::read(&dir.join("train/labels.npy")).unwrap();
+    let batches = labels.shape()[0] / rows;
+    let mut carried = step.start(&program.parameters).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..config["epochs"].as_u64().unwrap() {
+        for k in 0..batches {
+            let data = HashMap::from([
+                ("x".to_string(), batch(&xs, k, rows)),
+                (labels_name.clone(), batch(&labels, k, rows)),
+            ]);
+            let inputs = step.inputs(&carried, &opt, &data).unwrap();
+            let outputs = run(&step.graph, &inputs);
+            losses.push(step.finish(&mut carried, outputs).to_f64_vec()[0]);
+        }
+    }
+    let want = npy::read(&reference.join("losses.npy")).unwrap().to_f64_vec();
+    assert_eq!(losses.len(), want.len());
+    let name = reference.file_name().unwrap().to_string_lossy();
+    let mut worst: f64 = 0.0;
+    for (k, (a, b)) in losses.iter().zip(&want).enumerate() {
+        let (a, b) = (
+            Tensor::from_f32(vec![], vec![*a as f32]).unwrap(),
+            Tensor::from_f32(vec![], vec![*b as f32]).unwrap(),
+        );
+        compare(&a, &b, Comparison::Model)
+            .unwrap_or_else(|m| panic!("{name} through {engine}: loss of step {k}: {}", m.message));
+    }
+    for (a, b) in losses.iter().zip(&want) {
+        worst = worst.max((a - b).abs() / b.abs());
+    }
+    for (p, value) in step.params.iter().zip(&carried.params) {
+        let want = as_f32(&npy::read(&reference.join("params").join(format!("{p}.npy"))).unwrap());
+        compare(value, &want, Comparison::Model)
+            .unwrap_or_else(|m| panic!("{name} through {engine}: final {p}: {}", m.message));
+    }
+    assert!(
+        want[0] > want[want.len() - 1],
+        "{name}: the reference loss does not fall"
+    );
+    println!(
+        "{name:>10}  {engine:<16} {} steps, loss {:.6} -> {:.6}, largest relative difference {worst:.2e}",
+        losses.len(),
+        losses[0],
+        losses[losses.len() - 1]
+    );
+    worst
+}
+
+fn runs() -> Vec<std::path::PathBuf> {
+    let root = training_dir().unwrap().join("mlp/train");
+    let mut runs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("config.json").exists())
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), 5, "optimizer runs in {}", root.display());
+    runs
+}
+
+#[test]
+fn every_optimizer_trains_like_pytorch_through_the_interpreter() {
+    let dir = training_dir().unwrap().join("mlp");
+    for run in runs() {
+        train_and_check(&dir, &run, "graph", &|g, inputs| {
+            swflow_frontend::interp::run(g, inputs).unwrap()
+        });
+    }
+}
+
+#[test]
+fn every_optimizer_trains_like_pytorch_through_the_jit() {
+    let dir = training_dir().unwrap().join("mlp");
+    let target = Target::sw26010();
+    for run in runs() {
+        train_and_check(&dir, &run, "jit (sw26010)", &|g, inputs| {
+            let p = swflow_scheduler::pipeline::compile(g, &target).unwrap();
+            swflow_codegen::jit::compile(&p, &target)
+                .unwrap()
+                .run(&p, &target, inputs)
+                .unwrap()
+                .outputs
+        });
+    }
+}
