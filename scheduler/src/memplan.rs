@@ -5,9 +5,10 @@
 //! program; a computed tensor lives from the first kernel that writes it to the last kernel
 //! that reads it, or to the end when it is an output. Views share their source's storage
 //! (and extend its lifetime). Placement is greedy: larger tensors first, each at the lowest
-//! aligned offset that does not overlap any placed tensor with an overlapping lifetime.
+//! aligned offset that does not overlap any placed tensor with an overlapping lifetime. An
+//! update (a training step's new parameter value) takes its input's place when that is safe.
 
-use crate::loops::{Program, TensorKind};
+use crate::loops::{Program, TensorId, TensorKind};
 use crate::target::Target;
 
 /// Where every storage tensor lives in the arena.
@@ -23,6 +24,8 @@ pub struct MemoryPlan {
     pub arena_bytes: usize,
     /// Sum of all storage tensors' sizes, what allocating each separately would take.
     pub naive_bytes: usize,
+    /// The program's updates stored in their input's place: `(input, output)`.
+    pub in_place: Vec<(TensorId, TensorId)>,
 }
 
 fn align(n: usize, a: usize) -> usize {
@@ -57,7 +60,18 @@ pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
         .filter(|&i| !matches!(p.tensors[i].kind, TensorKind::View(_)))
         .collect();
     let naive_bytes = storage.iter().map(|&i| size(i)).sum();
-    let mut by_size: Vec<usize> = storage.iter().copied().filter(|&i| life[i].is_some()).collect();
+    let in_place: Vec<(TensorId, TensorId)> = p
+        .updates
+        .iter()
+        .copied()
+        .filter(|&(i, o)| in_place_is_safe(p, i, o))
+        .collect();
+    let shares: Vec<(usize, usize)> = in_place.iter().map(|(i, o)| (i.index(), o.index())).collect();
+    let mut by_size: Vec<usize> = storage
+        .iter()
+        .copied()
+        .filter(|&i| life[i].is_some() && !shares.iter().any(|&(_, o)| o == i))
+        .collect();
     by_size.sort_by_key(|&i| (std::cmp::Reverse(size(i)), i));
     let mut offsets: Vec<Option<usize>> = vec![None; n];
     let mut placed: Vec<(usize, usize, (usize, usize))> = Vec::new();
@@ -79,20 +93,65 @@ pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
         offsets[i] = Some(offset);
         placed.push((offset, size(i), (a, b)));
     }
+    for &(i, o) in &shares {
+        offsets[o] = offsets[i];
+    }
     let arena_bytes = placed.iter().map(|&(o, s, _)| o + s).max().unwrap_or(0);
     MemoryPlan {
         offsets,
         lifetimes: life,
         arena_bytes,
         naive_bytes,
+        in_place,
     }
 }
 
-/// Checks that no two tensors with overlapping lifetimes overlap in the arena.
+/// Whether update `output` can be written over `input`: one kernel writes it, without a
+/// reduction, reading `input` (itself, not a view of it) only at the element it writes, and no
+/// later kernel reads `input`. Each CPE then reads an element of the input before it writes
+/// that element's new value, and no other CPE reads it.
+fn in_place_is_safe(p: &Program, input: TensorId, output: TensorId) -> bool {
+    let storage = |t: TensorId| p.storage(t);
+    if storage(output) != output
+        || !matches!(p.tensor(output).kind, TensorKind::Temp)
+        || p.outputs.iter().any(|&(_, t)| storage(t) == input)
+    {
+        return false;
+    }
+    let writers: Vec<usize> = (0..p.kernels.len())
+        .filter(|&k| p.kernels[k].operands[0] == output)
+        .collect();
+    let [w] = writers[..] else {
+        return false;
+    };
+    let k = &p.kernels[w];
+    if k.stmt.reduce.is_some() {
+        return false;
+    }
+    let reads_input_elementwise = k.stmt.read_accesses().iter().all(|a| {
+        let t = k.operands[a.operand];
+        storage(t) != input || (t == input && a.index == k.stmt.target.index && a.pad.is_none())
+    });
+    let read_later = p.kernels[w + 1..]
+        .iter()
+        .any(|k| k.operands.iter().any(|&t| storage(t) == input));
+    reads_input_elementwise && !read_later
+}
+
+/// Checks that no two tensors with overlapping lifetimes overlap in the arena, except an
+/// update stored in its input's place.
 pub fn check(p: &Program, m: &MemoryPlan) -> Result<(), String> {
     let live: Vec<usize> = (0..p.tensors.len()).filter(|&i| m.offsets[i].is_some()).collect();
+    let shared = |i: usize, j: usize| {
+        m.in_place
+            .iter()
+            .any(|(a, b)| (a.index(), b.index()) == (i, j) || (a.index(), b.index()) == (j, i))
+    };
     for (x, &i) in live.iter().enumerate() {
         for &j in &live[x + 1..] {
+            if shared(i, j) {
+                continue;
+            }
             let (Some((a, b)), Some((c, d))) = (m.lifetimes[i], m.lifetimes[j]) else {
                 continue;
             };

@@ -8,12 +8,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use swflow_frontend::ir::{Data, Graph, Tensor};
+use swflow_frontend::ir::{Data, Tensor};
 use swflow_frontend::npy;
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_frontend::training::gradient_program_of;
-use swflow_frontend::training::optim::{training_step, Optimizer, Settings};
+use swflow_frontend::training::optim::{training_step, Optimizer, Settings, TrainingStep};
 use swflow_scheduler::target::Target;
 use swflow_tests::training_dir;
 
@@ -53,14 +53,19 @@ fn as_f32(t: &Tensor) -> Tensor {
     .unwrap()
 }
 
-/// Trains with `run` executing each step; checks losses and parameters against `reference`.
-fn train_and_check(dir: &Path, reference: &Path, engine: &str, run: &dyn Fn(&Graph, &[Tensor]) -> Vec<Tensor>) -> f64 {
+/// Runs one step on an engine: made once per training from the step.
+type Runner = Box<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
+
+/// Trains with the runner `engine` makes for the step; checks losses and parameters against
+/// `reference`.
+fn train_and_check(dir: &Path, reference: &Path, engine: &str, make: &dyn Fn(&TrainingStep) -> Runner) -> f64 {
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
     let opt = optimizer(&config);
     let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
     let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
     let step = training_step(&program.graph, &program.wrt, &opt).unwrap();
+    let run = make(&step);
     let (labels_name, labels_ty) = program.labels.clone().unwrap();
     let rows = labels_ty.shape[0];
     let xs = npy::read(&dir.join("train/x.npy")).unwrap();
@@ -75,7 +80,7 @@ fn train_and_check(dir: &Path, reference: &Path, engine: &str, run: &dyn Fn(&Gra
                 (labels_name.clone(), batch(&labels, k, rows)),
             ]);
             let inputs = step.inputs(&carried, &opt, &data).unwrap();
-            let outputs = run(&step.graph, &inputs);
+            let outputs = run(&inputs);
             losses.push(step.finish(&mut carried, outputs).to_f64_vec()[0]);
         }
     }
@@ -128,24 +133,32 @@ fn runs() -> Vec<std::path::PathBuf> {
 fn every_optimizer_trains_like_pytorch_through_the_interpreter() {
     let dir = training_dir().unwrap().join("mlp");
     for run in runs() {
-        train_and_check(&dir, &run, "graph", &|g, inputs| {
-            swflow_frontend::interp::run(g, inputs).unwrap()
+        train_and_check(&dir, &run, "graph", &|step| {
+            let g = step.graph.clone();
+            Box::new(move |inputs| swflow_frontend::interp::run(&g, inputs).unwrap())
         });
     }
 }
 
+/// Through the JIT, every parameter and state tensor is updated in place in the arena.
 #[test]
-fn every_optimizer_trains_like_pytorch_through_the_jit() {
+fn every_optimizer_trains_like_pytorch_through_the_jit_in_place() {
     let dir = training_dir().unwrap().join("mlp");
     let target = Target::sw26010();
     for run in runs() {
-        train_and_check(&dir, &run, "jit (sw26010)", &|g, inputs| {
-            let p = swflow_scheduler::pipeline::compile(g, &target).unwrap();
-            swflow_codegen::jit::compile(&p, &target)
-                .unwrap()
-                .run(&p, &target, inputs)
-                .unwrap()
-                .outputs
+        train_and_check(&dir, &run, "jit (sw26010)", &|step| {
+            let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
+            p.set_updates(&step.updates()).unwrap();
+            let plan = swflow_scheduler::memplan::plan(&p, &target);
+            swflow_scheduler::memplan::check(&p, &plan).unwrap();
+            assert_eq!(
+                plan.in_place.len(),
+                step.params.len() + step.state.len(),
+                "updates in place"
+            );
+            let program = swflow_codegen::jit::compile(&p, &target).unwrap();
+            let target = target.clone();
+            Box::new(move |inputs| program.run(&p, &target, inputs).unwrap().outputs)
         });
     }
 }

@@ -385,6 +385,17 @@ impl TrainingStep {
             .collect()
     }
 
+    /// The `(input, output)` name pairs of the values a step replaces: each parameter and
+    /// each state tensor with its new value.
+    pub fn updates(&self) -> Vec<(String, String)> {
+        self.params
+            .iter()
+            .chain(&self.state)
+            .zip(&self.graph.outputs[1..])
+            .map(|(name, o)| (name.clone(), o.name.clone()))
+            .collect()
+    }
+
     /// Takes the outputs of a step: the new parameters and state replace the carried ones;
     /// returns the step's loss.
     pub fn finish(&self, carried: &mut Carried, mut outputs: Vec<Tensor>) -> Tensor {

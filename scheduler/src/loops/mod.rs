@@ -64,9 +64,39 @@ pub struct Program {
     /// Runtime inputs in the graph's input order.
     pub inputs: Vec<TensorId>,
     pub outputs: Vec<(String, TensorId)>,
+    /// `(input, output)` pairs where the output is the input's next value (a parameter and
+    /// its update in a training step). The memory plan stores the two in one place when that
+    /// is safe (see [`crate::memplan`]), so the step updates the input in place.
+    pub updates: Vec<(TensorId, TensorId)>,
 }
 
 impl Program {
+    /// Declares updates by name: each `(input, output)` names a graph input and a graph output
+    /// of the same type.
+    pub fn set_updates(&mut self, pairs: &[(String, String)]) -> Result<(), String> {
+        let mut updates = Vec::with_capacity(pairs.len());
+        for (input, output) in pairs {
+            let i = self
+                .inputs
+                .iter()
+                .copied()
+                .find(|&t| self.tensor(t).name == *input)
+                .ok_or_else(|| format!("'{input}' is not an input of the program"))?;
+            let o = self
+                .outputs
+                .iter()
+                .find(|(n, _)| n == output)
+                .map(|&(_, t)| t)
+                .ok_or_else(|| format!("'{output}' is not an output of the program"))?;
+            if self.tensor(i).ty != self.tensor(o).ty {
+                return Err(format!("'{output}' is not of the type of '{input}'"));
+            }
+            updates.push((i, o));
+        }
+        self.updates = updates;
+        Ok(())
+    }
+
     pub fn tensor(&self, id: TensorId) -> &TensorInfo {
         &self.tensors[id.index()]
     }

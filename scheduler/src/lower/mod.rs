@@ -52,6 +52,7 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
             kernels: Vec::new(),
             inputs: Vec::new(),
             outputs: Vec::new(),
+            updates: Vec::new(),
         },
         of: HashMap::new(),
         node_names: g.nodes().iter().map(|n| n.name.clone()).collect(),
