@@ -40,6 +40,8 @@ use swflow_scheduler::target::{Api, Target};
 
 use names::{c_string, comment, Names};
 use scalar::{ctype, dtype_enum};
+use swflow_frontend::training::optim::{Optimizer, Scheduled, TrainingStep};
+use swflow_frontend::training::GradProgram;
 
 pub use swflow_scheduler as scheduler;
 
@@ -97,6 +99,11 @@ const RUNTIME: &[(&str, &str)] = &[
     ),
     ("src/swflow_host.c", include_str!("../../runtime-c/src/swflow_host.c")),
     (
+        "include/swflow_train.h",
+        include_str!("../../runtime-c/include/swflow_train.h"),
+    ),
+    ("src/swflow_train.c", include_str!("../../runtime-c/src/swflow_train.c")),
+    (
         "emulator/swflow_emu.h",
         include_str!("../../runtime-c/emulator/swflow_emu.h"),
     ),
@@ -134,6 +141,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("ldm_h", include_str!("../templates/ldm.h.hbs")),
     ("ldm_c", include_str!("../templates/ldm.c.hbs")),
     ("main", include_str!("../templates/main.c.hbs")),
+    ("train", include_str!("../templates/train.c.hbs")),
     ("makefile", include_str!("../templates/Makefile.hbs")),
 ];
 
@@ -167,7 +175,112 @@ impl Templates {
 
 /// Generates the output folder of a scheduled program. `emulator_lib` is the path the
 /// Makefile's default build links the emulator from.
+/// What turns a compiled training step into a training program (`host/main.c` from
+/// `templates/train.c.hbs`, the loop in runtime-c's `swflow_train.c`). Names are the
+/// program's input and output names.
+#[derive(Clone, Debug)]
+pub struct TrainingSpec {
+    /// Inputs taken one batch at a time along their first axis, all with the same batch.
+    pub batched: Vec<String>,
+    /// Which of `batched` holds the labels.
+    pub labels: Option<String>,
+    /// The number of classes the labels index (0: the labels are not class indices).
+    pub classes: usize,
+    /// Parameters: input, the output holding its next value, and its initial value.
+    pub params: Vec<(String, String, std::sync::Arc<swflow_frontend::ir::Tensor>)>,
+    /// Optimizer state (zero at first): input and the output holding its next value.
+    pub state: Vec<(String, String)>,
+    /// Scalars the step number sets: input, kind (`swflow_scheduled_kind`), and the
+    /// constants `a` and `b` of its formula.
+    pub scheduled: Vec<(String, u8, f64, f64)>,
+}
+
+impl TrainingSpec {
+    /// The spec of `step`, the training step of `program` with `optimizer`: the batched inputs
+    /// are the data inputs, then the labels; the parameters start at their initializers.
+    pub fn new(step: &TrainingStep, program: &GradProgram, optimizer: &Optimizer) -> Result<TrainingSpec, String> {
+        let g = &step.graph;
+        let labels = program.labels.as_ref().map(|(n, _)| n.clone());
+        let carried: Vec<&String> = step
+            .params
+            .iter()
+            .chain(&step.state)
+            .chain(step.scheduled.iter().map(|(n, _)| n))
+            .collect();
+        let mut batched: Vec<String> = g
+            .inputs()
+            .map(|id| g.node(id).name.clone())
+            .filter(|n| !carried.contains(&n) && Some(n) != labels.as_ref())
+            .collect();
+        batched.extend(labels.clone());
+        let first_dim = |n: &String| {
+            g.inputs()
+                .find(|&id| g.node(id).name == *n)
+                .and_then(|id| g.node(id).ty.shape.first().copied())
+        };
+        let sizes: Vec<Option<usize>> = batched.iter().map(first_dim).collect();
+        if sizes.iter().any(|s| s.is_none() || *s != sizes[0]) {
+            return Err(format!(
+                "a training program takes its data a batch at a time along the first axis, but the inputs {} do not share a batch size",
+                batched.join(", ")
+            ));
+        }
+        let updates = step.updates();
+        let params = step
+            .params
+            .iter()
+            .zip(&updates)
+            .map(|(name, (_, out))| {
+                let value = program
+                    .parameters
+                    .get(name)
+                    .ok_or_else(|| format!("no initial value for parameter '{name}'"))?;
+                Ok((name.clone(), out.clone(), std::sync::Arc::new(value.clone())))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let state = updates[step.params.len()..].to_vec();
+        let scheduled = step
+            .scheduled
+            .iter()
+            .map(|(name, kind)| match (kind, optimizer) {
+                (Scheduled::AdamStepSize, Optimizer::Adam { lr, beta1, .. }) => Ok((name.clone(), 0, *lr, *beta1)),
+                (Scheduled::AdamBias2Sqrt, Optimizer::Adam { beta2, .. }) => Ok((name.clone(), 1, 0.0, *beta2)),
+                _ => Err(format!("input '{name}' has no schedule for this optimizer")),
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(TrainingSpec {
+            batched,
+            labels,
+            classes: program.classes.unwrap_or(0),
+            params,
+            state,
+            scheduled,
+        })
+    }
+}
+
 pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Generated, CodegenError> {
+    generate_with(p, target, emulator_lib, None)
+}
+
+/// [`generate`] for a training step: the program's updates (`Program::updates`) should pair
+/// each parameter and state input with its output, so that the memory plan can store them in
+/// place; the first output is the loss.
+pub fn generate_training(
+    p: &Program,
+    target: &Target,
+    emulator_lib: &str,
+    spec: &TrainingSpec,
+) -> Result<Generated, CodegenError> {
+    generate_with(p, target, emulator_lib, Some(spec))
+}
+
+fn generate_with(
+    p: &Program,
+    target: &Target,
+    emulator_lib: &str,
+    training: Option<&TrainingSpec>,
+) -> Result<Generated, CodegenError> {
     let t = Templates::new()?;
     let plan = memplan::plan(p, target);
     let offset = |id: TensorId| -> usize {
@@ -227,8 +340,17 @@ pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Gene
     let ldm = json!({"model": model, "kernels": ldm_kernels, "ldm_bytes": ldm_bytes, "target": target_name});
     files.insert("include/swflow_ldm.h".into(), t.render("ldm_h", &ldm)?);
     files.insert("slave/swflow_ldm.c".into(), t.render("ldm_c", &ldm)?);
-    let (main, params_bin) = main_data(p, target, &plan, &kernels, &model)?;
-    files.insert("host/main.c".into(), t.render("main", &main)?);
+    let (main, params_bin) = match training {
+        None => {
+            let (main, bin) = main_data(p, target, &plan, &kernels, &model, &[])?;
+            (t.render("main", &main)?, bin)
+        }
+        Some(spec) => {
+            let (main, bin) = training_data(p, target, &plan, &kernels, &model, spec)?;
+            (t.render("train", &main)?, bin)
+        }
+    };
+    files.insert("host/main.c".into(), main);
     files.insert("params.bin".into(), params_bin);
     let make = json!({
         "model": model, "target": target_name, "emulator_lib": emulator_lib,
@@ -281,6 +403,7 @@ fn main_data(
     plan: &MemoryPlan,
     kernels: &[String],
     model: &str,
+    extra_records: &[(String, usize, Vec<u8>)],
 ) -> Result<(Value, Vec<u8>), CodegenError> {
     let offset = |id: TensorId| plan.offsets[p.storage(id).index()];
     let mut shapes = Vec::new();
@@ -323,6 +446,7 @@ fn main_data(
             records.push((t.name.clone(), off, params::tensor_bytes(c)));
         }
     }
+    records.extend(extra_records.iter().cloned());
     let param_rows: Vec<Value> = records
         .iter()
         .map(|(name, off, bytes)| json!({"name": c_string(name), "offset": off, "bytes": bytes.len()}))
@@ -345,5 +469,119 @@ fn main_data(
         "inputs": inputs, "outputs": outputs, "params": param_rows,
         "n_inputs": p.inputs.len(), "n_outputs": p.outputs.len(), "n_params": records.len(),
     });
+    Ok((data, bin))
+}
+
+/// The data of a training program's `host/main.c` and its parameter file: [`main_data`]'s,
+/// with the initial parameters among the records and the tables of `templates/train.c.hbs`.
+fn training_data(
+    p: &Program,
+    target: &Target,
+    plan: &MemoryPlan,
+    kernels: &[String],
+    model: &str,
+    spec: &TrainingSpec,
+) -> Result<(Value, Vec<u8>), CodegenError> {
+    let fail = |name: &str, reason: &str| CodegenError::Internal {
+        kernel: name.to_string(),
+        reason: reason.to_string(),
+    };
+    let input = |name: &str| {
+        p.inputs
+            .iter()
+            .copied()
+            .find(|&t| p.tensor(t).name == name)
+            .ok_or_else(|| fail(name, "is not an input of the training step"))
+    };
+    let output = |name: &str| {
+        p.outputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, t)| t)
+            .ok_or_else(|| fail(name, "is not an output of the training step"))
+    };
+    let offset = |id: TensorId| {
+        plan.offsets[p.storage(id).index()].ok_or_else(|| fail(&p.tensor(id).name, "has no place in the arena"))
+    };
+    let mut initial = Vec::new();
+    for (name, _, value) in &spec.params {
+        initial.push((name.clone(), offset(input(name)?)?, params::tensor_bytes(value)));
+    }
+    let (mut data, bin) = main_data(p, target, plan, kernels, model, &initial)?;
+    // The training main declares only its own tables' shapes (an unused one would be an
+    // unused-variable error).
+    let mut shapes: Vec<Value> = Vec::new();
+    let mut describe = |kind: &str, i: usize, id: TensorId| -> Value {
+        let ty = &p.tensor(id).ty;
+        let shape = if ty.shape.is_empty() {
+            "NULL".to_string()
+        } else {
+            let n = format!("{kind}{i}_shape");
+            let dims: Vec<String> = ty.shape.iter().map(|d| d.to_string()).collect();
+            shapes.push(json!({"name": n, "count": dims.len(), "dims": dims.join(", ")}));
+            n
+        };
+        json!({"name": c_string(&p.tensor(id).name), "dtype": dtype_enum(ty.dtype), "rank": ty.shape.len(), "shape": shape})
+    };
+    let mut batched = Vec::new();
+    for (i, name) in spec.batched.iter().enumerate() {
+        let id = input(name)?;
+        let mut v = describe("batched", i, id);
+        v["offset"] = json!(offset(id)?);
+        batched.push(v);
+    }
+    let updates =
+        |kind: &str, pairs: Vec<(&String, &String)>, describe: &mut dyn FnMut(&str, usize, TensorId) -> Value| {
+            let files = swflow_frontend::npy::output_file_names(pairs.iter().map(|(i, _)| i.as_str()));
+            pairs
+                .iter()
+                .zip(&files)
+                .enumerate()
+                .map(|(i, ((inp, out), file))| {
+                    let id = input(inp)?;
+                    let mut v = describe(kind, i, id);
+                    v["file"] = json!(c_string(file));
+                    v["offset"] = json!(offset(id)?);
+                    v["next"] = json!(offset(output(out)?)?);
+                    Ok(v)
+                })
+                .collect::<Result<Vec<Value>, CodegenError>>()
+        };
+    let weights = updates(
+        "weight",
+        spec.params.iter().map(|(i, o, _)| (i, o)).collect(),
+        &mut describe,
+    )?;
+    let state = updates("state", spec.state.iter().map(|(i, o)| (i, o)).collect(), &mut describe)?;
+    let mut scheduled = Vec::new();
+    for (name, kind, a, b) in &spec.scheduled {
+        let id = input(name)?;
+        scheduled.push(json!({
+            "name": c_string(name), "dtype": dtype_enum(p.tensor(id).ty.dtype), "offset": offset(id)?,
+            "kind": kind, "a": format!("{a:?}"), "b": format!("{b:?}"),
+        }));
+    }
+    let (_, loss) = p.outputs.first().ok_or_else(|| fail(&p.name, "has no loss output"))?;
+    let labels = match &spec.labels {
+        Some(l) => spec
+            .batched
+            .iter()
+            .position(|b| b == l)
+            .ok_or_else(|| fail(l, "is not a batched input"))? as i64,
+        None => -1,
+    };
+    data["shapes"] = json!(shapes);
+    data["batched"] = json!(batched);
+    data["n_batched"] = json!(spec.batched.len());
+    data["labels"] = json!(labels);
+    data["classes"] = json!(spec.classes);
+    data["weights"] = json!(weights);
+    data["n_weights"] = json!(spec.params.len());
+    data["state"] = json!(state);
+    data["n_state"] = json!(spec.state.len());
+    data["scheduled"] = json!(scheduled);
+    data["n_scheduled"] = json!(spec.scheduled.len());
+    data["loss_dtype"] = json!(dtype_enum(p.tensor(*loss).ty.dtype));
+    data["loss_offset"] = json!(offset(*loss)?);
     Ok((data, bin))
 }

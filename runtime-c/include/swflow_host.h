@@ -111,6 +111,23 @@ int swflow_load_params(const char *path, void *arena, const struct swflow_param_
  */
 int swflow_write_outputs(const struct swflow_options *opt, const struct swflow_tensor_desc *outputs, int n);
 
+/*
+ * Loads the .npy file `path` into `d->data`: its element type and shape must be exactly d's.
+ * Returns 0, or 1 after an error line.
+ */
+int swflow_load_npy(const struct swflow_tensor_desc *d, const char *path);
+
+/*
+ * Reads the .npy file `path` holding rows of `d` stacked along the first axis: its element
+ * type and every dimension but the first are d's. Stores a malloc'ed copy of the elements in
+ * *data (free it with free()) and the first dimension in *rows. Returns 0, or 1 after an
+ * error line.
+ */
+int swflow_read_rows(const struct swflow_tensor_desc *d, const char *path, void **data, int64_t *rows);
+
+/* Writes `d` as the .npy file `path`. Returns 0, or 1 after an error line. */
+int swflow_write_npy(const char *path, const struct swflow_tensor_desc *d);
+
 /* Seconds of a monotonic wall clock (CLOCK_MONOTONIC), for timing differences. */
 double swflow_seconds(void);
 

@@ -452,6 +452,66 @@ done:
     return rc;
 }
 
+int swflow_load_npy(const struct swflow_tensor_desc *d, const char *path)
+{
+    size_t count;
+    if (tensor_count("input", d, &count) != 0)
+        return 1;
+    return load_npy(d, count, path);
+}
+
+int swflow_read_rows(const struct swflow_tensor_desc *d, const char *path, void **data, int64_t *rows)
+{
+    struct npy_header h;
+    size_t row = 1, bytes, got;
+    int same, k, rc = 1;
+    FILE *f;
+    *data = NULL;
+    if (d->rank < 1)
+        return input_fail(d, path, "a scalar input cannot hold several batches");
+    if (tensor_count("input", d, &row) != 0)
+        return 1;
+    row /= d->shape[0] > 0 ? (size_t)d->shape[0] : 1;
+    f = fopen(path, "rb");
+    if (f == NULL)
+        return input_fail(d, path, "cannot open: %s", strerror(errno));
+    if (read_npy_header(f, d, path, &h) != 0)
+        goto done;
+    same = h.dtype == d->dtype && h.rank == d->rank;
+    for (k = 1; same && k < h.rank; k++)
+        same = h.shape[k] == d->shape[k];
+    if (!same) {
+        fprintf(stderr, "error: input '%s': %s holds ", d->name, path);
+        put_type(stderr, h.dtype, h.rank, h.shape);
+        fputs(", expected batches of ", stderr);
+        put_type(stderr, d->dtype, d->rank, d->shape);
+        fputs(" stacked along the first axis\n", stderr);
+        goto done;
+    }
+    if (h.shape[0] > 0 && row > SIZE_MAX / dtype_size(d->dtype) / (size_t)h.shape[0]) {
+        input_fail(d, path, "too large to hold in memory");
+        goto done;
+    }
+    bytes = (size_t)h.shape[0] * row * dtype_size(d->dtype);
+    *data = malloc(bytes > 0 ? bytes : 1);
+    if (*data == NULL) {
+        input_fail(d, path, "out of memory for %" PRIu64 " bytes", (uint64_t)bytes);
+        goto done;
+    }
+    got = fread(*data, 1, bytes, f);
+    if (got < bytes || fgetc(f) != EOF) {
+        input_fail(d, path, "the data section does not hold exactly %" PRIu64 " bytes", (uint64_t)bytes);
+        free(*data);
+        *data = NULL;
+        goto done;
+    }
+    *rows = h.shape[0];
+    rc = 0;
+done:
+    fclose(f);
+    return rc;
+}
+
 /* ---- options ---------------------------------------------------------------------------- */
 
 /* Storage of the default parameter path, kept until the program ends. */
@@ -832,6 +892,14 @@ static int write_npy(const char *path, const struct swflow_tensor_desc *d, size_
         fail("%s: cannot write: %s", path, strerror(errno));
     free(header);
     return rc;
+}
+
+int swflow_write_npy(const char *path, const struct swflow_tensor_desc *d)
+{
+    size_t count;
+    if (tensor_count("output", d, &count) != 0)
+        return 1;
+    return write_npy(path, d, count * dtype_size(d->dtype));
 }
 
 /* Element k of `d` as a double (a bool as 0 or 1). */

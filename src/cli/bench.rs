@@ -15,7 +15,7 @@ use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::target::Target;
 
 use super::compile::{emulator_lib, makefile_path};
-use super::grad::GradArgs;
+use super::grad::{self, GradArgs, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs};
 use super::roofline;
 
@@ -53,6 +53,8 @@ pub struct Args {
     pub jobs: Option<usize>,
     #[command(flatten)]
     pub grad: GradArgs,
+    #[command(flatten)]
+    pub train: TrainArgs,
 }
 
 /// One kernel: what the emulator reported, and where it came from.
@@ -106,7 +108,7 @@ impl Drop for TempDir {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    let g = args.grad.graph(&args.model)?;
+    let g = grad::graph(&args.model, &args.grad, &args.train)?;
     if args.engine == "jit" && (args.output.is_some() || args.jobs.is_some()) {
         bail!("--output and --jobs apply to --engine c");
     }

@@ -3,9 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use swflow_codegen::TrainingSpec;
 use swflow_scheduler::target::Target;
 
+use super::grad::{GradArgs, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs};
 
 /// File name of the emulator's static library, which cargo builds next to `swflow`.
@@ -27,6 +29,12 @@ pub struct Args {
     /// libswflow_emulator.a beside the swflow executable.
     #[arg(long, value_name = "FILE")]
     pub emulator_lib: Option<PathBuf>,
+    #[command(flatten)]
+    pub grad: GradArgs,
+    /// With --train the program trains: `./model --input NAME=data.npy --labels labels.npy
+    /// --epochs E --output DIR` (see its --help).
+    #[command(flatten)]
+    pub train: TrainArgs,
 }
 
 /// Where the default build finds the emulator: the option, the environment, or beside the
@@ -62,26 +70,44 @@ pub(super) fn makefile_path(lib: &Path) -> Result<&str> {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    let (_, g) = args.model.load()?;
-    let lib = emulator_lib(args.emulator_lib)?;
+    if args.grad.grad {
+        bail!("compile --grad is not supported yet: use run --grad, or compile --train for a training program");
+    }
+    let lib = emulator_lib(args.emulator_lib.clone())?;
     let lib_text = makefile_path(&lib)?;
     let start = Instant::now();
-    let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
-    let scheduled = start.elapsed();
-    let out = swflow_codegen::generate(&p, &target, lib_text)?;
-    let generated = start.elapsed() - scheduled;
+    let (g, p, out) = if args.train.train {
+        let (step, program, optimizer) = args.train.step(&args.model, &args.grad)?;
+        let mut p = swflow_scheduler::pipeline::compile_with(&step.graph, &target, args.pipeline.options())?;
+        p.set_updates(&step.updates()).map_err(|e| anyhow::anyhow!(e))?;
+        let spec = TrainingSpec::new(&step, &program, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
+        let in_place = swflow_scheduler::memplan::plan(&p, &target).in_place.len();
+        println!(
+            "training step: {} parameters, {} optimizer state tensors; {in_place} of their {} updates in place",
+            step.params.len(),
+            step.state.len(),
+            p.updates.len()
+        );
+        let out = swflow_codegen::generate_training(&p, &target, lib_text, &spec)?;
+        (step.graph, p, out)
+    } else {
+        let (_, g) = args.model.load()?;
+        let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
+        let out = swflow_codegen::generate(&p, &target, lib_text)?;
+        (g, p, out)
+    };
+    let elapsed = start.elapsed();
     out.write_to(&args.output)
         .with_context(|| format!("writing {}", args.output.display()))?;
     println!(
-        "{}: {} kernels for {}, {} files, {} bytes of C in {} (schedule {:.1} ms, codegen {:.1} ms)",
+        "{}: {} kernels for {}, {} files, {} bytes of C in {} (schedule and codegen {:.1} ms)",
         g.name,
         p.kernels.len(),
         target.name,
         out.files.len(),
         out.source_bytes(),
         args.output.display(),
-        scheduled.as_secs_f64() * 1e3,
-        generated.as_secs_f64() * 1e3
+        elapsed.as_secs_f64() * 1e3,
     );
     Ok(())
 }

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use swflow_frontend::ir::Tensor;
 use swflow_frontend::npy;
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
+use swflow_frontend::training::optim::{training_step, Optimizer, Settings, TrainingStep};
 use swflow_frontend::training::{check_classes, gradient_program_of, GradProgram};
 
 use super::model::ModelArgs;
@@ -44,7 +45,7 @@ impl GradArgs {
             (Some("mse"), None) => Loss::Mse,
             (Some("cross-entropy"), None) => Loss::CrossEntropy,
             (Some("sum"), None) => Loss::Sum,
-            _ => bail!("--grad needs a loss: --loss mse|cross-entropy|sum, or --loss-output NAME"),
+            _ => bail!("a gradient needs a loss: --loss mse|cross-entropy|sum, or --loss-output NAME"),
         })
     }
 
@@ -68,7 +69,7 @@ impl GradArgs {
     pub fn graph(&self, model: &ModelArgs) -> Result<swflow_frontend::ir::Graph> {
         if !self.grad {
             if self.loss.is_some() || self.loss_output.is_some() || self.labels.is_some() || !self.wrt.is_empty() {
-                bail!("--loss, --loss-output, --labels and --wrt apply with --grad");
+                bail!("--loss, --loss-output, --labels and --wrt apply with --grad or --train");
             }
             return Ok(model.load()?.1);
         }
@@ -103,4 +104,82 @@ impl GradArgs {
         }
         Ok(Some((name.clone(), t)))
     }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    /// Build a training step: forward, backward and the optimizer's update of every parameter
+    /// (needs a loss, --optimizer and --lr).
+    #[arg(long)]
+    pub train: bool,
+    /// The optimizer, with PyTorch's update rules and defaults: `sgd`, `momentum` (SGD with
+    /// momentum 0.9), `adam`, `adamw` (weight decay 0.01).
+    #[arg(long, value_parser = ["sgd", "momentum", "adam", "adamw"])]
+    pub optimizer: Option<String>,
+    /// The learning rate.
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// SGD's momentum.
+    #[arg(long)]
+    pub momentum: Option<f64>,
+    /// Nesterov momentum (SGD).
+    #[arg(long)]
+    pub nesterov: bool,
+    /// Weight decay: added to the gradient (sgd, momentum, adam), or decoupled (adamw).
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// Adam's first-moment decay (default 0.9).
+    #[arg(long)]
+    pub beta1: Option<f64>,
+    /// Adam's second-moment decay (default 0.999).
+    #[arg(long)]
+    pub beta2: Option<f64>,
+    /// Adam's epsilon (default 1e-8).
+    #[arg(long)]
+    pub eps: Option<f64>,
+}
+
+impl TrainArgs {
+    /// The optimizer the options ask for.
+    pub fn optimizer(&self) -> Result<Optimizer> {
+        let name = self
+            .optimizer
+            .as_deref()
+            .context("--train needs --optimizer sgd|momentum|adam|adamw")?;
+        let lr = self.lr.context("--train needs a learning rate: --lr F")?;
+        let settings = Settings {
+            lr,
+            momentum: self.momentum,
+            nesterov: self.nesterov,
+            weight_decay: self.weight_decay,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+        };
+        Optimizer::new(name, &settings).map_err(|e| anyhow::anyhow!("--optimizer {name}: {e}"))
+    }
+
+    /// The model's training step, with its gradient program and optimizer.
+    pub fn step(&self, model: &ModelArgs, grad: &GradArgs) -> Result<(TrainingStep, GradProgram, Optimizer)> {
+        let optimizer = self.optimizer()?;
+        let (_, program) = grad.prepare(model, HashMap::new())?;
+        let step = training_step(&program.graph, &program.wrt, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
+        Ok((step, program, optimizer))
+    }
+}
+
+/// The graph a verb that compiles without values works on: the model, its gradient program
+/// (`--grad`) or its training step (`--train`).
+pub fn graph(model: &ModelArgs, grad: &GradArgs, train: &TrainArgs) -> Result<swflow_frontend::ir::Graph> {
+    if train.train {
+        return Ok(train.step(model, grad)?.0.graph);
+    }
+    let optimizer_options =
+        train.optimizer.is_some() || train.lr.is_some() || train.momentum.is_some() || train.nesterov;
+    let adam_options =
+        train.weight_decay.is_some() || train.beta1.is_some() || train.beta2.is_some() || train.eps.is_some();
+    if optimizer_options || adam_options {
+        bail!("--optimizer, --lr and the optimizer's settings apply with --train");
+    }
+    grad.graph(model)
 }

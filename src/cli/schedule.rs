@@ -9,7 +9,7 @@ use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::memplan;
 use swflow_scheduler::target::Target;
 
-use super::grad::GradArgs;
+use super::grad::{self, GradArgs, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs};
 
 #[derive(clap::Args, Debug)]
@@ -29,6 +29,8 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub grad: GradArgs,
+    #[command(flatten)]
+    pub train: TrainArgs,
 }
 
 #[derive(Serialize)]
@@ -56,7 +58,7 @@ struct Report {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    let g = args.grad.graph(&args.model)?;
+    let g = grad::graph(&args.model, &args.grad, &args.train)?;
     let start = Instant::now();
     let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
     let schedule_seconds = start.elapsed().as_secs_f64();

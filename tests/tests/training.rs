@@ -162,3 +162,95 @@ fn every_optimizer_trains_like_pytorch_through_the_jit_in_place() {
         });
     }
 }
+
+/// Compiles the MLP's training step with the optimizer of `reference` into a training
+/// program under `name`, builds it, and returns its folder.
+fn build_training_program(dir: &Path, reference: &Path, name: &str) -> std::path::PathBuf {
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
+    let opt = optimizer(&config);
+    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
+    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
+    let step = training_step(&program.graph, &program.wrt, &opt).unwrap();
+    let target = Target::sw26010();
+    let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
+    p.set_updates(&step.updates()).unwrap();
+    let spec = swflow_codegen::TrainingSpec::new(&step, &program, &opt).unwrap();
+    let lib = swflow_tests::cbuild::emulator_lib().unwrap();
+    let out = swflow_codegen::generate_training(&p, &target, lib.to_str().unwrap(), &spec).unwrap();
+    let folder = swflow_tests::cbuild::scratch("training", name);
+    if folder.exists() {
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
+    out.write_to(&folder).unwrap();
+    swflow_tests::cbuild::make_reusing_runtime(&folder).unwrap();
+    folder
+}
+
+/// Runs a built training program; returns its output folder.
+fn train_c(folder: &Path, data: &Path, epochs: u32, out: &str, resume: Option<&str>) -> std::path::PathBuf {
+    let out_dir = folder.join(out);
+    let mut cmd = std::process::Command::new(folder.join("model"));
+    cmd.arg("--input")
+        .arg(format!("x={}", data.join("x.npy").display()))
+        .arg("--labels")
+        .arg(data.join("labels.npy"))
+        .arg("--epochs")
+        .arg(epochs.to_string())
+        .arg("--output")
+        .arg(&out_dir);
+    if let Some(r) = resume {
+        cmd.arg("--resume").arg(folder.join(r));
+    }
+    let result = cmd.output().unwrap();
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    out_dir
+}
+
+/// The generated training program (the step's kernels on the emulator, the loop in
+/// runtime-c) trains like PyTorch with every optimizer, and a run resumed after one epoch
+/// ends bit-identical to one of two epochs.
+#[test]
+fn generated_training_programs_train_like_pytorch_and_resume_exactly() {
+    let dir = training_dir().unwrap().join("mlp");
+    let data = dir.join("train");
+    for run in runs() {
+        let name = run.file_name().unwrap().to_string_lossy().into_owned();
+        let folder = build_training_program(&dir, &run, &name);
+        let out = train_c(&folder, &data, 2, "two_epochs", None);
+        let want = npy::read(&run.join("losses.npy")).unwrap().to_f64_vec();
+        let got = npy::read(&out.join("losses.npy")).unwrap().to_f64_vec();
+        assert_eq!(got.len(), want.len(), "{name}: steps");
+        let mut worst: f64 = 0.0;
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            let (ta, tb) = (
+                Tensor::from_f32(vec![], vec![*a as f32]).unwrap(),
+                Tensor::from_f32(vec![], vec![*b as f32]).unwrap(),
+            );
+            compare(&ta, &tb, Comparison::Model)
+                .unwrap_or_else(|m| panic!("{name} through C: loss of step {k}: {}", m.message));
+            worst = worst.max((a - b).abs() / b.abs());
+        }
+        let index: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(out.join("params.json")).unwrap()).unwrap();
+        assert_eq!(index.len(), 6, "{name}: parameters written");
+        for (p, file) in &index {
+            let got = npy::read(&out.join(file.as_str().unwrap())).unwrap();
+            let want = as_f32(&npy::read(&run.join("params").join(format!("{p}.npy"))).unwrap());
+            compare(&got, &want, Comparison::Model)
+                .unwrap_or_else(|m| panic!("{name} through C: final {p}: {}", m.message));
+        }
+        println!(
+            "{name:>10}  C (sw26010)      {} steps, largest relative difference {worst:.2e}",
+            got.len()
+        );
+        train_c(&folder, &data, 1, "first_epoch", None);
+        let resumed = train_c(&folder, &data, 1, "resumed", Some("first_epoch"));
+        for file in index.values() {
+            let a = npy::read(&out.join(file.as_str().unwrap())).unwrap();
+            let b = npy::read(&resumed.join(file.as_str().unwrap())).unwrap();
+            compare(&b, &a, Comparison::Exact).unwrap_or_else(|m| panic!("{name}: resumed {file}: {}", m.message));
+        }
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
+}
