@@ -254,3 +254,53 @@ fn generated_training_programs_train_like_pytorch_and_resume_exactly() {
         std::fs::remove_dir_all(&folder).unwrap();
     }
 }
+
+/// The digits example (`scripts/training/digits.py`): an MLP trained by the generated program
+/// for ten epochs of 48 batches with SGD and momentum follows jax's float64 run of PyTorch's
+/// rule step by step, and ends with the same parameters, within the whole-model tolerance.
+#[test]
+fn digits_trains_through_the_generated_program_like_jax() {
+    let dir = training_dir().unwrap().join("digits");
+    let reference = dir.join("reference");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
+    let opt = optimizer(&config);
+    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
+    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
+    let step = training_step(&program.graph, &program.wrt, &opt).unwrap();
+    let target = Target::sw26010();
+    let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
+    p.set_updates(&step.updates()).unwrap();
+    let spec = swflow_codegen::TrainingSpec::new(&step, &program, &opt).unwrap();
+    let lib = swflow_tests::cbuild::emulator_lib().unwrap();
+    let out = swflow_codegen::generate_training(&p, &target, lib.to_str().unwrap(), &spec).unwrap();
+    let folder = swflow_tests::cbuild::scratch("training", "digits");
+    if folder.exists() {
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
+    out.write_to(&folder).unwrap();
+    swflow_tests::cbuild::make_reusing_runtime(&folder).unwrap();
+    let result = std::process::Command::new(folder.join("model"))
+        .arg("--input")
+        .arg(format!("x={}", dir.join("train_x.npy").display()))
+        .arg("--labels")
+        .arg(dir.join("train_labels.npy"))
+        .arg("--epochs")
+        .arg(config["epochs"].as_u64().unwrap().to_string())
+        .arg("--output")
+        .arg(folder.join("run"))
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let got = npy::read(&folder.join("run/losses.npy")).unwrap();
+    let want = as_f32(&npy::read(&reference.join("losses.npy")).unwrap());
+    compare(&got, &want, Comparison::Model).unwrap_or_else(|m| panic!("digits losses: {}", m.message));
+    let (first, last) = (want.to_f64_vec()[0], *want.to_f64_vec().last().unwrap());
+    assert!(last < first / 10.0, "jax's loss falls from {first} to {last}");
+    for name in &step.params {
+        let a = npy::read(&folder.join("run/params").join(format!("{name}.npy"))).unwrap();
+        let b = as_f32(&npy::read(&reference.join("params").join(format!("{name}.npy"))).unwrap());
+        compare(&a, &b, Comparison::Model).unwrap_or_else(|m| panic!("digits {name}: {}", m.message));
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
