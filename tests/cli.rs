@@ -462,3 +462,59 @@ fn inspect_grad_reports_the_tape() {
     assert!(bytes("tape_bytes") + bytes("recomputed_bytes") <= bytes("forward_intermediate_bytes"));
     assert!(bytes("forward_peak_bytes") <= bytes("forward_intermediate_bytes"));
 }
+
+/// `compile --grad` builds a program whose run writes what `run --grad` writes, with the
+/// parameters' initial values in its parameter file; its gradients are jax's.
+#[test]
+fn compile_grad_program_writes_loss_gradients_and_index() {
+    let case = root().join(".cache/training/mlp");
+    let dir = scratch("compile-grad");
+    let folder = dir.join("c");
+    let out = swflow(&[
+        "compile",
+        case.join("model.onnx").to_str().unwrap(),
+        "--grad",
+        "--loss",
+        "cross-entropy",
+        "-o",
+        folder.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let make = Command::new("make")
+        .arg("-C")
+        .arg(&folder)
+        .args(["-s", "-j2"])
+        .output()
+        .unwrap();
+    assert!(make.status.success(), "{}", String::from_utf8_lossy(&make.stderr));
+    let results = dir.join("results");
+    let run = Command::new(folder.join("model"))
+        .arg("--input")
+        .arg(format!("x={}", case.join("x.npy").display()))
+        .arg("--input")
+        .arg(format!("labels={}", case.join("labels.npy").display()))
+        .arg("--output")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let index: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(results.join("gradients.json")).unwrap()).unwrap();
+    let want: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(case.join("reference/gradients.json")).unwrap()).unwrap();
+    assert_eq!(index.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
+    let as_f32 = |t: swflow_frontend::ir::Tensor| {
+        let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32).collect();
+        swflow_frontend::ir::Tensor::from_f32(t.shape().to_vec(), v).unwrap()
+    };
+    let pairs = std::iter::once(("loss.npy", "loss.npy")).chain(
+        index
+            .iter()
+            .map(|(k, v)| (v.as_str().unwrap(), want[k].as_str().unwrap())),
+    );
+    for (mine, theirs) in pairs {
+        let a = npy::read(&results.join(mine)).unwrap();
+        let b = as_f32(npy::read(&case.join("reference").join(theirs)).unwrap());
+        compare(&a, &b, Comparison::Model).unwrap_or_else(|m| panic!("{mine}: {}", m.message));
+    }
+}

@@ -30,6 +30,7 @@ mod writer;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use handlebars::Handlebars;
 use serde_json::{json, Value};
@@ -40,6 +41,7 @@ use swflow_scheduler::target::{Api, Target};
 
 use names::{c_string, comment, Names};
 use scalar::{ctype, dtype_enum};
+use swflow_frontend::ir::Tensor;
 use swflow_frontend::training::optim::{Optimizer, Scheduled, TrainingStep};
 use swflow_frontend::training::GradProgram;
 
@@ -187,7 +189,7 @@ pub struct TrainingSpec {
     /// The number of classes the labels index (0: the labels are not class indices).
     pub classes: usize,
     /// Parameters: input, the output holding its next value, and its initial value.
-    pub params: Vec<(String, String, std::sync::Arc<swflow_frontend::ir::Tensor>)>,
+    pub params: Vec<(String, String, Arc<Tensor>)>,
     /// Optimizer state (zero at first): input and the output holding its next value.
     pub state: Vec<(String, String)>,
     /// Scalars the step number sets: input, kind (`swflow_scheduled_kind`), and the
@@ -235,7 +237,7 @@ impl TrainingSpec {
                     .parameters
                     .get(name)
                     .ok_or_else(|| format!("no initial value for parameter '{name}'"))?;
-                Ok((name.clone(), out.clone(), std::sync::Arc::new(value.clone())))
+                Ok((name.clone(), out.clone(), Arc::new(value.clone())))
             })
             .collect::<Result<Vec<_>, String>>()?;
         let state = updates[step.params.len()..].to_vec();
@@ -259,8 +261,48 @@ impl TrainingSpec {
     }
 }
 
+/// Where a gradient program writes its outputs: the loss and gradients under the names `run
+/// --grad` uses, and an index naming the gradients' files.
+#[derive(Clone, Debug)]
+pub struct GradientLayout {
+    /// One path per program output, relative to the output folder (`loss.npy`,
+    /// `grad/<name>.npy`).
+    pub files: Vec<String>,
+    /// The text of `gradients.json`.
+    pub index: String,
+    /// Inputs whose values the parameter file holds (the parameters, at their initializers'
+    /// values); the program does not take them as inputs.
+    pub params: Vec<(String, Arc<Tensor>)>,
+}
+
+/// What `host/main.c` does with the kernels.
+enum Main<'a> {
+    /// Run once, write one file per output.
+    Inference,
+    /// Run once, write the outputs as a gradient program's files.
+    Gradient(&'a GradientLayout),
+    /// Run once per batch: a training program.
+    Training(&'a TrainingSpec),
+}
+
 pub fn generate(p: &Program, target: &Target, emulator_lib: &str) -> Result<Generated, CodegenError> {
-    generate_with(p, target, emulator_lib, None)
+    generate_with(p, target, emulator_lib, Main::Inference)
+}
+
+/// [`generate`] for a gradient program, whose outputs are written as `layout` says.
+pub fn generate_gradient(
+    p: &Program,
+    target: &Target,
+    emulator_lib: &str,
+    layout: &GradientLayout,
+) -> Result<Generated, CodegenError> {
+    if layout.files.len() != p.outputs.len() {
+        return Err(CodegenError::Internal {
+            kernel: p.name.clone(),
+            reason: format!("{} output files for {} outputs", layout.files.len(), p.outputs.len()),
+        });
+    }
+    generate_with(p, target, emulator_lib, Main::Gradient(layout))
 }
 
 /// [`generate`] for a training step: the program's updates (`Program::updates`) should pair
@@ -272,15 +314,10 @@ pub fn generate_training(
     emulator_lib: &str,
     spec: &TrainingSpec,
 ) -> Result<Generated, CodegenError> {
-    generate_with(p, target, emulator_lib, Some(spec))
+    generate_with(p, target, emulator_lib, Main::Training(spec))
 }
 
-fn generate_with(
-    p: &Program,
-    target: &Target,
-    emulator_lib: &str,
-    training: Option<&TrainingSpec>,
-) -> Result<Generated, CodegenError> {
+fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -> Result<Generated, CodegenError> {
     let t = Templates::new()?;
     let plan = memplan::plan(p, target);
     let offset = |id: TensorId| -> usize {
@@ -340,12 +377,20 @@ fn generate_with(
     let ldm = json!({"model": model, "kernels": ldm_kernels, "ldm_bytes": ldm_bytes, "target": target_name});
     files.insert("include/swflow_ldm.h".into(), t.render("ldm_h", &ldm)?);
     files.insert("slave/swflow_ldm.c".into(), t.render("ldm_c", &ldm)?);
-    let (main, params_bin) = match training {
-        None => {
+    let (main, params_bin) = match main {
+        Main::Inference => {
             let (main, bin) = main_data(p, target, &plan, &kernels, &model, &[])?;
             (t.render("main", &main)?, bin)
         }
-        Some(spec) => {
+        Main::Gradient(layout) => {
+            let (mut main, bin) = main_data(p, target, &plan, &kernels, &model, &layout.params)?;
+            for (row, file) in main["outputs"].as_array_mut().into_iter().flatten().zip(&layout.files) {
+                row["file"] = json!(c_string(file));
+            }
+            main["index"] = json!(c_string(&layout.index));
+            (t.render("main", &main)?, bin)
+        }
+        Main::Training(spec) => {
             let (main, bin) = training_data(p, target, &plan, &kernels, &model, spec)?;
             (t.render("train", &main)?, bin)
         }
@@ -403,9 +448,10 @@ fn main_data(
     plan: &MemoryPlan,
     kernels: &[String],
     model: &str,
-    extra_records: &[(String, usize, Vec<u8>)],
+    preset: &[(String, Arc<Tensor>)],
 ) -> Result<(Value, Vec<u8>), CodegenError> {
     let offset = |id: TensorId| plan.offsets[p.storage(id).index()];
+    let is_preset = |id: TensorId| preset.iter().any(|(n, _)| *n == p.tensor(id).name);
     let mut shapes = Vec::new();
     let mut describe = |kind: &str, i: usize, id: TensorId, name: &str| -> Value {
         let ty = &p.tensor(id).ty;
@@ -425,6 +471,7 @@ fn main_data(
     let inputs: Vec<Value> = p
         .inputs
         .iter()
+        .filter(|&&id| !is_preset(id))
         .enumerate()
         .map(|(i, &id)| describe("input", i, id, &p.tensor(id).name))
         .collect();
@@ -446,7 +493,14 @@ fn main_data(
             records.push((t.name.clone(), off, params::tensor_bytes(c)));
         }
     }
-    records.extend(extra_records.iter().cloned());
+    for (name, value) in preset {
+        let id = p.inputs.iter().copied().find(|&t| p.tensor(t).name == *name);
+        let off = id.and_then(offset).ok_or_else(|| CodegenError::Internal {
+            kernel: name.clone(),
+            reason: "a preset input has no place in the arena".into(),
+        })?;
+        records.push((name.clone(), off, params::tensor_bytes(value)));
+    }
     let param_rows: Vec<Value> = records
         .iter()
         .map(|(name, off, bytes)| json!({"name": c_string(name), "offset": off, "bytes": bytes.len()}))
@@ -467,7 +521,7 @@ fn main_data(
         "model": model, "target": comment(&target.name), "kernels": kernels, "arena_bytes": plan.arena_bytes.max(1),
         "alignment": target.memory_alignment_bytes.max(16), "shapes": shapes,
         "inputs": inputs, "outputs": outputs, "params": param_rows,
-        "n_inputs": p.inputs.len(), "n_outputs": p.outputs.len(), "n_params": records.len(),
+        "n_inputs": inputs.len(), "n_outputs": p.outputs.len(), "n_params": records.len(),
     });
     Ok((data, bin))
 }
@@ -503,10 +557,7 @@ fn training_data(
     let offset = |id: TensorId| {
         plan.offsets[p.storage(id).index()].ok_or_else(|| fail(&p.tensor(id).name, "has no place in the arena"))
     };
-    let mut initial = Vec::new();
-    for (name, _, value) in &spec.params {
-        initial.push((name.clone(), offset(input(name)?)?, params::tensor_bytes(value)));
-    }
+    let initial: Vec<(String, Arc<Tensor>)> = spec.params.iter().map(|(n, _, v)| (n.clone(), v.clone())).collect();
     let (mut data, bin) = main_data(p, target, plan, kernels, model, &initial)?;
     // The training main declares only its own tables' shapes (an unused one would be an
     // unused-variable error).

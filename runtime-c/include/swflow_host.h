@@ -24,7 +24,7 @@ enum swflow_dtype { SWFLOW_F32 = 0, SWFLOW_F64 = 1, SWFLOW_I64 = 2, SWFLOW_BOOL 
 /* One model input or output, described by the generated main. */
 struct swflow_tensor_desc {
     const char *name;     /* the model's name for it (any bytes except NUL) */
-    const char *file;     /* output file name such as "prob.npy" (outputs only; NULL for inputs) */
+    const char *file;     /* output file such as "prob.npy" or "grad/w.npy", relative to --output (outputs only; NULL for inputs) */
     int dtype;            /* enum swflow_dtype */
     int rank;             /* number of dimensions, >= 0 */
     const int64_t *shape; /* rank non-negative entries (may be NULL when rank == 0) */
@@ -127,6 +127,9 @@ int swflow_read_rows(const struct swflow_tensor_desc *d, const char *path, void 
 
 /* Writes `d` as the .npy file `path`. Returns 0, or 1 after an error line. */
 int swflow_write_npy(const char *path, const struct swflow_tensor_desc *d);
+
+/* Writes `text` to the file DIR/FILE. Returns 0, or 1 after an error line. */
+int swflow_write_text(const char *dir, const char *file, const char *text);
 
 /* Seconds of a monotonic wall clock (CLOCK_MONOTONIC), for timing differences. */
 double swflow_seconds(void);

@@ -940,6 +940,48 @@ static void print_name_and_type(const struct swflow_tensor_desc *d)
     put_type(stdout, d->dtype, d->rank, d->shape);
 }
 
+/* Creates the folders of `path` from byte `from` on (a file name with '/' in it). */
+static int make_parent(char *path, size_t from)
+{
+    char *c;
+    for (c = path + from; *c; c++) {
+        if (*c != '/')
+            continue;
+        *c = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            fail("cannot create %s: %s", path, strerror(errno));
+            *c = '/';
+            return 1;
+        }
+        *c = '/';
+    }
+    return 0;
+}
+
+int swflow_write_text(const char *dir, const char *file, const char *text)
+{
+    size_t len = strlen(dir) + strlen(file) + 2;
+    char *path = malloc(len);
+    FILE *f;
+    int rc = 0;
+    if (path == NULL)
+        return fail("out of memory");
+    sprintf(path, "%s/%s", dir, file);
+    f = fopen(path, "w");
+    if (f == NULL)
+        rc = fail("%s: cannot create: %s", path, strerror(errno));
+    else {
+        if (fputs(text, f) == EOF)
+            rc = 1;
+        if (fclose(f) != 0)
+            rc = 1;
+        if (rc != 0)
+            fail("%s: cannot write: %s", path, strerror(errno));
+    }
+    free(path);
+    return rc;
+}
+
 int swflow_write_outputs(const struct swflow_options *opt, const struct swflow_tensor_desc *outputs, int n)
 {
     const char *dir = opt->output_dir;
@@ -958,7 +1000,8 @@ int swflow_write_outputs(const struct swflow_options *opt, const struct swflow_t
             if (path == NULL)
                 return fail("out of memory");
             sprintf(path, slash ? "%s/%s" : "%s%s", dir, d->file);
-            if (write_npy(path, d, count * dtype_size(d->dtype)) != 0) {
+            if (make_parent(path, dir_len + (size_t)slash) != 0
+                || write_npy(path, d, count * dtype_size(d->dtype)) != 0) {
                 free(path);
                 return 1;
             }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use swflow_codegen::TrainingSpec;
+use swflow_codegen::{GradientLayout, TrainingSpec};
 use swflow_scheduler::target::Target;
 
 use super::grad::{GradArgs, TrainArgs};
@@ -29,6 +29,8 @@ pub struct Args {
     /// libswflow_emulator.a beside the swflow executable.
     #[arg(long, value_name = "FILE")]
     pub emulator_lib: Option<PathBuf>,
+    /// With --grad the program computes the loss and gradients and writes them as `run --grad`
+    /// does (`./model --input NAME=x.npy --input labels=y.npy --output DIR`).
     #[command(flatten)]
     pub grad: GradArgs,
     /// With --train the program trains: `./model --input NAME=data.npy --labels labels.npy
@@ -70,8 +72,8 @@ pub(super) fn makefile_path(lib: &Path) -> Result<&str> {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    if args.grad.grad {
-        bail!("compile --grad is not supported yet: use run --grad, or compile --train for a training program");
+    if args.grad.grad && args.train.train {
+        bail!("--grad and --train are exclusive: --train builds a training program, --grad one gradient");
     }
     let lib = emulator_lib(args.emulator_lib.clone())?;
     let lib_text = makefile_path(&lib)?;
@@ -90,6 +92,27 @@ pub fn run(args: Args) -> Result<()> {
         );
         let out = swflow_codegen::generate_training(&p, &target, lib_text, &spec)?;
         (step.graph, p, out)
+    } else if args.grad.grad {
+        let (_, program) = args.grad.prepare(&args.model, std::collections::HashMap::new())?;
+        let p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, args.pipeline.options())?;
+        let names = swflow_frontend::npy::output_file_names(program.wrt.iter().map(String::as_str));
+        let mut index = serde_json::Map::new();
+        let mut files = vec!["loss.npy".to_string()];
+        for (name, file) in program.wrt.iter().zip(&names) {
+            files.push(format!("grad/{file}"));
+            index.insert(name.clone(), format!("grad/{file}").into());
+        }
+        let layout = GradientLayout {
+            files,
+            index: serde_json::to_string_pretty(&index)? + "\n",
+            params: program
+                .parameters
+                .iter()
+                .map(|(n, v)| (n.clone(), std::sync::Arc::new(v.clone())))
+                .collect(),
+        };
+        let out = swflow_codegen::generate_gradient(&p, &target, lib_text, &layout)?;
+        (program.graph, p, out)
     } else {
         let (_, g) = args.model.load()?;
         let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
