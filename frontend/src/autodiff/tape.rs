@@ -172,12 +172,12 @@ pub fn summary(g: &Graph, first_backward: usize, plan: &SavedPlan) -> TapeSummar
     for i in (0..first_backward).filter(|&i| computed(i)) {
         dying[last_use[i]].push(i);
     }
-    for i in 0..first_backward {
+    for (i, dead) in dying.iter().take(first_backward).enumerate() {
         if computed(i) {
             live += g.nodes()[i].ty.size_bytes();
             peak = peak.max(live);
         }
-        for &d in &dying[i] {
+        for &d in dead {
             live -= g.nodes()[d].ty.size_bytes();
         }
     }
