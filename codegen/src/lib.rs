@@ -188,7 +188,8 @@ pub struct TrainingSpec {
     pub labels: Option<String>,
     /// The number of classes the labels index (0: the labels are not class indices).
     pub classes: usize,
-    /// Parameters: input, the output holding its next value, and its initial value.
+    /// Parameters and running statistics: input, the output holding its next value, and its
+    /// initial value.
     pub params: Vec<(String, String, Arc<Tensor>)>,
     /// Optimizer state (zero at first): input and the output holding its next value.
     pub state: Vec<(String, String)>,
@@ -207,6 +208,7 @@ impl TrainingSpec {
             .params
             .iter()
             .chain(&step.state)
+            .chain(&step.buffers)
             .chain(step.scheduled.iter().map(|(n, _)| n))
             .collect();
         let mut batched: Vec<String> = g
@@ -228,11 +230,12 @@ impl TrainingSpec {
             ));
         }
         let updates = step.updates();
-        let params = step
-            .params
+        let (np, ns) = (step.params.len(), step.state.len());
+        // Running statistics start at their initializers and are written with the parameters.
+        let params = updates[..np]
             .iter()
-            .zip(&updates)
-            .map(|(name, (_, out))| {
+            .chain(&updates[np + ns..])
+            .map(|(name, out)| {
                 let value = program
                     .parameters
                     .get(name)
@@ -240,7 +243,7 @@ impl TrainingSpec {
                 Ok((name.clone(), out.clone(), Arc::new(value.clone())))
             })
             .collect::<Result<Vec<_>, String>>()?;
-        let state = updates[step.params.len()..].to_vec();
+        let state = updates[np..np + ns].to_vec();
         let scheduled = step
             .scheduled
             .iter()

@@ -12,7 +12,8 @@ holds:
   reference/         loss.npy and grad/<parameter>.npy (float64), gradients.json naming them
 and OUT_DIR/mlp/train/ holds a training set (x.npy, labels.npy: batches of the MLP's batch
 size stacked) and, per optimizer, the reference training on it with PyTorch's update rules:
-<optimizer>/config.json, losses.npy (each step's loss before its update) and params/.
+<optimizer>/config.json, losses.npy (each step's loss before its update) and params/;
+OUT_DIR/bn_train/ does the same for batch normalisation in training mode (see bn_training).
 """
 
 import json
@@ -358,6 +359,67 @@ def torch_update(cfg, params, grads, state, t):
     return new_params, new_state
 
 
+def bn_training(out):
+    """A convolution, batch normalisation in training mode (batch statistics; its updated
+    running statistics are not graph outputs, so the importer must find them), ReLU and a
+    classifier, trained with SGD for two epochs of three batches: OUT/bn_train/ holds the
+    model, train/x.npy and train/labels.npy, and train/sgd/ jax's run, whose params/ include
+    the final running statistics."""
+    m = Model("bn_train", 6)
+    m.param("c.w", (4, 3, 3, 3), 27)
+    m.param("bn.g", (4,), value=1.0 + 0.1 * m.rng.standard_normal(4))
+    m.param("bn.b", (4,), value=0.1 * m.rng.standard_normal(4))
+    m.buffer("bn.mean", (0.1 * m.rng.standard_normal(4)).astype(np.float32))
+    m.buffer("bn.var", (1.0 + 0.2 * m.rng.random(4)).astype(np.float32))
+    m.param("fc.w", (5, 4), 4)
+    m.param("fc.b", (5,), 4)
+    h = m.node("Conv", ["x", "c.w"], pads=[1, 1, 1, 1])
+    m.nodes.append(helper.make_node(
+        "BatchNormalization", [h, "bn.g", "bn.b", "bn.mean", "bn.var"], ["bn_y", "bn.mean_next", "bn.var_next"],
+        name="bn", training_mode=1, momentum=0.8))
+    h = "bn_y"
+    h = m.node("Flatten", [m.node("GlobalAveragePool", [m.node("Relu", [h])])])
+    y = m.node("Gemm", [h, "fc.w", "fc.b"], transB=1)
+    batch, batches, momentum, eps = 4, 3, 0.8, 1e-5
+    xs = m.rng.standard_normal((batches * batch, 3, 6, 6)).astype(np.float32)
+    labels = m.rng.integers(0, 5, batches * batch)
+    d = os.path.join(out, m.name)
+    os.makedirs(os.path.join(d, "train"), exist_ok=True)
+    m.save(os.path.join(d, "model.onnx"), xs[:batch], y, (batch, 5))
+    np.save(os.path.join(d, "train", "x.npy"), xs)
+    np.save(os.path.join(d, "train", "labels.npy"), labels)
+
+    def objective(p, running, x, labels):
+        h = conv(x, p["c.w"], pad=1)
+        mean, var = h.mean(axis=(0, 2, 3)), h.var(axis=(0, 2, 3))
+        h = batch_norm(h, p["bn.g"], p["bn.b"], mean, var, eps)
+        logits = gemm(jax.nn.relu(h).mean(axis=(2, 3)), p["fc.w"], p["fc.b"])
+        new = {"bn.mean": momentum * running["bn.mean"] + (1 - momentum) * mean,
+               "bn.var": momentum * running["bn.var"] + (1 - momentum) * var}
+        return cross_entropy(logits, labels), new
+
+    cfg = {"optimizer": "sgd", "lr": 0.1, "epochs": 2}
+    params = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in m.params.items()}
+    running = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in m.buffers.items()}
+    step = jax.value_and_grad(objective, has_aux=True)
+    losses, t = [], 0
+    for _ in range(cfg["epochs"]):
+        for b in range(batches):
+            x = jnp.asarray(xs[b * batch:(b + 1) * batch], dtype=jnp.float64)
+            (value, running), grads = step(params, running, x, jnp.asarray(labels[b * batch:(b + 1) * batch]))
+            losses.append(float(value))
+            t += 1
+            params, _ = torch_update(cfg, params, grads, {}, t)
+    run = os.path.join(d, "train", "sgd")
+    os.makedirs(os.path.join(run, "params"), exist_ok=True)
+    with open(os.path.join(run, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    np.save(os.path.join(run, "losses.npy"), np.asarray(losses))
+    for k, v in {**params, **running}.items():
+        np.save(os.path.join(run, "params", f"{k}.npy"), np.asarray(v))
+    print(f"bn_train trained with sgd: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+
 def reference_training(out):
     """The MLP trained by each optimizer of OPTIMIZERS on TRAIN_BATCHES batches for
     TRAIN_EPOCHS epochs, in float64: OUT/mlp/train/<name>/losses.npy and params/<p>.npy."""
@@ -426,6 +488,7 @@ def main(out):
             json.dump(index, f, indent=2, sort_keys=True)
         print(f"{m.name}: loss {float(value):.6f}, {len(index)} gradients")
     reference_training(out)
+    bn_training(out)
 
 
 if __name__ == "__main__":

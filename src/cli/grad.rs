@@ -52,12 +52,24 @@ impl GradArgs {
     /// Imports the model as a gradient program; `given` holds the values of inputs known now
     /// (those an op needs statically are frozen to them).
     pub fn prepare(&self, model: &ModelArgs, given: HashMap<String, Tensor>) -> Result<(ModelFile, GradProgram)> {
+        self.prepare_for(model, given, false)
+    }
+
+    /// [`GradArgs::prepare`]; for a training step (`train`) the program also carries the
+    /// running statistics of batch normalisation in training mode.
+    pub fn prepare_for(
+        &self,
+        model: &ModelArgs,
+        given: HashMap<String, Tensor>,
+        train: bool,
+    ) -> Result<(ModelFile, GradProgram)> {
         let file = ModelFile::read(&model.model)?;
         let opts = ImportOptions {
             values: given,
             ..model.options()?
         };
         let p = gradient_program_of(&file, &opts, &self.loss()?, &self.wrt)?;
+        let p = if train { p } else { p.without_buffers() };
         for name in &p.frozen {
             tracing::info!("initializer '{name}' is used statically: no gradient");
         }
@@ -162,8 +174,8 @@ impl TrainArgs {
     /// The model's training step, with its gradient program and optimizer.
     pub fn step(&self, model: &ModelArgs, grad: &GradArgs) -> Result<(TrainingStep, GradProgram, Optimizer)> {
         let optimizer = self.optimizer()?;
-        let (_, program) = grad.prepare(model, HashMap::new())?;
-        let step = training_step(&program.graph, &program.wrt, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
+        let (_, program) = grad.prepare_for(model, HashMap::new(), true)?;
+        let step = training_step(&program, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
         Ok((step, program, optimizer))
     }
 }

@@ -64,7 +64,7 @@ fn train_and_check(dir: &Path, reference: &Path, engine: &str, make: &dyn Fn(&Tr
     let opt = optimizer(&config);
     let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
     let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
-    let step = training_step(&program.graph, &program.wrt, &opt).unwrap();
+    let step = training_step(&program, &opt).unwrap();
     let run = make(&step);
     let (labels_name, labels_ty) = program.labels.clone().unwrap();
     let rows = labels_ty.shape[0];
@@ -171,7 +171,7 @@ fn build_training_program(dir: &Path, reference: &Path, name: &str) -> std::path
     let opt = optimizer(&config);
     let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
     let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
-    let step = training_step(&program.graph, &program.wrt, &opt).unwrap();
+    let step = training_step(&program, &opt).unwrap();
     let target = Target::sw26010();
     let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
     p.set_updates(&step.updates()).unwrap();
@@ -267,7 +267,7 @@ fn digits_trains_through_the_generated_program_like_jax() {
     let opt = optimizer(&config);
     let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
     let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
-    let step = training_step(&program.graph, &program.wrt, &opt).unwrap();
+    let step = training_step(&program, &opt).unwrap();
     let target = Target::sw26010();
     let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
     p.set_updates(&step.updates()).unwrap();
@@ -301,6 +301,74 @@ fn digits_trains_through_the_generated_program_like_jax() {
         let a = npy::read(&folder.join("run/params").join(format!("{name}.npy"))).unwrap();
         let b = as_f32(&npy::read(&reference.join("params").join(format!("{name}.npy"))).unwrap());
         compare(&a, &b, Comparison::Model).unwrap_or_else(|m| panic!("digits {name}: {}", m.message));
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// Batch normalisation in training mode: each step normalises with the batch's statistics and
+/// updates the running statistics, which the training carries like parameters; through the
+/// interpreter and the generated program, losses, parameters and running statistics follow
+/// jax's run.
+#[test]
+fn batch_norm_in_training_mode_carries_its_running_statistics() {
+    let dir = training_dir().unwrap().join("bn_train");
+    let run = dir.join("train/sgd");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("config.json")).unwrap()).unwrap();
+    let opt = optimizer(&config);
+    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
+    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
+    assert_eq!(program.buffers.len(), 2, "running mean and variance");
+    let step = training_step(&program, &opt).unwrap();
+    let xs = npy::read(&dir.join("train/x.npy")).unwrap();
+    let labels = npy::read(&dir.join("train/labels.npy")).unwrap();
+    let (labels_name, labels_ty) = program.labels.clone().unwrap();
+    let rows = labels_ty.shape[0];
+    let mut carried = step.start(&program.parameters).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..config["epochs"].as_u64().unwrap() {
+        for k in 0..labels.shape()[0] / rows {
+            let data = HashMap::from([
+                ("x".to_string(), batch(&xs, k, rows)),
+                (labels_name.clone(), batch(&labels, k, rows)),
+            ]);
+            let outputs =
+                swflow_frontend::interp::run(&step.graph, &step.inputs(&carried, &opt, &data).unwrap()).unwrap();
+            losses.push(step.finish(&mut carried, outputs).to_f64_vec()[0] as f32);
+        }
+    }
+    let want_losses = as_f32(&npy::read(&run.join("losses.npy")).unwrap());
+    let got_losses = Tensor::from_f32(vec![losses.len()], losses).unwrap();
+    compare(&got_losses, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("graph: losses: {}", m.message));
+    let want = |name: &str| as_f32(&npy::read(&run.join("params").join(format!("{name}.npy"))).unwrap());
+    for (name, value) in step
+        .params
+        .iter()
+        .zip(&carried.params)
+        .chain(step.buffers.iter().zip(&carried.buffers))
+    {
+        compare(value, &want(name), Comparison::Model).unwrap_or_else(|m| panic!("graph: {name}: {}", m.message));
+    }
+    assert_eq!(step.buffers, ["bn.mean", "bn.var"]);
+
+    let target = Target::sw26010();
+    let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
+    p.set_updates(&step.updates()).unwrap();
+    let spec = swflow_codegen::TrainingSpec::new(&step, &program, &opt).unwrap();
+    let lib = swflow_tests::cbuild::emulator_lib().unwrap();
+    let out = swflow_codegen::generate_training(&p, &target, lib.to_str().unwrap(), &spec).unwrap();
+    let folder = swflow_tests::cbuild::scratch("training", "bn_train");
+    if folder.exists() {
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
+    out.write_to(&folder).unwrap();
+    swflow_tests::cbuild::make_reusing_runtime(&folder).unwrap();
+    let results = train_c(&folder, &dir.join("train"), 2, "run", None);
+    let got = npy::read(&results.join("losses.npy")).unwrap();
+    compare(&got, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("C: losses: {}", m.message));
+    for name in step.params.iter().chain(&step.buffers) {
+        let got = npy::read(&results.join("params").join(format!("{name}.npy"))).unwrap();
+        compare(&got, &want(name), Comparison::Model).unwrap_or_else(|m| panic!("C: {name}: {}", m.message));
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -117,9 +117,11 @@ pub struct GradientProgram {
 
 /// The gradient program of a graph whose first output is a loss: its outputs are the loss,
 /// then the gradient of the loss with respect to each node of `wrt`, named
-/// `grad/<node name>`. Forward values the backward reads are kept or recomputed by the
-/// saved-value plan ([`tape::plan`]); nodes that no output needs are dropped.
-pub fn gradient_program(g: &Graph, wrt: &[NodeId]) -> Result<GradientProgram, GradError> {
+/// `grad/<node name>`, then the outputs of `g` numbered in `carry` (values a training step
+/// also updates, such as running statistics). Forward values the backward reads are kept or
+/// recomputed by the saved-value plan ([`tape::plan`]); nodes that no output needs are
+/// dropped.
+pub fn gradient_program(g: &Graph, wrt: &[NodeId], carry: &[usize]) -> Result<GradientProgram, GradError> {
     let Some(loss) = g.outputs.first() else {
         return Err(GradError {
             node: g.name.clone(),
@@ -131,15 +133,24 @@ pub fn gradient_program(g: &Graph, wrt: &[NodeId]) -> Result<GradientProgram, Gr
     let first = g.nodes().len();
     let plan = tape::plan(&r.graph, first);
     let summary = tape::summary(&r.graph, first, &plan);
-    let mut roots: Vec<NodeId> = std::iter::once(loss.node).chain(r.grads.iter().copied()).collect();
+    let carried: Vec<&Output> = carry.iter().map(|&k| &g.outputs[k]).collect();
+    let mut roots: Vec<NodeId> = std::iter::once(loss.node)
+        .chain(r.grads.iter().copied())
+        .chain(carried.iter().map(|o| o.node))
+        .collect();
     let mut graph = tape::apply(&r.graph, first, &plan, &mut roots);
+    let (grads, rest) = roots[1..].split_at(wrt.len());
     graph.outputs = std::iter::once(Output {
         name: loss.name.clone(),
         node: roots[0],
     })
-    .chain(wrt.iter().zip(&roots[1..]).map(|(&w, &gw)| Output {
+    .chain(wrt.iter().zip(grads).map(|(&w, &gw)| Output {
         name: format!("grad/{}", g.node(w).name),
         node: gw,
+    }))
+    .chain(carried.iter().zip(rest).map(|(o, &node)| Output {
+        name: o.name.clone(),
+        node,
     }))
     .collect();
     graph.prune();

@@ -47,6 +47,53 @@ pub fn trainable_initializers(model: &ModelProto) -> Vec<String> {
         .collect()
 }
 
+/// The running statistics a training step updates: for every `BatchNormalization` in
+/// training mode (`training_mode=1`, opset 14 on) whose running mean and variance are
+/// initializers, `(initializer, value)` pairs naming the updated mean and variance (its outputs
+/// 1 and 2). When some node leaves those outputs out, or the graph does not list them among
+/// its outputs, the returned model is a copy that names and lists them; otherwise it is `None`.
+pub fn running_statistics(model: &ModelProto) -> (Option<ModelProto>, Vec<(String, String)>) {
+    let Some(g) = model.graph.as_ref() else {
+        return (None, Vec::new());
+    };
+    if super::model_opset(model).map_or(true, |v| v < 14) {
+        return (None, Vec::new());
+    }
+    let initializers: HashSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
+    let training = |n: &NodeProto| {
+        n.op_type() == "BatchNormalization"
+            && matches!(n.domain(), "" | "ai.onnx")
+            && n.attribute.iter().any(|a| a.name() == "training_mode" && a.i() == 1)
+            && n.input.len() == 5
+            && initializers.contains(n.input[3].as_str())
+            && initializers.contains(n.input[4].as_str())
+    };
+    let mut copy = model.clone();
+    let graph = copy.graph.as_mut().expect("checked above");
+    let mut pairs = Vec::new();
+    let mut changed = false;
+    for n in graph.node.iter_mut().filter(|n| training(n)) {
+        n.output.resize(3, String::new());
+        for k in 1..3 {
+            if n.output[k].is_empty() {
+                n.output[k] = format!("{}/running_{}", n.input[k + 2], if k == 1 { "mean" } else { "var" });
+                changed = true;
+            }
+            pairs.push((n.input[k + 2].clone(), n.output[k].clone()));
+        }
+    }
+    for (_, value) in &pairs {
+        if !graph.output.iter().any(|o| o.name() == value) {
+            graph.output.push(super::proto::ValueInfoProto {
+                name: Some(value.clone()),
+                ..Default::default()
+            });
+            changed = true;
+        }
+    }
+    (changed.then_some(copy), pairs)
+}
+
 /// Appends `loss` on the model's `outputs` and returns the loss output.
 pub(super) fn attach(b: &mut Builder, loss: &Loss, outputs: &[Output], opset: i64) -> Result<Output, ImportErrorKind> {
     let opset = opset.max(LOSS_OPSET);

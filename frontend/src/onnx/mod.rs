@@ -21,7 +21,7 @@ use prost::Message;
 
 use crate::ir::{verify, DType, Graph, Output, Tensor, TensorType};
 use builder::Builder;
-pub use loss::{trainable_initializers, LABELS, LOSS};
+pub use loss::{running_statistics, trainable_initializers, LABELS, LOSS};
 pub use tensor::{dtype_from_onnx, tensor_from_proto};
 
 /// Decodes a serialized `TensorProto` (the `.pb` files of ONNX test data) into its name and

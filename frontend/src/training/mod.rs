@@ -12,7 +12,9 @@ use std::collections::{HashMap, HashSet};
 use crate::autodiff::tape::TapeSummary;
 use crate::autodiff::{gradient_program, GradError};
 use crate::ir::{DType, Graph, NodeId, Tensor, TensorType};
-use crate::onnx::{tensor_from_proto, trainable_initializers, ImportError, ImportOptions, Loss, ModelFile};
+use crate::onnx::{
+    running_statistics, tensor_from_proto, trainable_initializers, ImportError, ImportOptions, Loss, ModelFile,
+};
 
 /// Why a model has no gradient program.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,10 @@ pub struct GradProgram {
     pub classes: Option<usize>,
     /// The saved-value plan's sizes: tape against the forward's memory.
     pub tape: TapeSummary,
+    /// Running statistics the step updates (batch normalisation in training mode): the input
+    /// holding one and the output holding its next value, after the gradients. Their initial
+    /// values are among `parameters`.
+    pub buffers: Vec<(String, String)>,
     /// Initializers of the default choice that an op needs statically (a shape, a pad value):
     /// constants, without a gradient.
     pub frozen: Vec<String>,
@@ -60,6 +66,19 @@ pub fn gradient_program_of(
     loss: &Loss,
     wrt: &[String],
 ) -> Result<GradProgram, TrainingError> {
+    let (with_statistics, buffers) = running_statistics(&file.proto);
+    let renamed;
+    let file = match with_statistics {
+        Some(proto) => {
+            renamed = ModelFile {
+                file: file.file.clone(),
+                dir: file.dir.clone(),
+                proto,
+            };
+            &renamed
+        }
+        None => file,
+    };
     let proto = file.proto.graph.as_ref().ok_or(TrainingError::NoGraph)?;
     let initializers: HashMap<&str, _> = proto.initializer.iter().map(|t| (t.name(), t)).collect();
     let declared: HashSet<&str> = proto
@@ -76,6 +95,7 @@ pub fn gradient_program_of(
     };
     let parameters: HashSet<String> = wanted
         .iter()
+        .chain(buffers.iter().map(|(b, _)| b))
         .filter(|n| initializers.contains_key(n.as_str()))
         .cloned()
         .collect();
@@ -139,7 +159,18 @@ pub fn gradient_program_of(
         Loss::CrossEntropy => Some(g.node(g.outputs[1].node).ty.shape[1]),
         _ => None,
     };
-    let program = gradient_program(&g, &ids)?;
+    // Running statistics the graph still reads as inputs are carried through the step.
+    let buffers: Vec<(String, String)> = buffers.into_iter().filter(|(b, _)| input(b).is_some()).collect();
+    let carry: Vec<usize> = buffers
+        .iter()
+        .map(|(_, out)| {
+            g.outputs
+                .iter()
+                .position(|o| o.name == *out)
+                .expect("listed as an output")
+        })
+        .collect();
+    let program = gradient_program(&g, &ids, &carry)?;
     Ok(GradProgram {
         graph: program.graph,
         tape: program.tape,
@@ -148,7 +179,19 @@ pub fn gradient_program_of(
         labels,
         classes,
         frozen,
+        buffers,
     })
+}
+
+impl GradProgram {
+    /// The program without the running statistics it would carry through a training step:
+    /// the loss and the gradients only.
+    pub fn without_buffers(mut self) -> GradProgram {
+        self.graph.outputs.truncate(1 + self.wrt.len());
+        self.graph.prune();
+        self.buffers.clear();
+        self
+    }
 }
 
 /// Checks that every class index of `labels` names one of `classes` classes; the error

@@ -45,13 +45,16 @@ pub enum Scheduled {
 /// One training step: see [`training_step`].
 #[derive(Clone, Debug)]
 pub struct TrainingStep {
-    /// Outputs: the loss, the new value of each parameter (in `params` order), then the new
-    /// value of each state tensor (in `state` order).
+    /// Outputs: the loss, the new value of each parameter (in `params` order), of each state
+    /// tensor (in `state` order), then of each running statistic (in `buffers` order).
     pub graph: Graph,
     /// The graph inputs that are parameters.
     pub params: Vec<String>,
     /// The graph inputs that are optimizer state, zero before the first step.
     pub state: Vec<String>,
+    /// The graph inputs that are running statistics (batch normalisation in training mode),
+    /// starting at their initializers.
+    pub buffers: Vec<String>,
     /// The graph inputs whose values depend on the step number.
     pub scheduled: Vec<(String, Scheduled)>,
 }
@@ -179,14 +182,16 @@ impl Emitter {
     }
 }
 
-/// Extends the gradient program `g` (outputs: loss, then the gradient of each of `params`,
-/// graph inputs of `g`) with one step of `optimizer`.
-pub fn training_step(g: &Graph, params: &[String], optimizer: &Optimizer) -> Result<TrainingStep, String> {
-    if g.outputs.len() != params.len() + 1 {
+/// Extends a gradient program (outputs: loss, the gradient of each parameter, the next value
+/// of each running statistic) with one step of `optimizer`.
+pub fn training_step(program: &super::GradProgram, optimizer: &Optimizer) -> Result<TrainingStep, String> {
+    let (g, params) = (&program.graph, &program.wrt);
+    let expected = 1 + params.len() + program.buffers.len();
+    if g.outputs.len() != expected {
         return Err(format!(
-            "a gradient program of {} parameters has {} outputs, not {}",
+            "the gradient program of {} parameters and {} running statistics has {} outputs, not {expected}",
             params.len(),
-            params.len() + 1,
+            program.buffers.len(),
             g.outputs.len()
         ));
     }
@@ -293,6 +298,7 @@ pub fn training_step(g: &Graph, params: &[String], optimizer: &Optimizer) -> Res
     }
     let mut graph = e.g;
     let loss = g.outputs[0].clone();
+    let running = &g.outputs[1 + params.len()..];
     graph.outputs = std::iter::once(loss)
         .chain(params.iter().zip(&new_params).map(|(n, &id)| Output {
             name: n.clone(),
@@ -302,12 +308,14 @@ pub fn training_step(g: &Graph, params: &[String], optimizer: &Optimizer) -> Res
             name: n.clone(),
             node: id,
         }))
+        .chain(running.iter().cloned())
         .collect();
     graph.prune();
     Ok(TrainingStep {
         graph,
         params: params.to_vec(),
         state,
+        buffers: program.buffers.iter().map(|(b, _)| b.clone()).collect(),
         scheduled,
     })
 }
@@ -319,13 +327,22 @@ pub struct Carried {
     pub params: Vec<Tensor>,
     /// Optimizer state, in [`TrainingStep::state`] order.
     pub state: Vec<Tensor>,
+    /// Running statistics, in [`TrainingStep::buffers`] order.
+    pub buffers: Vec<Tensor>,
     /// Steps taken so far.
     pub steps: u64,
 }
 
 impl TrainingStep {
-    /// The values before the first step: `params` by name, the optimizer state zero.
+    /// The values before the first step: parameters and running statistics from `params` by
+    /// name, the optimizer state zero.
     pub fn start(&self, params: &std::collections::HashMap<String, Tensor>) -> Result<Carried, String> {
+        let named = |names: &[String]| {
+            names
+                .iter()
+                .map(|n| params.get(n).cloned().ok_or_else(|| format!("no value for '{n}'")))
+                .collect::<Result<Vec<_>, _>>()
+        };
         let type_of = |name: &str| {
             let id = self
                 .graph
@@ -335,17 +352,9 @@ impl TrainingStep {
             self.graph.node(id).ty.clone()
         };
         Ok(Carried {
-            params: self
-                .params
-                .iter()
-                .map(|n| {
-                    params
-                        .get(n)
-                        .cloned()
-                        .ok_or_else(|| format!("no value for parameter '{n}'"))
-                })
-                .collect::<Result<_, _>>()?,
+            params: named(&self.params)?,
             state: self.state.iter().map(|n| Tensor::zeros(&type_of(n))).collect(),
+            buffers: named(&self.buffers)?,
             steps: 0,
         })
     }
@@ -371,6 +380,9 @@ impl TrainingStep {
                 if let Some(k) = self.state.iter().position(|n| n == name) {
                     return Ok(carried.state[k].clone());
                 }
+                if let Some(k) = self.buffers.iter().position(|n| n == name) {
+                    return Ok(carried.buffers[k].clone());
+                }
                 if let Some(k) = self.scheduled.iter().position(|(n, _)| n == name) {
                     let data = match node.ty.dtype {
                         DType::F64 => crate::ir::Data::F64(vec![values[k]]),
@@ -385,12 +397,13 @@ impl TrainingStep {
             .collect()
     }
 
-    /// The `(input, output)` name pairs of the values a step replaces: each parameter and
-    /// each state tensor with its new value.
+    /// The `(input, output)` name pairs of the values a step replaces: each parameter, state
+    /// tensor and running statistic with its new value.
     pub fn updates(&self) -> Vec<(String, String)> {
         self.params
             .iter()
             .chain(&self.state)
+            .chain(&self.buffers)
             .zip(&self.graph.outputs[1..])
             .map(|(name, o)| (name.clone(), o.name.clone()))
             .collect()
@@ -399,10 +412,12 @@ impl TrainingStep {
     /// Takes the outputs of a step: the new parameters and state replace the carried ones;
     /// returns the step's loss.
     pub fn finish(&self, carried: &mut Carried, mut outputs: Vec<Tensor>) -> Tensor {
+        let buffers = outputs.split_off(1 + self.params.len() + self.state.len());
         let state = outputs.split_off(1 + self.params.len());
         let params = outputs.split_off(1);
         carried.params = params;
         carried.state = state;
+        carried.buffers = buffers;
         carried.steps += 1;
         outputs.pop().expect("the loss is the first output")
     }
