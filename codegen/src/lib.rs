@@ -444,6 +444,21 @@ pub fn machine_header(target: &Target) -> String {
     )
 }
 
+/// A row of a `swflow_tensor_desc` table for tensor `id` under `name`; a non-scalar's shape
+/// becomes the array `<key>_shape`, added to `shapes`.
+fn tensor_row(p: &Program, shapes: &mut Vec<Value>, key: &str, id: TensorId, name: &str) -> Value {
+    let ty = &p.tensor(id).ty;
+    let shape = if ty.shape.is_empty() {
+        "NULL".to_string()
+    } else {
+        let n = format!("{key}_shape");
+        let dims: Vec<String> = ty.shape.iter().map(|d| d.to_string()).collect();
+        shapes.push(json!({"name": n, "count": dims.len(), "dims": dims.join(", ")}));
+        n
+    };
+    json!({"name": c_string(name), "dtype": dtype_enum(ty.dtype), "rank": ty.shape.len(), "shape": shape})
+}
+
 /// The data of `host/main.c` and the parameter file.
 fn main_data(
     p: &Program,
@@ -457,19 +472,9 @@ fn main_data(
     let is_preset = |id: TensorId| preset.iter().any(|(n, _)| *n == p.tensor(id).name);
     let mut shapes = Vec::new();
     let mut describe = |kind: &str, i: usize, id: TensorId, name: &str| -> Value {
-        let ty = &p.tensor(id).ty;
-        let shape = if ty.shape.is_empty() {
-            "NULL".to_string()
-        } else {
-            let n = format!("{kind}{i}_shape");
-            let dims: Vec<String> = ty.shape.iter().map(|d| d.to_string()).collect();
-            shapes.push(json!({"name": n, "count": dims.len(), "dims": dims.join(", ")}));
-            n
-        };
-        json!({
-            "name": c_string(name), "dtype": dtype_enum(ty.dtype), "rank": ty.shape.len(),
-            "shape": shape, "offset": offset(id).unwrap_or(0),
-        })
+        let mut v = tensor_row(p, &mut shapes, &format!("{kind}{i}"), id, name);
+        v["offset"] = json!(offset(id).unwrap_or(0));
+        v
     };
     let inputs: Vec<Value> = p
         .inputs
@@ -565,18 +570,8 @@ fn training_data(
     // The training main declares only its own tables' shapes (an unused one would be an
     // unused-variable error).
     let mut shapes: Vec<Value> = Vec::new();
-    let mut describe = |kind: &str, i: usize, id: TensorId| -> Value {
-        let ty = &p.tensor(id).ty;
-        let shape = if ty.shape.is_empty() {
-            "NULL".to_string()
-        } else {
-            let n = format!("{kind}{i}_shape");
-            let dims: Vec<String> = ty.shape.iter().map(|d| d.to_string()).collect();
-            shapes.push(json!({"name": n, "count": dims.len(), "dims": dims.join(", ")}));
-            n
-        };
-        json!({"name": c_string(&p.tensor(id).name), "dtype": dtype_enum(ty.dtype), "rank": ty.shape.len(), "shape": shape})
-    };
+    let mut describe =
+        |kind: &str, i: usize, id: TensorId| tensor_row(p, &mut shapes, &format!("{kind}{i}"), id, &p.tensor(id).name);
     let mut batched = Vec::new();
     for (i, name) in spec.batched.iter().enumerate() {
         let id = input(name)?;

@@ -12,8 +12,8 @@ use swflow_frontend::ir::{Data, Tensor};
 use swflow_frontend::npy;
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
 use swflow_frontend::tolerance::{compare, Comparison};
-use swflow_frontend::training::gradient_program_of;
 use swflow_frontend::training::optim::{training_step, Optimizer, Settings, TrainingStep};
+use swflow_frontend::training::{gradient_program_of, GradProgram};
 use swflow_scheduler::target::Target;
 use swflow_tests::training_dir;
 
@@ -172,10 +172,15 @@ fn build_training_program(dir: &Path, reference: &Path, name: &str) -> std::path
     let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
     let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
     let step = training_step(&program, &opt).unwrap();
+    build_step(&step, &program, &opt, name)
+}
+
+/// Generates the training program of `step` for sw26010 under `name` and builds it.
+fn build_step(step: &TrainingStep, program: &GradProgram, opt: &Optimizer, name: &str) -> std::path::PathBuf {
     let target = Target::sw26010();
     let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
     p.set_updates(&step.updates()).unwrap();
-    let spec = swflow_codegen::TrainingSpec::new(&step, &program, &opt).unwrap();
+    let spec = swflow_codegen::TrainingSpec::new(step, program, opt).unwrap();
     let lib = swflow_tests::cbuild::emulator_lib().unwrap();
     let out = swflow_codegen::generate_training(&p, &target, lib.to_str().unwrap(), &spec).unwrap();
     let folder = swflow_tests::cbuild::scratch("training", name);
@@ -268,18 +273,7 @@ fn digits_trains_through_the_generated_program_like_jax() {
     let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
     let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
     let step = training_step(&program, &opt).unwrap();
-    let target = Target::sw26010();
-    let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
-    p.set_updates(&step.updates()).unwrap();
-    let spec = swflow_codegen::TrainingSpec::new(&step, &program, &opt).unwrap();
-    let lib = swflow_tests::cbuild::emulator_lib().unwrap();
-    let out = swflow_codegen::generate_training(&p, &target, lib.to_str().unwrap(), &spec).unwrap();
-    let folder = swflow_tests::cbuild::scratch("training", "digits");
-    if folder.exists() {
-        std::fs::remove_dir_all(&folder).unwrap();
-    }
-    out.write_to(&folder).unwrap();
-    swflow_tests::cbuild::make_reusing_runtime(&folder).unwrap();
+    let folder = build_step(&step, &program, &opt, "digits");
     let result = std::process::Command::new(folder.join("model"))
         .arg("--input")
         .arg(format!("x={}", dir.join("train_x.npy").display()))
@@ -351,18 +345,7 @@ fn batch_norm_in_training_mode_carries_its_running_statistics() {
     }
     assert_eq!(step.buffers, ["bn.mean", "bn.var"]);
 
-    let target = Target::sw26010();
-    let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
-    p.set_updates(&step.updates()).unwrap();
-    let spec = swflow_codegen::TrainingSpec::new(&step, &program, &opt).unwrap();
-    let lib = swflow_tests::cbuild::emulator_lib().unwrap();
-    let out = swflow_codegen::generate_training(&p, &target, lib.to_str().unwrap(), &spec).unwrap();
-    let folder = swflow_tests::cbuild::scratch("training", "bn_train");
-    if folder.exists() {
-        std::fs::remove_dir_all(&folder).unwrap();
-    }
-    out.write_to(&folder).unwrap();
-    swflow_tests::cbuild::make_reusing_runtime(&folder).unwrap();
+    let folder = build_step(&step, &program, &opt, "bn_train");
     let results = train_c(&folder, &dir.join("train"), 2, "run", None);
     let got = npy::read(&results.join("losses.npy")).unwrap();
     compare(&got, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("C: losses: {}", m.message));
