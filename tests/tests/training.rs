@@ -6,7 +6,7 @@
 //! prints the largest relative difference of a step's loss.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use swflow_frontend::ir::{Data, Tensor};
 use swflow_frontend::npy;
@@ -45,6 +45,18 @@ fn optimizer(config: &serde_json::Value) -> Optimizer {
     Optimizer::new(config["optimizer"].as_str().unwrap(), &settings).unwrap()
 }
 
+/// The run described by `config.json` in `reference` on the model of `dir`: its settings,
+/// optimizer, gradient program (cross-entropy loss) and training step.
+fn prepare(dir: &Path, reference: &Path) -> (serde_json::Value, Optimizer, GradProgram, TrainingStep) {
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
+    let opt = optimizer(&config);
+    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
+    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
+    let step = training_step(&program, &opt).unwrap();
+    (config, opt, program, step)
+}
+
 fn as_f32(t: &Tensor) -> Tensor {
     Tensor::new(
         t.shape().to_vec(),
@@ -59,12 +71,7 @@ type Runner = Box<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
 /// Trains with the runner `engine` makes for the step; checks losses and parameters against
 /// `reference`.
 fn train_and_check(dir: &Path, reference: &Path, engine: &str, make: &dyn Fn(&TrainingStep) -> Runner) -> f64 {
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
-    let opt = optimizer(&config);
-    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
-    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
-    let step = training_step(&program, &opt).unwrap();
+    let (config, opt, program, step) = prepare(dir, reference);
     let run = make(&step);
     let (labels_name, labels_ty) = program.labels.clone().unwrap();
     let rows = labels_ty.shape[0];
@@ -166,12 +173,7 @@ fn every_optimizer_trains_like_pytorch_through_the_jit_in_place() {
 /// Compiles the MLP's training step with the optimizer of `reference` into a training
 /// program under `name`, builds it, and returns its folder.
 fn build_training_program(dir: &Path, reference: &Path, name: &str) -> std::path::PathBuf {
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
-    let opt = optimizer(&config);
-    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
-    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
-    let step = training_step(&program, &opt).unwrap();
+    let (_, opt, program, step) = prepare(dir, reference);
     build_step(&step, &program, &opt, name)
 }
 
@@ -192,14 +194,15 @@ fn build_step(step: &TrainingStep, program: &GradProgram, opt: &Optimizer, name:
     folder
 }
 
-/// Runs a built training program; returns its output folder.
-fn train_c(folder: &Path, data: &Path, epochs: u32, out: &str, resume: Option<&str>) -> std::path::PathBuf {
+/// Runs a built training program on `data` (the batches of input `x`, and their labels);
+/// returns its output folder.
+fn train_c(folder: &Path, data: &(PathBuf, PathBuf), epochs: u32, out: &str, resume: Option<&str>) -> PathBuf {
     let out_dir = folder.join(out);
     let mut cmd = std::process::Command::new(folder.join("model"));
     cmd.arg("--input")
-        .arg(format!("x={}", data.join("x.npy").display()))
+        .arg(format!("x={}", data.0.display()))
         .arg("--labels")
-        .arg(data.join("labels.npy"))
+        .arg(&data.1)
         .arg("--epochs")
         .arg(epochs.to_string())
         .arg("--output")
@@ -218,7 +221,7 @@ fn train_c(folder: &Path, data: &Path, epochs: u32, out: &str, resume: Option<&s
 #[test]
 fn generated_training_programs_train_like_pytorch_and_resume_exactly() {
     let dir = training_dir().unwrap().join("mlp");
-    let data = dir.join("train");
+    let data = (dir.join("train/x.npy"), dir.join("train/labels.npy"));
     for run in runs() {
         let name = run.file_name().unwrap().to_string_lossy().into_owned();
         let folder = build_training_program(&dir, &run, &name);
@@ -267,25 +270,11 @@ fn generated_training_programs_train_like_pytorch_and_resume_exactly() {
 fn digits_trains_through_the_generated_program_like_jax() {
     let dir = training_dir().unwrap().join("digits");
     let reference = dir.join("reference");
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(reference.join("config.json")).unwrap()).unwrap();
-    let opt = optimizer(&config);
-    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
-    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
-    let step = training_step(&program, &opt).unwrap();
+    let (config, opt, program, step) = prepare(&dir, &reference);
     let folder = build_step(&step, &program, &opt, "digits");
-    let result = std::process::Command::new(folder.join("model"))
-        .arg("--input")
-        .arg(format!("x={}", dir.join("train_x.npy").display()))
-        .arg("--labels")
-        .arg(dir.join("train_labels.npy"))
-        .arg("--epochs")
-        .arg(config["epochs"].as_u64().unwrap().to_string())
-        .arg("--output")
-        .arg(folder.join("run"))
-        .output()
-        .unwrap();
-    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let epochs = config["epochs"].as_u64().unwrap() as u32;
+    let data = (dir.join("train_x.npy"), dir.join("train_labels.npy"));
+    train_c(&folder, &data, epochs, "run", None);
     let got = npy::read(&folder.join("run/losses.npy")).unwrap();
     let want = as_f32(&npy::read(&reference.join("losses.npy")).unwrap());
     compare(&got, &want, Comparison::Model).unwrap_or_else(|m| panic!("digits losses: {}", m.message));
@@ -307,13 +296,8 @@ fn digits_trains_through_the_generated_program_like_jax() {
 fn batch_norm_in_training_mode_carries_its_running_statistics() {
     let dir = training_dir().unwrap().join("bn_train");
     let run = dir.join("train/sgd");
-    let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("config.json")).unwrap()).unwrap();
-    let opt = optimizer(&config);
-    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
-    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
+    let (config, opt, program, step) = prepare(&dir, &run);
     assert_eq!(program.buffers.len(), 2, "running mean and variance");
-    let step = training_step(&program, &opt).unwrap();
     let xs = npy::read(&dir.join("train/x.npy")).unwrap();
     let labels = npy::read(&dir.join("train/labels.npy")).unwrap();
     let (labels_name, labels_ty) = program.labels.clone().unwrap();
@@ -346,7 +330,8 @@ fn batch_norm_in_training_mode_carries_its_running_statistics() {
     assert_eq!(step.buffers, ["bn.mean", "bn.var"]);
 
     let folder = build_step(&step, &program, &opt, "bn_train");
-    let results = train_c(&folder, &dir.join("train"), 2, "run", None);
+    let data = (dir.join("train/x.npy"), dir.join("train/labels.npy"));
+    let results = train_c(&folder, &data, 2, "run", None);
     let got = npy::read(&results.join("losses.npy")).unwrap();
     compare(&got, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("C: losses: {}", m.message));
     for name in step.params.iter().chain(&step.buffers) {
