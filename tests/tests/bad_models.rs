@@ -243,3 +243,32 @@ fn unnamed_nodes_are_named_by_op_and_position() {
         .output("y");
     assert_mentions(&error_of(&m.bytes()), &["node 'Mul#0'", "(Mul)"]);
 }
+
+/// Nodes of an unknown domain, default-domain nodes in a model without the default opset, and
+/// another version of the training domain are refused by name.
+#[test]
+fn unsupported_domains_and_missing_opsets() {
+    use swflow_frontend::onnx::proto::OperatorSetIdProto;
+    let relu = || {
+        ModelBuilder::new(13)
+            .input("x", FLOAT, &[2])
+            .node("n", "Relu", &["x"], &["y"], vec![])
+            .output("y")
+    };
+    let mut m = relu();
+    m.model.graph.as_mut().unwrap().node[0].domain = Some("com.example".into());
+    assert_mentions(&error_of(&m.bytes()), &["node 'n'", "(Relu)", "domain 'com.example'"]);
+    let training = |version| OperatorSetIdProto {
+        domain: Some("ai.onnx.preview.training".into()),
+        version: Some(version),
+    };
+    let mut m = relu();
+    m.model.opset_import = vec![training(1)];
+    assert_mentions(&error_of(&m.bytes()), &["m.onnx", "imports no ai.onnx opset"]);
+    let mut m = relu();
+    m.model.opset_import.push(training(2));
+    assert_mentions(
+        &error_of(&m.bytes()),
+        &["version 2 of domain ai.onnx.preview.training", "supported: 1"],
+    );
+}
