@@ -518,3 +518,69 @@ fn compile_grad_program_writes_loss_gradients_and_index() {
         compare(&a, &b, Comparison::Model).unwrap_or_else(|m| panic!("{mine}: {}", m.message));
     }
 }
+
+/// A loss that does not fit the model, and training without an optimizer, are clean failures.
+#[test]
+fn losses_that_do_not_fit_and_incomplete_training_options_fail_cleanly() {
+    let node = |name: &str| root().join(".cache/conformance/node").join(name).join("model.onnx");
+    let (argmax, exp) = (node("test_argmax_default_axis_example"), node("test_exp_example"));
+    assert!(
+        argmax.exists(),
+        "no conformance data: run scripts/setup-conformance.sh first"
+    );
+    assert_fails(
+        &swflow(&["run", argmax.to_str().unwrap(), "--grad", "--loss", "sum"]),
+        &["output 'result'", "floating-point prediction", "i64"],
+    );
+    assert_fails(
+        &swflow(&["run", exp.to_str().unwrap(), "--grad", "--loss", "cross-entropy"]),
+        &["output 'y'", "logits [N, C, ...]", "f32[3]"],
+    );
+    let lenet = "examples/lenet/model.onnx";
+    let dir = scratch("train-bad");
+    let out = dir.to_str().unwrap();
+    assert_fails(
+        &swflow(&["compile", lenet, "--train", "--loss", "sum", "--lr", "0.1", "-o", out]),
+        &["--train needs --optimizer"],
+    );
+    assert_fails(
+        &swflow(&[
+            "compile",
+            lenet,
+            "--train",
+            "--loss",
+            "sum",
+            "--optimizer",
+            "sgd",
+            "-o",
+            out,
+        ]),
+        &["--lr"],
+    );
+    assert_fails(
+        &swflow(&[
+            "compile",
+            lenet,
+            "--train",
+            "--loss",
+            "sum",
+            "--optimizer",
+            "adam",
+            "--lr",
+            "0.1",
+            "--momentum",
+            "0.9",
+            "-o",
+            out,
+        ]),
+        &["momentum and nesterov apply to sgd and momentum, not adam"],
+    );
+    assert_fails(
+        &swflow(&["compile", lenet, "--loss", "sum", "-o", out]),
+        &["apply with --grad or --train"],
+    );
+    assert_fails(
+        &swflow(&["compile", lenet, "--optimizer", "sgd", "-o", out]),
+        &["apply with --train"],
+    );
+}

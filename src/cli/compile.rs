@@ -93,6 +93,7 @@ pub fn run(args: Args) -> Result<()> {
         let out = swflow_codegen::generate_training(&p, &target, lib_text, &spec)?;
         (step.graph, p, out)
     } else if args.grad.grad {
+        args.train.unused()?;
         let (_, program) = args.grad.prepare(&args.model, std::collections::HashMap::new())?;
         let p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, args.pipeline.options())?;
         let names = swflow_frontend::npy::output_file_names(program.wrt.iter().map(String::as_str));
@@ -114,6 +115,8 @@ pub fn run(args: Args) -> Result<()> {
         let out = swflow_codegen::generate_gradient(&p, &target, lib_text, &layout)?;
         (program.graph, p, out)
     } else {
+        args.grad.unused()?;
+        args.train.unused()?;
         let (_, g) = args.model.load()?;
         let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
         let out = swflow_codegen::generate(&p, &target, lib_text)?;

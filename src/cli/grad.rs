@@ -80,12 +80,18 @@ impl GradArgs {
     /// with `--grad` its gradient program (forward, backward, loss and gradients as outputs).
     pub fn graph(&self, model: &ModelArgs) -> Result<swflow_frontend::ir::Graph> {
         if !self.grad {
-            if self.loss.is_some() || self.loss_output.is_some() || self.labels.is_some() || !self.wrt.is_empty() {
-                bail!("--loss, --loss-output, --labels and --wrt apply with --grad or --train");
-            }
+            self.unused()?;
             return Ok(model.load()?.1);
         }
         Ok(self.prepare(model, HashMap::new())?.1.graph)
+    }
+
+    /// Refuses the loss options where neither --grad nor --train uses them.
+    pub fn unused(&self) -> Result<()> {
+        if self.loss.is_some() || self.loss_output.is_some() || self.labels.is_some() || !self.wrt.is_empty() {
+            bail!("--loss, --loss-output, --labels and --wrt apply with --grad or --train");
+        }
+        Ok(())
     }
 
     /// Reads `--labels` for the program's labels input and checks it: the type the loss needs
@@ -171,6 +177,16 @@ impl TrainArgs {
         Optimizer::new(name, &settings).map_err(|e| anyhow::anyhow!("--optimizer {name}: {e}"))
     }
 
+    /// Refuses the optimizer options without --train.
+    pub fn unused(&self) -> Result<()> {
+        let sgd = self.optimizer.is_some() || self.lr.is_some() || self.momentum.is_some() || self.nesterov;
+        let adam = self.weight_decay.is_some() || self.beta1.is_some() || self.beta2.is_some() || self.eps.is_some();
+        if sgd || adam {
+            bail!("--optimizer, --lr and the optimizer's settings apply with --train");
+        }
+        Ok(())
+    }
+
     /// The model's training step, with its gradient program and optimizer.
     pub fn step(&self, model: &ModelArgs, grad: &GradArgs) -> Result<(TrainingStep, GradProgram, Optimizer)> {
         let optimizer = self.optimizer()?;
@@ -186,12 +202,6 @@ pub fn graph(model: &ModelArgs, grad: &GradArgs, train: &TrainArgs) -> Result<sw
     if train.train {
         return Ok(train.step(model, grad)?.0.graph);
     }
-    let optimizer_options =
-        train.optimizer.is_some() || train.lr.is_some() || train.momentum.is_some() || train.nesterov;
-    let adam_options =
-        train.weight_decay.is_some() || train.beta1.is_some() || train.beta2.is_some() || train.eps.is_some();
-    if optimizer_options || adam_options {
-        bail!("--optimizer, --lr and the optimizer's settings apply with --train");
-    }
+    train.unused()?;
     grad.graph(model)
 }
