@@ -18,8 +18,7 @@ pub struct TensorType {
 }
 
 impl TensorType {
-    /// Creates a type, rejecting shapes whose element count overflows or exceeds
-    /// [`MAX_TENSOR_ELEMENTS`].
+    /// Creates a type, rejecting shapes that [`checked_numel`] rejects.
     pub fn new(dtype: DType, shape: Vec<usize>) -> Result<TensorType, ShapeError> {
         checked_numel(&shape)?;
         Ok(TensorType { dtype, shape })
@@ -46,18 +45,28 @@ impl TensorType {
     }
 }
 
-/// Element count of `shape`, or an error when it overflows or exceeds [`MAX_TENSOR_ELEMENTS`].
+/// Element count of `shape`, or an error when its extents multiply beyond
+/// [`MAX_TENSOR_ELEMENTS`]. Zero extents count as one in that product, so a shape with no
+/// elements cannot hide an absurd extent that strides and partial products would overflow on.
 pub fn checked_numel(shape: &[usize]) -> Result<usize, ShapeError> {
     let mut n: usize = 1;
     for &d in shape {
-        n = n.checked_mul(d).filter(|&n| n <= MAX_TENSOR_ELEMENTS).ok_or_else(|| {
-            ShapeError::new(format!(
-                "shape {} has more than {MAX_TENSOR_ELEMENTS} elements",
-                ShapeDisplay(shape)
-            ))
-        })?;
+        n = n
+            .checked_mul(d.max(1))
+            .filter(|&n| n <= MAX_TENSOR_ELEMENTS)
+            .ok_or_else(|| {
+                let what = if shape.contains(&0) {
+                    "has extents whose product is"
+                } else {
+                    "has"
+                };
+                ShapeError::new(format!(
+                    "shape {} {what} more than {MAX_TENSOR_ELEMENTS} elements",
+                    ShapeDisplay(shape)
+                ))
+            })?;
     }
-    Ok(n)
+    Ok(if shape.contains(&0) { 0 } else { n })
 }
 
 /// Row-major strides (in elements) of a shape.
@@ -88,5 +97,19 @@ impl fmt::Display for ShapeDisplay<'_> {
 impl fmt::Display for TensorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}{}", self.dtype, ShapeDisplay(&self.shape))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_shape_cannot_hide_an_absurd_extent() {
+        assert_eq!(checked_numel(&[0, 2, 8]).unwrap(), 0);
+        assert_eq!(checked_numel(&[3, 4]).unwrap(), 12);
+        let err = checked_numel(&[0, 2, usize::MAX / 2, 8]).unwrap_err();
+        assert!(err.0.contains("extents whose product"), "{}", err.0);
+        assert!(checked_numel(&[1 << 20, 1 << 13]).is_err());
     }
 }
