@@ -26,6 +26,13 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `t` (a float64 reference) as f32.
+fn as_f32(t: swflow_frontend::ir::Tensor) -> swflow_frontend::ir::Tensor {
+    let ty = swflow_frontend::ir::TensorType::new(swflow_frontend::ir::DType::F32, t.shape().to_vec()).unwrap();
+    let cast = swflow_frontend::ir::Op::Cast { to: ty.dtype };
+    swflow_frontend::interp::eval_op(&cast, &[&t], &ty).unwrap()
+}
+
 /// Asserts a clean failure whose message mentions every part.
 fn assert_fails(out: &Output, parts: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
@@ -373,10 +380,6 @@ fn run_grad_writes_loss_gradients_and_index() {
             want.keys().collect::<Vec<_>>(),
             "the default gradients are those of every parameter"
         );
-        let as_f32 = |t: swflow_frontend::ir::Tensor| {
-            let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32).collect();
-            swflow_frontend::ir::Tensor::from_f32(t.shape().to_vec(), v).unwrap()
-        };
         let pairs = std::iter::once(("loss.npy".to_string(), "loss.npy".to_string())).chain(
             got.iter()
                 .map(|(k, v)| (v.as_str().unwrap().to_string(), want[k].as_str().unwrap().to_string())),
@@ -503,10 +506,6 @@ fn compile_grad_program_writes_loss_gradients_and_index() {
     let want: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(case.join("reference/gradients.json")).unwrap()).unwrap();
     assert_eq!(index.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
-    let as_f32 = |t: swflow_frontend::ir::Tensor| {
-        let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32).collect();
-        swflow_frontend::ir::Tensor::from_f32(t.shape().to_vec(), v).unwrap()
-    };
     let pairs = std::iter::once(("loss.npy", "loss.npy")).chain(
         index
             .iter()

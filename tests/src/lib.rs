@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use swflow_frontend::ir::{Graph, Tensor};
+use swflow_frontend::ir::{DType, Graph, Op, Tensor, TensorType};
 use swflow_frontend::onnx::{decode_tensor, import_file, ImportOptions};
 use swflow_frontend::tolerance::{compare, Comparison};
 
@@ -56,6 +56,12 @@ pub fn training_dir() -> Result<PathBuf> {
         );
     }
     Ok(dir)
+}
+
+/// `t` (a float64 reference) as f32, to compare with swflow's f32 results.
+pub fn as_f32(t: &Tensor) -> Tensor {
+    let ty = TensorType::new(DType::F32, t.shape().to_vec()).expect("the reference's shape");
+    swflow_frontend::interp::eval_op(&Op::Cast { to: ty.dtype }, &[t], &ty).expect("a float cast")
 }
 
 /// Non-empty lines of a checked-in list, without `#` comments; each line split at its first

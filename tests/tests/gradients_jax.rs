@@ -11,14 +11,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use swflow_frontend::ir::{Data, Tensor};
+use swflow_frontend::ir::Tensor;
 use swflow_frontend::npy;
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_frontend::training::{gradient_program_of, GradProgram};
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild;
-use swflow_tests::training_dir;
+use swflow_tests::{as_f32, training_dir};
 
 struct Case {
     name: String,
@@ -97,8 +97,7 @@ fn check(case: &Case, engine: &str, got: &[Tensor]) -> f64 {
     let mut worst: f64 = 0.0;
     for ((name, a), b) in names.zip(got).zip(&case.reference) {
         let want = b.to_f64_vec();
-        let as_f32 = Tensor::new(b.shape().to_vec(), Data::F32(want.iter().map(|&v| v as f32).collect())).unwrap();
-        compare(a, &as_f32, Comparison::Model)
+        compare(a, &as_f32(b), Comparison::Model)
             .unwrap_or_else(|m| panic!("{} through {engine}: {name}: {}", case.name, m.message));
         let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         assert!(scale > 0.0, "{}: {name} is zero in the reference", case.name);

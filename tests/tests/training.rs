@@ -15,7 +15,7 @@ use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_frontend::training::optim::{training_step, Optimizer, Settings, TrainingStep};
 use swflow_frontend::training::{gradient_program_of, GradProgram};
 use swflow_scheduler::target::Target;
-use swflow_tests::training_dir;
+use swflow_tests::{as_f32, training_dir};
 
 /// Rows `[k * rows, (k + 1) * rows)` of `t` along its first axis.
 fn batch(t: &Tensor, k: usize, rows: usize) -> Tensor {
@@ -55,14 +55,6 @@ fn prepare(dir: &Path, reference: &Path) -> (serde_json::Value, Optimizer, GradP
     let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::CrossEntropy, &[]).unwrap();
     let step = training_step(&program, &opt).unwrap();
     (config, opt, program, step)
-}
-
-fn as_f32(t: &Tensor) -> Tensor {
-    Tensor::new(
-        t.shape().to_vec(),
-        Data::F32(t.to_f64_vec().iter().map(|&v| v as f32).collect()),
-    )
-    .unwrap()
 }
 
 /// Runs one step on an engine: made once per training from the step.

@@ -18,7 +18,7 @@ pub mod tape;
 
 use crate::ir::{DType, Graph, NodeId, Output, Tensor, TensorType};
 
-use rules::Builder;
+pub(crate) use rules::Builder;
 
 /// A graph that cannot be differentiated, naming the node, its op and the reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -12,39 +12,59 @@ use crate::ir::{
     BinaryOp, ConvAttrs, DType, Graph, NodeId, Op, PoolAttrs, PoolKind, ReduceKind, Tensor, TensorType, UnaryOp,
 };
 
-/// Appends the nodes of a backward pass to a graph under fresh names.
-pub(super) struct Builder {
+/// Appends nodes to a graph under fresh names `<prefix>/N`: the backward pass (`grad/`), and
+/// the optimizer's update (`opt/`, see `training::optim`).
+pub(crate) struct Builder {
     g: Graph,
     names: HashSet<String>,
     next: usize,
-    /// The node whose rule is emitting, for the new nodes' origin.
+    prefix: &'static str,
+    /// The origin of the new nodes: for the backward pass, the node whose rule is emitting.
     origin: String,
 }
 
-type Built = Result<NodeId, String>;
+pub(crate) type Built = Result<NodeId, String>;
 
 impl Builder {
+    /// A builder of a backward pass.
     pub(super) fn new(g: Graph) -> Builder {
+        Builder::named(g, "grad", "")
+    }
+
+    /// A builder whose nodes are named `<prefix>/N` and record `origin`.
+    pub(crate) fn named(g: Graph, prefix: &'static str, origin: &str) -> Builder {
         let names = g.nodes().iter().map(|n| n.name.clone()).collect();
         Builder {
             g,
             names,
             next: 0,
-            origin: String::new(),
+            prefix,
+            origin: origin.to_string(),
         }
     }
 
-    pub(super) fn finish(self) -> Graph {
+    pub(crate) fn finish(self) -> Graph {
         self.g
     }
 
+    pub(crate) fn graph(&self) -> &Graph {
+        &self.g
+    }
+
+    /// A new graph input.
+    pub(crate) fn input(&mut self, name: String, ty: TensorType) -> NodeId {
+        self.names.insert(name.clone());
+        self.g.add_input(name, ty)
+    }
+
+    /// New nodes come from the rule of `node`.
     pub(super) fn set_origin(&mut self, node: &str) {
-        self.origin = node.to_string();
+        self.origin = format!("gradient of {node}");
     }
 
     fn fresh(&mut self) -> String {
         loop {
-            let name = format!("grad/{}", self.next);
+            let name = format!("{}/{}", self.prefix, self.next);
             self.next += 1;
             if self.names.insert(name.clone()) {
                 return name;
@@ -60,19 +80,19 @@ impl Builder {
         self.ty(x).shape.clone()
     }
 
-    fn op(&mut self, op: Op, inputs: &[NodeId]) -> Built {
+    pub(crate) fn op(&mut self, op: Op, inputs: &[NodeId]) -> Built {
         let name = self.fresh();
-        let origin = Some(format!("gradient of {}", self.origin));
+        let origin = Some(self.origin.clone());
         self.g.add_node(name, op, inputs.to_vec(), origin).map_err(|e| e.0)
     }
 
     /// A constant node.
-    pub(super) fn constant(&mut self, t: Tensor) -> NodeId {
+    pub(crate) fn constant(&mut self, t: Tensor) -> NodeId {
         let name = self.fresh();
         self.g.add_const(name, Arc::new(t))
     }
 
-    pub(super) fn scalar(&mut self, dtype: DType, v: f64) -> NodeId {
+    pub(crate) fn scalar(&mut self, dtype: DType, v: f64) -> NodeId {
         let data = match dtype {
             DType::F64 => crate::ir::Data::F64(vec![v]),
             _ => crate::ir::Data::F32(vec![v as f32]),
@@ -88,11 +108,11 @@ impl Builder {
         self.op(Op::Unary(u), &[x])
     }
 
-    fn binary(&mut self, b: BinaryOp, x: NodeId, y: NodeId) -> Built {
+    pub(crate) fn binary(&mut self, b: BinaryOp, x: NodeId, y: NodeId) -> Built {
         self.op(Op::Binary(b), &[x, y])
     }
 
-    pub(super) fn add(&mut self, x: NodeId, y: NodeId) -> Built {
+    pub(crate) fn add(&mut self, x: NodeId, y: NodeId) -> Built {
         self.binary(BinaryOp::Add, x, y)
     }
 
@@ -113,7 +133,7 @@ impl Builder {
     }
 
     /// `x` times the constant `c`.
-    fn scale(&mut self, x: NodeId, c: f64) -> Built {
+    pub(crate) fn scale(&mut self, x: NodeId, c: f64) -> Built {
         let s = self.scalar(self.ty(x).dtype, c);
         self.mul(x, s)
     }

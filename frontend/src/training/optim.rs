@@ -7,6 +7,7 @@
 //! scalar inputs that the caller computes in double precision for each step
 //! ([`Optimizer::schedule`]), as PyTorch computes them in Python floats.
 
+use crate::autodiff::Builder;
 use crate::ir::{BinaryOp, DType, Graph, NodeId, Op, Output, Tensor, TensorType, UnaryOp};
 
 /// An optimizer with its hyperparameters; defaults as in PyTorch.
@@ -129,57 +130,10 @@ impl Optimizer {
     }
 }
 
-/// Appends nodes under fresh `opt/` names.
-struct Emitter {
-    g: Graph,
-    names: std::collections::HashSet<String>,
-    next: usize,
-}
-
-impl Emitter {
-    fn fresh(&mut self) -> String {
-        loop {
-            let name = format!("opt/{}", self.next);
-            self.next += 1;
-            if !self.names.contains(&name) {
-                self.names.insert(name.clone());
-                return name;
-            }
-        }
-    }
-
-    fn op(&mut self, op: Op, inputs: &[NodeId]) -> Result<NodeId, String> {
-        let name = self.fresh();
-        self.g
-            .add_node(name, op, inputs.to_vec(), Some("optimizer".into()))
-            .map_err(|e| e.0)
-    }
-
-    fn scalar(&mut self, dtype: DType, v: f64) -> NodeId {
-        let t = match dtype {
-            DType::F64 => Tensor::new(Vec::new(), crate::ir::Data::F64(vec![v])),
-            _ => Tensor::new(Vec::new(), crate::ir::Data::F32(vec![v as f32])),
-        }
-        .expect("a scalar has one element");
-        let name = self.fresh();
-        self.g.add_const(name, std::sync::Arc::new(t))
-    }
-
-    fn bin(&mut self, b: BinaryOp, x: NodeId, y: NodeId) -> Result<NodeId, String> {
-        self.op(Op::Binary(b), &[x, y])
-    }
-
-    /// `c * x` for a constant `c`.
-    fn scale(&mut self, c: f64, x: NodeId) -> Result<NodeId, String> {
-        let s = self.scalar(self.g.node(x).ty.dtype, c);
-        self.bin(BinaryOp::Mul, s, x)
-    }
-
-    /// `x + c * y` for a constant `c`.
-    fn axpy(&mut self, x: NodeId, c: f64, y: NodeId) -> Result<NodeId, String> {
-        let cy = self.scale(c, y)?;
-        self.bin(BinaryOp::Add, x, cy)
-    }
+/// `x + c * y` for a constant `c`.
+fn axpy(b: &mut Builder, x: NodeId, c: f64, y: NodeId) -> Result<NodeId, String> {
+    let cy = b.scale(y, c)?;
+    b.add(x, cy)
 }
 
 /// Extends a gradient program (outputs: loss, the gradient of each parameter, the next value
@@ -195,20 +149,16 @@ pub fn training_step(program: &super::GradProgram, optimizer: &Optimizer) -> Res
             g.outputs.len()
         ));
     }
-    let mut e = Emitter {
-        g: g.clone(),
-        names: g.nodes().iter().map(|n| n.name.clone()).collect(),
-        next: 0,
-    };
+    let mut e = Builder::named(g.clone(), "opt", "optimizer");
     let input = |g: &Graph, name: &str| g.inputs().find(|&id| g.node(id).name == name);
     let mut state = Vec::new();
     let mut scheduled = Vec::new();
     let mut new_params = Vec::new();
     let mut new_state = Vec::new();
-    let mut add_state = |e: &mut Emitter, param: &str, kind: &str, ty: &TensorType| -> NodeId {
+    let mut add_state = |e: &mut Builder, param: &str, kind: &str, ty: &TensorType| -> NodeId {
         let name = format!("opt/{param}/{kind}");
         state.push(name.clone());
-        e.g.add_input(name, ty.clone())
+        e.input(name, ty.clone())
     };
     let adam_scalars = match optimizer {
         Optimizer::Adam { .. } => {
@@ -219,10 +169,10 @@ pub fn training_step(program: &super::GradProgram, optimizer: &Optimizer) -> Res
                 ("opt/step_size", Scheduled::AdamStepSize),
                 ("opt/bias_correction2_sqrt", Scheduled::AdamBias2Sqrt),
             ] {
-                if input(&e.g, name).is_some() {
+                if input(e.graph(), name).is_some() {
                     return Err(format!("the model already has an input named '{name}'"));
                 }
-                ids.push(e.g.add_input(name, ty.clone()));
+                ids.push(e.input(name.to_string(), ty.clone()));
                 scheduled.push((name.to_string(), kind));
             }
             Some((ids[0], ids[1]))
@@ -230,9 +180,9 @@ pub fn training_step(program: &super::GradProgram, optimizer: &Optimizer) -> Res
         Optimizer::Sgd { .. } => None,
     };
     for (k, name) in params.iter().enumerate() {
-        let p = input(&e.g, name).ok_or_else(|| format!("'{name}' is not an input of the gradient program"))?;
+        let p = input(e.graph(), name).ok_or_else(|| format!("'{name}' is not an input of the gradient program"))?;
         let grad = g.outputs[k + 1].node;
-        let ty = e.g.node(p).ty.clone();
+        let ty = e.graph().node(p).ty.clone();
         match *optimizer {
             Optimizer::Sgd {
                 lr,
@@ -242,19 +192,19 @@ pub fn training_step(program: &super::GradProgram, optimizer: &Optimizer) -> Res
             } => {
                 let mut d = grad;
                 if weight_decay != 0.0 {
-                    d = e.axpy(d, weight_decay, p)?;
+                    d = axpy(&mut e, d, weight_decay, p)?;
                 }
                 if momentum != 0.0 {
                     let buf = add_state(&mut e, name, "momentum", &ty);
-                    let buf_new = e.axpy(d, momentum, buf)?;
+                    let buf_new = axpy(&mut e, d, momentum, buf)?;
                     new_state.push(buf_new);
                     d = if nesterov {
-                        e.axpy(d, momentum, buf_new)?
+                        axpy(&mut e, d, momentum, buf_new)?
                     } else {
                         buf_new
                     };
                 }
-                new_params.push(e.axpy(p, -lr, d)?);
+                new_params.push(axpy(&mut e, p, -lr, d)?);
             }
             Optimizer::Adam {
                 lr,
@@ -269,34 +219,34 @@ pub fn training_step(program: &super::GradProgram, optimizer: &Optimizer) -> Res
                 let mut d = grad;
                 if weight_decay != 0.0 {
                     if decoupled {
-                        p0 = e.scale(1.0 - lr * weight_decay, p)?;
+                        p0 = e.scale(p, 1.0 - lr * weight_decay)?;
                     } else {
-                        d = e.axpy(d, weight_decay, p)?;
+                        d = axpy(&mut e, d, weight_decay, p)?;
                     }
                 }
                 let m = add_state(&mut e, name, "exp_avg", &ty);
                 let v = add_state(&mut e, name, "exp_avg_sq", &ty);
                 // m' = m + (1 - beta1) (d - m), PyTorch's lerp.
-                let dm = e.bin(BinaryOp::Sub, d, m)?;
-                let m_new = e.axpy(m, 1.0 - beta1, dm)?;
+                let dm = e.binary(BinaryOp::Sub, d, m)?;
+                let m_new = axpy(&mut e, m, 1.0 - beta1, dm)?;
                 // v' = beta2 v + (1 - beta2) d d
-                let dd = e.bin(BinaryOp::Mul, d, d)?;
-                let bv = e.scale(beta2, v)?;
-                let v_new = e.axpy(bv, 1.0 - beta2, dd)?;
+                let dd = e.binary(BinaryOp::Mul, d, d)?;
+                let bv = e.scale(v, beta2)?;
+                let v_new = axpy(&mut e, bv, 1.0 - beta2, dd)?;
                 // p' = p - step_size m' / (sqrt(v') / sqrt(1 - beta2^t) + eps)
                 let root = e.op(Op::Unary(UnaryOp::Sqrt), &[v_new])?;
-                let corrected = e.bin(BinaryOp::Div, root, bias2_sqrt)?;
+                let corrected = e.binary(BinaryOp::Div, root, bias2_sqrt)?;
                 let eps = e.scalar(ty.dtype, eps);
-                let denom = e.bin(BinaryOp::Add, corrected, eps)?;
-                let ratio = e.bin(BinaryOp::Div, m_new, denom)?;
-                let step = e.bin(BinaryOp::Mul, step_size, ratio)?;
-                new_params.push(e.bin(BinaryOp::Sub, p0, step)?);
+                let denom = e.binary(BinaryOp::Add, corrected, eps)?;
+                let ratio = e.binary(BinaryOp::Div, m_new, denom)?;
+                let step = e.binary(BinaryOp::Mul, step_size, ratio)?;
+                new_params.push(e.binary(BinaryOp::Sub, p0, step)?);
                 new_state.push(m_new);
                 new_state.push(v_new);
             }
         }
     }
-    let mut graph = e.g;
+    let mut graph = e.finish();
     let loss = g.outputs[0].clone();
     let running = &g.outputs[1 + params.len()..];
     graph.outputs = std::iter::once(loss)
