@@ -566,13 +566,14 @@ fn avg_pool_rule() {
 
 #[test]
 fn max_pool_rule() {
-    // Overlapping windows, padding, dilation, ceil mode, 1-D.
+    // Overlapping windows, gaps between windows, padding, dilation, ceil mode, 1-D.
     let p = |attrs: PoolAttrs, x: &[usize]| case(Op::Pool(attrs), &[x], &[ANY]);
     let max = PoolKind::Max;
     run(
         "max_pool",
         vec![
             p(pool(max, &[2, 2], &[2, 2], &[1, 1], &[0; 4], false), &[1, 2, 6, 6]),
+            p(pool(max, &[2, 3], &[3, 4], &[1, 1], &[0, 1, 1, 0], false), &[1, 2, 8, 9]),
             p(pool(max, &[3, 3], &[2, 1], &[1, 1], &[1; 4], false), &[2, 2, 7, 5]),
             p(pool(max, &[3, 2], &[2, 2], &[2, 1], &[1, 0, 0, 1], true), &[1, 3, 7, 6]),
             p(pool(max, &[4], &[3], &[1], &[2, 1], true), &[2, 2, 9]),

@@ -100,10 +100,6 @@ impl Builder {
         self.constant(Tensor::new(Vec::new(), data).expect("a scalar has one element"))
     }
 
-    fn boolean(&mut self, v: bool) -> NodeId {
-        self.constant(Tensor::new(Vec::new(), crate::ir::Data::Bool(vec![v])).expect("a scalar has one element"))
-    }
-
     fn unary(&mut self, u: UnaryOp, x: NodeId) -> Built {
         self.op(Op::Unary(u), &[x])
     }
@@ -540,23 +536,11 @@ fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built
         .into_iter()
         .map(|c| c as f64)
         .collect();
-    let divisors = match d {
-        DType::F64 => Tensor::new(ys[2..].to_vec(), crate::ir::Data::F64(divisors)),
-        _ => Tensor::from_f32(ys[2..].to_vec(), divisors.iter().map(|&c| c as f32).collect()),
-    }
-    .map_err(|e| e.0)?;
-    let divisors = b.constant(divisors);
+    let divisors = b.constant(float_tensor(d, ys[2..].to_vec(), divisors)?);
     let share = b.div(gy, divisors)?;
     let channels = xs[1];
-    let ones = Tensor::new(
-        [vec![channels, 1], p.kernel.clone()].concat(),
-        match d {
-            DType::F64 => crate::ir::Data::F64(vec![1.0; channels * p.kernel.iter().product::<usize>()]),
-            _ => crate::ir::Data::F32(vec![1.0; channels * p.kernel.iter().product::<usize>()]),
-        },
-    )
-    .map_err(|e| e.0)?;
-    let ones = b.constant(ones);
+    let ones = vec![1.0; channels * p.kernel.iter().product::<usize>()];
+    let ones = b.constant(float_tensor(d, [vec![channels, 1], p.kernel.clone()].concat(), ones)?);
     let mut pads = p.pads[..nd].to_vec();
     let mut output_padding = Vec::new();
     for i in 0..nd {
@@ -576,70 +560,221 @@ fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built
 
 /// The gradient of a max pool's input. As in JAX (XLA's select-and-scatter with `>=`), each
 /// window's gradient goes to the first of its elements, in row-major window order, that
-/// equals the maximum. Built from primitives: the input padded with -inf; per window offset
-/// `k`, the strided slice of the elements it picks, whether each is the window's first
-/// maximum so far, and that share of `gy` placed back (the slice's own gradient); summed over
-/// `k` and cut back to the input.
+/// equals the maximum. Two steps, each one elementwise kernel once fused:
+/// 1. [`first_max_offsets`]: per window, the flat offset of that element.
+/// 2. Owner computes: every input position gathers the gradients of the windows that picked
+///    it. Along a spatial axis of stride `s`, a position `h = s*q + r` lies at offset `k` of
+///    window `o = q + m` exactly when `k*dilation = r + pad - s*m`; so per shift `m` the window
+///    is an affine function of `q`, and which offset it must have picked is a constant table
+///    over the residue `r`. The input gradient is computed as `[N, C, Q1, s1, Q2, s2, ...]`
+///    (a sum over the few shifts), seen as `[N, C, Q1*s1, ...]` and cut to the input.
 fn max_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId, gy: NodeId) -> Built {
     let (xs, ys) = (b.shape(x), b.shape(y));
     let nd = xs.len() - 2;
-    let reach: Vec<usize> = (0..nd)
-        .map(|i| (ys[2 + i] - 1) * p.strides[i] + (p.kernel[i] - 1) * p.dilations[i] + 1)
-        .collect();
+    let d = b.ty(x).dtype;
+    let windows: usize = p.kernel.iter().product();
+    let first = first_max_offsets(b, p, x, y)?;
+    let axes: Vec<PoolAxis> = (0..nd).map(|i| PoolAxis::new(p, i, xs[2 + i], ys[2 + i])).collect();
+    // Window values get a unit axis after each spatial one (the residue's place), and are
+    // padded so that every shifted window index stays inside: with the no-window offset for
+    // `first`, with zero for the gradient.
+    let split: Vec<usize> = [vec![xs[0], xs[1]], ys[2..].iter().flat_map(|&o| [o, 1]).collect()].concat();
+    let first = b.reshape(first, &split)?;
+    let gy = b.reshape(gy, &split)?;
+    let rank = split.len();
+    let mut pads = vec![0; 2 * rank];
+    for (i, a) in axes.iter().enumerate() {
+        pads[2 + 2 * i] = a.before();
+        pads[rank + 2 + 2 * i] = a.after();
+    }
+    let first = b.op(
+        Op::Pad {
+            pads: pads.clone(),
+            value: windows as f64,
+        },
+        &[first],
+    )?;
+    let gy = b.op(Op::Pad { pads, value: 0.0 }, &[gy])?;
+    let mut code_shape = vec![1; rank];
+    for (i, a) in axes.iter().enumerate() {
+        code_shape[3 + 2 * i] = a.stride;
+    }
+    let combinations: usize = axes.iter().map(|a| a.shifts.len()).product();
+    let mut sum: Option<NodeId> = None;
+    for flat in 0..combinations {
+        let mut rest = flat;
+        let mut shift = vec![0; nd];
+        for i in (0..nd).rev() {
+            shift[i] = rest % axes[i].shifts.len();
+            rest /= axes[i].shifts.len();
+        }
+        let codes = window_codes(&axes, &p.kernel, &shift);
+        if codes.iter().all(|&c| c < 0.0) {
+            continue;
+        }
+        let codes = b.constant(float_tensor(d, code_shape.clone(), codes)?);
+        let mut starts = vec![0; rank];
+        for (i, a) in axes.iter().enumerate() {
+            starts[2 + 2 * i] = (a.before() as i64 + a.shifts[shift[i]]) as usize;
+        }
+        let window = Op::Slice {
+            starts,
+            steps: vec![1; rank],
+            sizes: [vec![xs[0], xs[1]], axes.iter().flat_map(|a| [a.quotients, 1]).collect()].concat(),
+        };
+        let picked = b.op(window.clone(), &[first])?;
+        let g = b.op(window, &[gy])?;
+        let hit = b.binary(BinaryOp::Equal, picked, codes)?;
+        let term = b.where_else_zero(hit, g)?;
+        sum = Some(match sum {
+            None => term,
+            Some(s) => b.add(s, term)?,
+        });
+    }
+    // Every offset `k` lies in some residue's table, so some shift has a code.
+    let sum = sum.ok_or("a pool with an empty window")?;
+    let padded: Vec<usize> = [vec![xs[0], xs[1]], axes.iter().map(|a| a.quotients * a.stride).collect()].concat();
+    let dx = b.reshape(sum, &padded)?;
+    if padded == xs {
+        return Ok(dx);
+    }
+    let crop = Op::Slice {
+        starts: vec![0; nd + 2],
+        steps: vec![1; nd + 2],
+        sizes: xs,
+    };
+    b.op(crop, &[dx])
+}
+
+/// Per window of a max pool, the flat row-major offset of its first element equal to the
+/// window's maximum `y`, as a value of `x`'s type (the window count where none is, which only
+/// NaN can cause): a chain of selects over the strided slices of `x` padded with -inf that
+/// each window offset picks.
+fn first_max_offsets(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId) -> Built {
+    let (xs, ys) = (b.shape(x), b.shape(y));
+    let nd = xs.len() - 2;
+    let d = b.ty(x).dtype;
     let mut pads = vec![0; 2 * (nd + 2)];
     for i in 0..nd {
+        let reach = (ys[2 + i] - 1) * p.strides[i] + (p.kernel[i] - 1) * p.dilations[i] + 1;
         pads[2 + i] = p.pads[i];
-        pads[nd + 4 + i] = reach[i].saturating_sub(xs[2 + i] + p.pads[i]);
+        pads[nd + 4 + i] = reach.saturating_sub(xs[2 + i] + p.pads[i]);
     }
     let xp = b.op(
         Op::Pad {
-            pads: pads.clone(),
+            pads,
             value: f64::NEG_INFINITY,
         },
         &[x],
     )?;
-    let (t, f) = (b.boolean(true), b.boolean(false));
-    let mut taken: Option<NodeId> = None;
-    let mut sum: Option<NodeId> = None;
-    let offsets: usize = p.kernel.iter().product();
-    for flat in 0..offsets {
+    let windows: usize = p.kernel.iter().product();
+    let mut first = b.scalar(d, windows as f64);
+    for flat in (0..windows).rev() {
         let mut rest = flat;
         let mut starts = vec![0; nd + 2];
         for i in (0..nd).rev() {
             starts[2 + i] = (rest % p.kernel[i]) * p.dilations[i];
             rest /= p.kernel[i];
         }
-        let steps: Vec<i64> = [vec![1, 1], p.strides.iter().map(|&s| s as i64).collect()].concat();
         let slice = Op::Slice {
-            starts: starts.clone(),
-            steps: steps.clone(),
+            starts,
+            steps: [vec![1, 1], p.strides.iter().map(|&s| s as i64).collect()].concat(),
             sizes: ys.clone(),
         };
         let picked = b.op(slice, &[xp])?;
         let at_max = b.binary(BinaryOp::Equal, picked, y)?;
-        let first = match taken {
-            None => at_max,
-            Some(taken) => b.op(Op::Select, &[taken, f, at_max])?,
-        };
-        taken = Some(match taken {
-            None => at_max,
-            Some(taken) => b.op(Op::Select, &[taken, t, at_max])?,
-        });
-        let share = b.where_else_zero(first, gy)?;
-        let placed = unslice(b, xp, &starts, &steps, &ys, share)?;
-        sum = Some(match sum {
-            None => placed,
-            Some(s) => b.add(s, placed)?,
-        });
+        let offset = b.scalar(d, flat as f64);
+        first = b.op(Op::Select, &[at_max, offset, first])?;
     }
-    let sum = sum.ok_or("a pool with an empty window")?;
-    let starts: Vec<usize> = pads[..nd + 2].to_vec();
-    let slice = Op::Slice {
-        starts,
-        steps: vec![1; nd + 2],
-        sizes: xs,
+    Ok(first)
+}
+
+/// One spatial axis of a max pool, seen from the input: position `h = stride*q + r` lies at
+/// offset `k` of window `q + m` when `k*dilation = r + pad - stride*m`.
+struct PoolAxis {
+    stride: usize,
+    /// `ceil(input / stride)`: values of `q`.
+    quotients: usize,
+    /// Output windows along the axis.
+    outputs: usize,
+    /// The shifts `m` with at least one such `(r, k)`, ascending.
+    shifts: Vec<i64>,
+    /// Per shift, per residue `r`: the offset `k`, if any.
+    offsets: Vec<Vec<Option<usize>>>,
+}
+
+impl PoolAxis {
+    fn new(p: &PoolAttrs, i: usize, input: usize, outputs: usize) -> PoolAxis {
+        let (s, k, dil, pad) = (p.strides[i] as i64, p.kernel[i] as i64, p.dilations[i] as i64, p.pads[i] as i64);
+        let mut pairs = Vec::new();
+        for r in 0..s {
+            for k in 0..k {
+                let span = r + pad - k * dil;
+                if span.rem_euclid(s) == 0 {
+                    pairs.push((span.div_euclid(s), r as usize, k as usize));
+                }
+            }
+        }
+        let mut shifts: Vec<i64> = pairs.iter().map(|t| t.0).collect();
+        shifts.sort_unstable();
+        shifts.dedup();
+        let mut offsets = vec![vec![None; s as usize]; shifts.len()];
+        for (m, r, k) in pairs {
+            let at = shifts.binary_search(&m).expect("every shift was collected");
+            offsets[at][r] = Some(k);
+        }
+        PoolAxis {
+            stride: s as usize,
+            quotients: input.div_ceil(s as usize),
+            outputs,
+            shifts,
+            offsets,
+        }
+    }
+
+    /// Padding before the window axis so that `q + m` is never negative.
+    fn before(&self) -> usize {
+        self.shifts.first().map_or(0, |&m| (-m).max(0) as usize)
+    }
+
+    /// Padding after it so that `q + m` stays inside.
+    fn after(&self) -> usize {
+        let reach = self.quotients as i64 + self.shifts.last().copied().unwrap_or(0);
+        (reach - self.outputs as i64).max(0) as usize
+    }
+}
+
+/// For one combination of shifts (an index into each axis's `shifts`), per residue tuple in
+/// row-major order: the flat window offset a position with those residues must have been
+/// picked at, or -1 where some axis has none.
+fn window_codes(axes: &[PoolAxis], kernel: &[usize], shift: &[usize]) -> Vec<f64> {
+    let residues: usize = axes.iter().map(|a| a.stride).product();
+    (0..residues)
+        .map(|flat| {
+            let mut rest = flat;
+            let mut code = 0;
+            let mut scale = 1;
+            for i in (0..axes.len()).rev() {
+                let r = rest % axes[i].stride;
+                rest /= axes[i].stride;
+                match axes[i].offsets[shift[i]][r] {
+                    Some(k) => code += k * scale,
+                    None => return -1.0,
+                }
+                scale *= kernel[i];
+            }
+            code as f64
+        })
+        .collect()
+}
+
+/// A tensor of floating type `dtype` (f32 unless f64) holding `values`.
+fn float_tensor(dtype: DType, shape: Vec<usize>, values: Vec<f64>) -> Result<Tensor, String> {
+    let data = match dtype {
+        DType::F64 => crate::ir::Data::F64(values),
+        _ => crate::ir::Data::F32(values.into_iter().map(|v| v as f32).collect()),
     };
-    b.op(slice, &[sum])
+    Tensor::new(shape, data).map_err(|e| e.0)
 }
 
 /// The gradient of a gather's data: every gathered element's gradient added into the position

@@ -78,23 +78,92 @@ fn spread(
     Ok(padded)
 }
 
-/// `out[n, g*Mg + m, o..] sum= x[n, g*Cg + c, o*s + k*d - front] * w[g*Mg + m, c, k..]`, where
-/// `x` reads zero outside itself (its padding).
+/// One spatial axis of a convolution-like kernel: output `o` in `0..outputs` is written at
+/// `target.0 + target.1*o`; its tap `j` in `0..taps` reads the input at
+/// `input.0 + input.1*o + input.2*j` (zero outside the input) and the weight at
+/// `weight.0 + weight.1*j`.
+#[derive(Clone, Copy, Debug)]
+struct ConvAxis {
+    outputs: usize,
+    taps: usize,
+    target: (i64, i64),
+    input: (i64, i64, i64),
+    weight: (i64, i64),
+}
+
+impl ConvAxis {
+    /// An axis of a convolution: input `o*stride + k*dilation - front`.
+    fn direct(outputs: usize, taps: usize, front: i64, stride: usize, dilation: usize) -> ConvAxis {
+        ConvAxis {
+            outputs,
+            taps,
+            target: (0, 1),
+            input: (-front, stride as i64, dilation as i64),
+            weight: (0, 1),
+        }
+    }
+
+    /// The outputs `h = stride*q + residue` of an axis of a transposed convolution, and the
+    /// taps that reach them. Input `i` at tap `k` reaches `h = i*stride + k*dilation - front`,
+    /// so `h` takes exactly the taps with `k*dilation ≡ residue + front (mod stride)`: an
+    /// arithmetic sequence `k0 + step*j` (`step = stride / gcd(stride, dilation)`), reading
+    /// input `q + (residue + front - k0*dilation)/stride - j*dilation/gcd`. None of the taps
+    /// reads a zero between spread-out inputs.
+    fn transposed(outputs: usize, taps: usize, front: i64, stride: usize, dilation: usize, residue: usize) -> ConvAxis {
+        let (s, d, r) = (stride as i64, dilation as i64, residue as i64);
+        let gcd = gcd(s, d);
+        let step = s / gcd;
+        let first = (0..step).find(|&k| (k * d - r - front).rem_euclid(s) == 0);
+        let taps = match first {
+            Some(k0) if (k0 as usize) < taps => (taps - 1 - k0 as usize) / step as usize + 1,
+            _ => 0,
+        };
+        let k0 = first.unwrap_or(0);
+        ConvAxis {
+            outputs: if residue < outputs { (outputs - 1 - residue) / stride + 1 } else { 0 },
+            taps,
+            target: (r, s),
+            input: ((r + front - k0 * d).div_euclid(s), 1, -(d / gcd)),
+            weight: (k0, step),
+        }
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// How a weight stores its channels: `[G*Mg, Cg, K..]` (a convolution's) or `[G*Cg, Mg, K..]`
+/// (a transposed convolution's), with `Cg` input and `Mg` output channels per group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Channels {
+    OutIn,
+    InOut,
+}
+
+/// `out[n, g*Mg + m, target(o)..] sum= x[n, g*Cg + c, input(o, j)..] * w[channels, weight(j)..]`
+/// over `c` and the taps `j`, per [`ConvAxis`].
 #[allow(clippy::too_many_arguments)]
 fn conv_kernel(
     cx: &mut Lowering,
     n: &NodeCx,
+    suffix: &str,
     x: TensorId,
-    front: &[i64],
     w: TensorId,
-    strides: &[usize],
-    dilations: &[usize],
+    channels: Channels,
     groups: usize,
+    axes: &[ConvAxis],
 ) -> Result<(), String> {
     let out = n.node().ty.shape.clone();
     let ws = cx.p.tensor(w).ty.shape.clone();
-    let nd = out.len() - 2;
-    let (mg, cg) = (out[1] / groups, ws[1]);
+    let (mg, cg) = match channels {
+        Channels::OutIn => (out[1] / groups, ws[1]),
+        Channels::InOut => (ws[1], ws[0] / groups),
+    };
     let mut loops = vec![par("n", out[0])];
     let g = (groups > 1).then(|| {
         loops.push(par("g", groups));
@@ -103,26 +172,37 @@ fn conv_kernel(
     loops.push(par("m", mg));
     let m = loops.len() - 1;
     let o0 = loops.len();
-    loops.extend((0..nd).map(|i| par(format!("o{i}"), out[2 + i])));
+    loops.extend(axes.iter().enumerate().map(|(i, a)| par(format!("o{i}"), a.outputs)));
     loops.push(red("c", cg));
     let c = loops.len() - 1;
     let k0 = loops.len();
-    loops.extend((0..nd).map(|i| red(format!("k{i}"), ws[2 + i])));
+    loops.extend(axes.iter().enumerate().map(|(i, a)| red(format!("k{i}"), a.taps)));
     let grouped = |base: usize, per: usize| match g {
         Some(g) => Affine::var(base).plus(g, per as i64),
         None => Affine::var(base),
     };
     let out_channel = grouped(m, mg);
     let mut out_index = vec![Affine::var(0), out_channel.clone()];
-    out_index.extend((0..nd).map(|i| Affine::var(o0 + i)));
+    out_index.extend(
+        axes.iter()
+            .enumerate()
+            .map(|(i, a)| Affine::constant(a.target.0).plus(o0 + i, a.target.1)),
+    );
     let mut x_index = vec![Affine::var(0), grouped(c, cg)];
-    x_index.extend((0..nd).map(|i| {
-        Affine::constant(-front[i])
-            .plus(o0 + i, strides[i] as i64)
-            .plus(k0 + i, dilations[i] as i64)
+    x_index.extend(axes.iter().enumerate().map(|(i, a)| {
+        Affine::constant(a.input.0)
+            .plus(o0 + i, a.input.1)
+            .plus(k0 + i, a.input.2)
     }));
-    let mut w_index = vec![out_channel, Affine::var(c)];
-    w_index.extend((0..nd).map(|i| Affine::var(k0 + i)));
+    let mut w_index = match channels {
+        Channels::OutIn => vec![out_channel, Affine::var(c)],
+        Channels::InOut => vec![grouped(c, cg), Affine::var(m)],
+    };
+    w_index.extend(
+        axes.iter()
+            .enumerate()
+            .map(|(i, a)| Affine::constant(a.weight.0).plus(k0 + i, a.weight.1)),
+    );
     let x_ty = cx.p.tensor(x).ty.clone();
     let zero = Scalar::of(x_ty.dtype, 0.0);
     let xs = load_padded(1, x_index, &loops, &x_ty.shape, zero);
@@ -130,7 +210,7 @@ fn conv_kernel(
     let init = reduce_init(ReduceKind::Sum, n.node().ty.dtype);
     cx.kernel(
         n,
-        "",
+        suffix,
         loops,
         vec![n.out, x, w],
         target(out_index),
@@ -153,12 +233,22 @@ fn split_pads(pads: &[usize]) -> (Vec<i64>, Vec<i64>) {
 pub(super) fn conv(cx: &mut Lowering, n: &NodeCx, c: &ConvAttrs) -> Result<(), String> {
     let (x, w) = (cx.input(n, 0), cx.input(n, 1));
     let (front, _) = split_pads(&c.pads);
-    conv_kernel(cx, n, x, &front, w, &c.strides, &c.dilations, c.groups)
+    let (out, ws) = (n.node().ty.shape.clone(), cx.p.tensor(w).ty.shape.clone());
+    let axes: Vec<ConvAxis> = (0..out.len() - 2)
+        .map(|i| ConvAxis::direct(out[2 + i], ws[2 + i], front[i], c.strides[i], c.dilations[i]))
+        .collect();
+    conv_kernel(cx, n, "", x, w, Channels::OutIn, c.groups, &axes)
 }
 
-/// A transposed convolution is a stride-1 convolution of the input spread out by the stride
-/// (zeros between elements) and padded by `d*(K-1) - pad` on each side (plus output padding
-/// at the end), with the weight flipped along every kernel axis and its channel roles swapped.
+/// A transposed convolution reads its weight as stored, channel roles swapped. Its outputs
+/// are split by their residue modulo the stride, one kernel per residue tuple, so that every
+/// output takes only the taps that reach it from an input (see [`ConvAxis::transposed`]): no
+/// multiplication by a zero. With stride 1 that is a single kernel.
+///
+/// A strided one whose result takes an epilogue must end in one kernel: it becomes a stride-1
+/// convolution, with the weight read flipped, of the input spread out by the stride (zeros
+/// between elements) and padded by `d*(K-1) - pad` on each side (plus output padding at the
+/// end).
 pub(super) fn conv_transpose(
     cx: &mut Lowering,
     n: &NodeCx,
@@ -166,45 +256,48 @@ pub(super) fn conv_transpose(
     output_padding: &[usize],
 ) -> Result<(), String> {
     let (x, w) = (cx.input(n, 0), cx.input(n, 1));
-    let wt = cx.p.tensor(w).ty.clone();
+    let taps = cx.p.tensor(w).ty.shape[2..].to_vec();
     let out = n.node().ty.shape.clone();
     let nd = out.len() - 2;
-    let groups = c.groups;
-    let (cg, mg) = (wt.shape[0] / groups, wt.shape[1]);
-    // w2[g*Mg + m, ci, k] = w[g*Cg + ci, m, K-1-k]
-    let mut shape = vec![out[1], cg];
-    shape.extend_from_slice(&wt.shape[2..]);
-    let w2 = cx.temp(n, "weight", TensorType::new(wt.dtype, shape).map_err(|e| e.0)?);
-    let mut loops = Vec::new();
-    let g = (groups > 1).then(|| {
-        loops.push(par("g", groups));
-        0
-    });
-    let m = loops.len();
-    loops.extend([par("m", mg), par("ci", cg)]);
-    let ci = m + 1;
-    loops.extend((0..nd).map(|i| par(format!("k{i}"), wt.shape[2 + i])));
-    let grouped = |base: usize, per: usize| match g {
-        Some(g) => Affine::var(base).plus(g, per as i64),
-        None => Affine::var(base),
-    };
-    let mut dst = vec![grouped(m, mg), Affine::var(ci)];
-    dst.extend((0..nd).map(|i| Affine::var(ci + 1 + i)));
-    let mut src = vec![grouped(ci, cg), Affine::var(m)];
-    src.extend((0..nd).map(|i| Affine::constant(wt.shape[2 + i] as i64 - 1).plus(ci + 1 + i, -1)));
-    cx.kernel(n, "weight", loops, vec![w2, w], target(dst), Expr::load(1, src), None)?;
-
     let (pb, pe) = split_pads(&c.pads);
-    let span = |i: usize| (c.dilations[i] * (wt.shape[2 + i] - 1)) as i64;
+    let strided = c.strides.iter().any(|&s| s > 1);
+    if !strided || !n.epilogue {
+        let residues: usize = c.strides.iter().product();
+        for flat in 0..residues {
+            let mut rest = flat;
+            let mut residue = vec![0; nd];
+            for i in (0..nd).rev() {
+                residue[i] = rest % c.strides[i];
+                rest /= c.strides[i];
+            }
+            let axes: Vec<ConvAxis> = (0..nd)
+                .map(|i| ConvAxis::transposed(out[2 + i], taps[i], pb[i], c.strides[i], c.dilations[i], residue[i]))
+                .collect();
+            let suffix = if strided {
+                let r: Vec<String> = residue.iter().map(|r| r.to_string()).collect();
+                format!("residue{}", r.join("_"))
+            } else {
+                String::new()
+            };
+            conv_kernel(cx, n, &suffix, x, w, Channels::InOut, c.groups, &axes)?;
+        }
+        return Ok(());
+    }
+    let span = |i: usize| (c.dilations[i] * (taps[i] - 1)) as i64;
     let front: Vec<i64> = (0..nd).map(|i| span(i) - pb[i]).collect();
     let back: Vec<i64> = (0..nd).map(|i| span(i) - pe[i] + output_padding[i] as i64).collect();
-    let ones = vec![1; nd];
-    if c.strides.iter().all(|&s| s == 1) {
-        return conv_kernel(cx, n, x, &front, w2, &ones, &c.dilations, groups);
-    }
     let zero = Scalar::of(n.node().ty.dtype, 0.0);
     let xd = spread(cx, n, x, &front, &back, &c.strides, zero)?;
-    conv_kernel(cx, n, xd, &vec![0; nd], w2, &ones, &c.dilations, groups)
+    let axes: Vec<ConvAxis> = (0..nd)
+        .map(|i| ConvAxis {
+            outputs: out[2 + i],
+            taps: taps[i],
+            target: (0, 1),
+            input: (0, 1, c.dilations[i] as i64),
+            weight: (taps[i] as i64 - 1, -1),
+        })
+        .collect();
+    conv_kernel(cx, n, "", xd, w, Channels::InOut, c.groups, &axes)
 }
 
 /// Windowed max or sum over the input, whose padding reads as a value that never wins (the
