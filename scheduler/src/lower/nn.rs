@@ -137,12 +137,15 @@ fn gcd(a: i64, b: i64) -> i64 {
     }
 }
 
-/// How a weight stores its channels: `[G*Mg, Cg, K..]` (a convolution's) or `[G*Cg, Mg, K..]`
-/// (a transposed convolution's), with `Cg` input and `Mg` output channels per group.
+/// How a weight is laid out, with `Cg` input and `Mg` output channels per group: a
+/// convolution's `[G*Mg, Cg, K..]`, a transposed convolution's `[G*Cg, Mg, K..]`, or
+/// `[K.., G*Mg, Cg]` (taps first), which a transposed convolution's weight is rearranged to
+/// when its kernels would read it in runs of one tap (see [`conv_transpose`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Channels {
+enum Layout {
     OutIn,
     InOut,
+    TapsOutIn,
 }
 
 /// `out[n, g*Mg + m, target(o)..] sum= x[n, g*Cg + c, input(o, j)..] * w[channels, weight(j)..]`
@@ -154,15 +157,17 @@ fn conv_kernel(
     suffix: &str,
     x: TensorId,
     w: TensorId,
-    channels: Channels,
+    layout: Layout,
     groups: usize,
     axes: &[ConvAxis],
 ) -> Result<(), String> {
     let out = n.node().ty.shape.clone();
     let ws = cx.p.tensor(w).ty.shape.clone();
-    let (mg, cg) = match channels {
-        Channels::OutIn => (out[1] / groups, ws[1]),
-        Channels::InOut => (ws[1], ws[0] / groups),
+    let mg = out[1] / groups;
+    let cg = match layout {
+        Layout::OutIn => ws[1],
+        Layout::InOut => ws[0] / groups,
+        Layout::TapsOutIn => ws[ws.len() - 1],
     };
     let mut loops = vec![par("n", out[0])];
     let g = (groups > 1).then(|| {
@@ -194,15 +199,15 @@ fn conv_kernel(
             .plus(o0 + i, a.input.1)
             .plus(k0 + i, a.input.2)
     }));
-    let mut w_index = match channels {
-        Channels::OutIn => vec![out_channel, Affine::var(c)],
-        Channels::InOut => vec![grouped(c, cg), Affine::var(m)],
+    let taps = axes
+        .iter()
+        .enumerate()
+        .map(|(i, a)| Affine::constant(a.weight.0).plus(k0 + i, a.weight.1));
+    let w_index: Vec<Affine> = match layout {
+        Layout::OutIn => [out_channel, Affine::var(c)].into_iter().chain(taps).collect(),
+        Layout::InOut => [grouped(c, cg), Affine::var(m)].into_iter().chain(taps).collect(),
+        Layout::TapsOutIn => taps.chain([out_channel, Affine::var(c)]).collect(),
     };
-    w_index.extend(
-        axes.iter()
-            .enumerate()
-            .map(|(i, a)| Affine::constant(a.weight.0).plus(k0 + i, a.weight.1)),
-    );
     let x_ty = cx.p.tensor(x).ty.clone();
     let zero = Scalar::of(x_ty.dtype, 0.0);
     let xs = load_padded(1, x_index, &loops, &x_ty.shape, zero);
@@ -237,13 +242,16 @@ pub(super) fn conv(cx: &mut Lowering, n: &NodeCx, c: &ConvAttrs) -> Result<(), S
     let axes: Vec<ConvAxis> = (0..out.len() - 2)
         .map(|i| ConvAxis::direct(out[2 + i], ws[2 + i], front[i], c.strides[i], c.dilations[i]))
         .collect();
-    conv_kernel(cx, n, "", x, w, Channels::OutIn, c.groups, &axes)
+    conv_kernel(cx, n, "", x, w, Layout::OutIn, c.groups, &axes)
 }
 
-/// A transposed convolution reads its weight as stored, channel roles swapped. Its outputs
-/// are split by their residue modulo the stride, one kernel per residue tuple, so that every
-/// output takes only the taps that reach it from an input (see [`ConvAxis::transposed`]): no
-/// multiplication by a zero. With stride 1 that is a single kernel.
+/// A transposed convolution reads its weight as stored, unless a kernel would take a single
+/// tap along the last axis (a strided one, or a kernel of extent 1 there): then each CPE would
+/// read it one element at a time, and it is first rearranged to [`Layout::TapsOutIn`]. Its
+/// outputs are split by their residue modulo the stride, one kernel per residue tuple, so that
+/// every output takes only the taps that reach it from an input (see
+/// [`ConvAxis::transposed`]): no multiplication by a zero. With stride 1 that is a single
+/// kernel.
 ///
 /// A strided one whose result takes an epilogue must end in one kernel: it becomes a stride-1
 /// convolution, with the weight read flipped, of the input spread out by the stride (zeros
@@ -255,12 +263,17 @@ pub(super) fn conv_transpose(
     c: &ConvAttrs,
     output_padding: &[usize],
 ) -> Result<(), String> {
-    let (x, w) = (cx.input(n, 0), cx.input(n, 1));
-    let taps = cx.p.tensor(w).ty.shape[2..].to_vec();
+    let (x, stored) = (cx.input(n, 0), cx.input(n, 1));
     let out = n.node().ty.shape.clone();
     let nd = out.len() - 2;
+    let taps = cx.p.tensor(stored).ty.shape[2..].to_vec();
     let (pb, pe) = split_pads(&c.pads);
     let strided = c.strides.iter().any(|&s| s > 1);
+    let (w, layout) = if strided || taps[nd - 1] == 1 {
+        (taps_first(cx, n, c.groups)?, Layout::TapsOutIn)
+    } else {
+        (stored, Layout::InOut)
+    };
     if !strided || !n.epilogue {
         let residues: usize = c.strides.iter().product();
         for flat in 0..residues {
@@ -279,7 +292,7 @@ pub(super) fn conv_transpose(
             } else {
                 String::new()
             };
-            conv_kernel(cx, n, &suffix, x, w, Channels::InOut, c.groups, &axes)?;
+            conv_kernel(cx, n, &suffix, x, w, layout, c.groups, &axes)?;
         }
         return Ok(());
     }
@@ -297,7 +310,32 @@ pub(super) fn conv_transpose(
             weight: (taps[i] as i64 - 1, -1),
         })
         .collect();
-    conv_kernel(cx, n, "", xd, w, Channels::InOut, c.groups, &axes)
+    conv_kernel(cx, n, "", xd, w, layout, c.groups, &axes)
+}
+
+/// The transposed convolution's weight `[G*Cg, Mg, K..]` rearranged to `[K.., G*Mg, Cg]`.
+fn taps_first(cx: &mut Lowering, n: &NodeCx, groups: usize) -> Result<TensorId, String> {
+    let w = cx.input(n, 1);
+    let wt = cx.p.tensor(w).ty.clone();
+    let nd = wt.shape.len() - 2;
+    let (cg, mg) = (wt.shape[0] / groups, wt.shape[1]);
+    let shape = [wt.shape[2..].to_vec(), vec![groups * mg, cg]].concat();
+    let rearranged = cx.temp(n, "weight", TensorType::new(wt.dtype, shape).map_err(|e| e.0)?);
+    let mut loops: Vec<_> = (0..nd).map(|i| par(format!("k{i}"), wt.shape[2 + i])).collect();
+    let g = (groups > 1).then(|| {
+        loops.push(par("g", groups));
+        nd
+    });
+    loops.extend([par("m", mg), par("c", cg)]);
+    let (m, c) = (loops.len() - 2, loops.len() - 1);
+    let grouped = |base: usize, per: usize| match g {
+        Some(g) => Affine::var(base).plus(g, per as i64),
+        None => Affine::var(base),
+    };
+    let dst = [vars(nd), vec![grouped(m, mg), Affine::var(c)]].concat();
+    let src = [vec![grouped(c, cg), Affine::var(m)], vars(nd)].concat();
+    cx.kernel(n, "weight", loops, vec![rearranged, w], target(dst), Expr::load(1, src), None)?;
+    Ok(rearranged)
 }
 
 /// Windowed max or sum over the input, whose padding reads as a value that never wins (the
