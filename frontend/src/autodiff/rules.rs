@@ -524,12 +524,10 @@ fn conv_weight_grad(b: &mut Builder, c: &ConvAttrs, x: NodeId, w: NodeId, gy: No
 }
 
 /// The gradient of an average pool's input: each output's gradient over its divisor, spread
-/// evenly over its window (padding positions dropped): a transposed convolution, one group
-/// per channel, with a kernel of ones. Its end padding crops what windows reach past the
-/// input (ceil mode reaches further than the explicit padding).
+/// evenly over its window (padding positions dropped), gathered by every input position from
+/// the windows that hold it (see [`to_inputs`]).
 fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built {
     let (xs, ys) = (b.shape(x), b.shape(gy));
-    let nd = xs.len() - 2;
     let d = b.ty(x).dtype;
     let divisors: Vec<f64> = p
         .average_divisors(&xs[2..], &ys[2..])
@@ -538,66 +536,74 @@ fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built
         .collect();
     let divisors = b.constant(float_tensor(d, ys[2..].to_vec(), divisors)?);
     let share = b.div(gy, divisors)?;
-    let channels = xs[1];
-    let ones = vec![1.0; channels * p.kernel.iter().product::<usize>()];
-    let ones = b.constant(float_tensor(d, [vec![channels, 1], p.kernel.clone()].concat(), ones)?);
-    let mut pads = p.pads[..nd].to_vec();
-    let mut output_padding = Vec::new();
-    for i in 0..nd {
-        let full = (ys[2 + i] - 1) * p.strides[i] + p.dilations[i] * (p.kernel[i] - 1) + 1;
-        let kept = full - p.pads[i];
-        pads.push(kept.saturating_sub(xs[2 + i]));
-        output_padding.push(xs[2 + i].saturating_sub(kept));
-    }
-    let conv = ConvAttrs {
-        strides: p.strides.clone(),
-        dilations: p.dilations.clone(),
-        pads,
-        groups: channels,
-    };
-    b.op(Op::ConvTranspose { conv, output_padding }, &[share, ones])
+    to_inputs(b, p, &xs, &[(share, 0.0)], &mut |b, windows, codes| {
+        let held = codes.iter().map(|&c| c >= 0).collect();
+        let held = Tensor::new(residue_shape(p), crate::ir::Data::Bool(held)).map_err(|e| e.0)?;
+        let held = b.constant(held);
+        b.where_else_zero(held, windows[0])
+    })
 }
 
 /// The gradient of a max pool's input. As in JAX (XLA's select-and-scatter with `>=`), each
 /// window's gradient goes to the first of its elements, in row-major window order, that
-/// equals the maximum. Two steps, each one elementwise kernel once fused:
-/// 1. [`first_max_offsets`]: per window, the flat offset of that element.
-/// 2. Owner computes: every input position gathers the gradients of the windows that picked
-///    it. Along a spatial axis of stride `s`, a position `h = s*q + r` lies at offset `k` of
-///    window `o = q + m` exactly when `k*dilation = r + pad - s*m`; so per shift `m` the window
-///    is an affine function of `q`, and which offset it must have picked is a constant table
-///    over the residue `r`. The input gradient is computed as `[N, C, Q1, s1, Q2, s2, ...]`
-///    (a sum over the few shifts), seen as `[N, C, Q1*s1, ...]` and cut to the input.
+/// equals the maximum: [`first_max_offsets`] finds it per window, and every input position
+/// takes the gradients of the windows that picked it (see [`to_inputs`]).
 fn max_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId, gy: NodeId) -> Built {
-    let (xs, ys) = (b.shape(x), b.shape(y));
-    let nd = xs.len() - 2;
+    let xs = b.shape(x);
     let d = b.ty(x).dtype;
     let windows: usize = p.kernel.iter().product();
     let first = first_max_offsets(b, p, x, y)?;
+    to_inputs(b, p, &xs, &[(first, windows as f64), (gy, 0.0)], &mut |b, picked, codes| {
+        let codes = codes.iter().map(|&c| c as f64).collect();
+        let codes = b.constant(float_tensor(d, residue_shape(p), codes)?);
+        let hit = b.binary(BinaryOp::Equal, picked[0], codes)?;
+        b.where_else_zero(hit, picked[1])
+    })
+}
+
+/// Owner computes for the input gradient of a pool: every input position gathers the values
+/// of the windows that hold it. Along a spatial axis of stride `s`, position `h = s*q + r`
+/// lies at offset `k` of window `o = q + m` exactly when `k*dilation = r + pad - s*m`; so per
+/// shift `m` the window is an affine function of `q`, and the offset a constant table over
+/// the residue `r` (see [`PoolAxis`]).
+///
+/// `values` are per-window tensors `[N, C, O..]`, each with the value that stands for no
+/// window (read where `q + m` leaves the outputs). Per combination of shifts, `term` gets them
+/// as `[N, C, Q1, 1, Q2, 1, ..]` (at windows `q + m`) with the window offsets of each residue
+/// tuple (row-major, `-1` where the residues take no offset) and gives that combination's
+/// contribution `[N, C, Q1, s1, Q2, s2, ..]`. Their sum is seen as `[N, C, Q1*s1, ..]` and
+/// cut to the input's shape `xs`. Every step is elementwise or a movement, so the whole
+/// gradient fuses into one kernel.
+#[allow(clippy::type_complexity)]
+fn to_inputs(
+    b: &mut Builder,
+    p: &PoolAttrs,
+    xs: &[usize],
+    values: &[(NodeId, f64)],
+    term: &mut dyn FnMut(&mut Builder, &[NodeId], &[i64]) -> Built,
+) -> Built {
+    let ys = b.shape(values[0].0);
+    let nd = xs.len() - 2;
     let axes: Vec<PoolAxis> = (0..nd).map(|i| PoolAxis::new(p, i, xs[2 + i], ys[2 + i])).collect();
-    // Window values get a unit axis after each spatial one (the residue's place), and are
-    // padded so that every shifted window index stays inside: with the no-window offset for
-    // `first`, with zero for the gradient.
+    // A unit axis after each spatial one (the residue's place), and padding so that every
+    // shifted window index stays inside.
     let split: Vec<usize> = [vec![xs[0], xs[1]], ys[2..].iter().flat_map(|&o| [o, 1]).collect()].concat();
-    let first = b.reshape(first, &split)?;
-    let gy = b.reshape(gy, &split)?;
     let rank = split.len();
     let mut pads = vec![0; 2 * rank];
     for (i, a) in axes.iter().enumerate() {
         pads[2 + 2 * i] = a.before();
         pads[rank + 2 + 2 * i] = a.after();
     }
-    let first = b.op(
-        Op::Pad {
-            pads: pads.clone(),
-            value: windows as f64,
-        },
-        &[first],
-    )?;
-    let gy = b.op(Op::Pad { pads, value: 0.0 }, &[gy])?;
-    let mut code_shape = vec![1; rank];
-    for (i, a) in axes.iter().enumerate() {
-        code_shape[3 + 2 * i] = a.stride;
+    let mut padded = Vec::with_capacity(values.len());
+    for &(v, none) in values {
+        let v = b.reshape(v, &split)?;
+        padded.push(b.op(
+            Op::Pad {
+                pads: pads.clone(),
+                value: none,
+            },
+            &[v],
+        )?);
     }
     let combinations: usize = axes.iter().map(|a| a.shifts.len()).product();
     let mut sum: Option<NodeId> = None;
@@ -609,10 +615,9 @@ fn max_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId, gy: NodeI
             rest /= axes[i].shifts.len();
         }
         let codes = window_codes(&axes, &p.kernel, &shift);
-        if codes.iter().all(|&c| c < 0.0) {
+        if codes.iter().all(|&c| c < 0) {
             continue;
         }
-        let codes = b.constant(float_tensor(d, code_shape.clone(), codes)?);
         let mut starts = vec![0; rank];
         for (i, a) in axes.iter().enumerate() {
             starts[2 + 2 * i] = (a.before() as i64 + a.shifts[shift[i]]) as usize;
@@ -622,26 +627,27 @@ fn max_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId, gy: NodeI
             steps: vec![1; rank],
             sizes: [vec![xs[0], xs[1]], axes.iter().flat_map(|a| [a.quotients, 1]).collect()].concat(),
         };
-        let picked = b.op(window.clone(), &[first])?;
-        let g = b.op(window, &[gy])?;
-        let hit = b.binary(BinaryOp::Equal, picked, codes)?;
-        let term = b.where_else_zero(hit, g)?;
+        let mut shifted = Vec::with_capacity(padded.len());
+        for &v in &padded {
+            shifted.push(b.op(window.clone(), &[v])?);
+        }
+        let t = term(b, &shifted, &codes)?;
         sum = Some(match sum {
-            None => term,
-            Some(s) => b.add(s, term)?,
+            None => t,
+            Some(s) => b.add(s, t)?,
         });
     }
     // Every offset `k` lies in some residue's table, so some shift has a code.
     let sum = sum.ok_or("a pool with an empty window")?;
-    let padded: Vec<usize> = [vec![xs[0], xs[1]], axes.iter().map(|a| a.quotients * a.stride).collect()].concat();
-    let dx = b.reshape(sum, &padded)?;
-    if padded == xs {
+    let whole: Vec<usize> = [vec![xs[0], xs[1]], axes.iter().map(|a| a.quotients * a.stride).collect()].concat();
+    let dx = b.reshape(sum, &whole)?;
+    if whole == xs {
         return Ok(dx);
     }
     let crop = Op::Slice {
         starts: vec![0; nd + 2],
         steps: vec![1; nd + 2],
-        sizes: xs,
+        sizes: xs.to_vec(),
     };
     b.op(crop, &[dx])
 }
@@ -744,10 +750,15 @@ impl PoolAxis {
     }
 }
 
+/// The shape `[1, 1, 1, s1, 1, s2, ..]` of a table over the residues of [`to_inputs`].
+fn residue_shape(p: &PoolAttrs) -> Vec<usize> {
+    [vec![1, 1], p.strides.iter().flat_map(|&s| [1, s]).collect()].concat()
+}
+
 /// For one combination of shifts (an index into each axis's `shifts`), per residue tuple in
-/// row-major order: the flat window offset a position with those residues must have been
-/// picked at, or -1 where some axis has none.
-fn window_codes(axes: &[PoolAxis], kernel: &[usize], shift: &[usize]) -> Vec<f64> {
+/// row-major order: the flat window offset a position with those residues lies at in the
+/// shifted window, or -1 where some axis has none.
+fn window_codes(axes: &[PoolAxis], kernel: &[usize], shift: &[usize]) -> Vec<i64> {
     let residues: usize = axes.iter().map(|a| a.stride).product();
     (0..residues)
         .map(|flat| {
@@ -758,12 +769,12 @@ fn window_codes(axes: &[PoolAxis], kernel: &[usize], shift: &[usize]) -> Vec<f64
                 let r = rest % axes[i].stride;
                 rest /= axes[i].stride;
                 match axes[i].offsets[shift[i]][r] {
-                    Some(k) => code += k * scale,
-                    None => return -1.0,
+                    Some(k) => code += (k * scale) as i64,
+                    None => return -1,
                 }
                 scale *= kernel[i];
             }
-            code as f64
+            code
         })
         .collect()
 }
