@@ -2,7 +2,7 @@
 //!
 //! `SWFLOW_DUMP=<pass>` (or `all`) prints the graph or program after that pass to stderr;
 //! passes are `simplify` (the graph), `fuse` (the fusion plan: which nodes each kernel holds),
-//! `lower` and `schedule`. The loop-IR verifier runs after
+//! `lower`, `split` (reductions cut into per-CPE partials and their sum) and `schedule`. The loop-IR verifier runs after
 //! lowering and every schedule is verified as it is made.
 
 use swflow_frontend::fuse::{plan, print_plan, unfused};
@@ -11,6 +11,7 @@ use swflow_frontend::simplify::simplify;
 
 use crate::loops::{print_program, verify_program, LoopVerifyError, Program};
 use crate::lower::{lower, lower_fused, LowerError};
+use crate::schedule::split::split_reductions;
 use crate::schedule::{schedule_program, ScheduleError};
 use crate::target::Target;
 
@@ -80,6 +81,9 @@ pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Prog
     };
     verify_program(&p)?;
     dump("lower", &p);
+    split_reductions(&mut p, target);
+    verify_program(&p)?;
+    dump("split", &p);
     schedule_program(&mut p, target)?;
     dump("schedule", &p);
     Ok(p)

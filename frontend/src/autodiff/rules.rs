@@ -553,12 +553,18 @@ fn max_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, y: NodeId, gy: NodeI
     let d = b.ty(x).dtype;
     let windows: usize = p.kernel.iter().product();
     let first = first_max_offsets(b, p, x, y)?;
-    to_inputs(b, p, &xs, &[(first, windows as f64), (gy, 0.0)], &mut |b, picked, codes| {
-        let codes = codes.iter().map(|&c| c as f64).collect();
-        let codes = b.constant(float_tensor(d, residue_shape(p), codes)?);
-        let hit = b.binary(BinaryOp::Equal, picked[0], codes)?;
-        b.where_else_zero(hit, picked[1])
-    })
+    to_inputs(
+        b,
+        p,
+        &xs,
+        &[(first, windows as f64), (gy, 0.0)],
+        &mut |b, picked, codes| {
+            let codes = codes.iter().map(|&c| c as f64).collect();
+            let codes = b.constant(float_tensor(d, residue_shape(p), codes)?);
+            let hit = b.binary(BinaryOp::Equal, picked[0], codes)?;
+            b.where_else_zero(hit, picked[1])
+        },
+    )
 }
 
 /// Owner computes for the input gradient of a pool: every input position gathers the values
@@ -639,7 +645,11 @@ fn to_inputs(
     }
     // Every offset `k` lies in some residue's table, so some shift has a code.
     let sum = sum.ok_or("a pool with an empty window")?;
-    let whole: Vec<usize> = [vec![xs[0], xs[1]], axes.iter().map(|a| a.quotients * a.stride).collect()].concat();
+    let whole: Vec<usize> = [
+        vec![xs[0], xs[1]],
+        axes.iter().map(|a| a.quotients * a.stride).collect(),
+    ]
+    .concat();
     let dx = b.reshape(sum, &whole)?;
     if whole == xs {
         return Ok(dx);
@@ -711,7 +721,12 @@ struct PoolAxis {
 
 impl PoolAxis {
     fn new(p: &PoolAttrs, i: usize, input: usize, outputs: usize) -> PoolAxis {
-        let (s, k, dil, pad) = (p.strides[i] as i64, p.kernel[i] as i64, p.dilations[i] as i64, p.pads[i] as i64);
+        let (s, k, dil, pad) = (
+            p.strides[i] as i64,
+            p.kernel[i] as i64,
+            p.dilations[i] as i64,
+            p.pads[i] as i64,
+        );
         let mut pairs = Vec::new();
         for r in 0..s {
             for k in 0..k {

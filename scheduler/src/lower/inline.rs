@@ -240,7 +240,7 @@ fn remap(e: &mut Expr, from: &[TensorId], args: &[Affine], operands: &mut Vec<Te
 }
 
 /// Drops operand slots no access uses, renumbering the rest in order.
-fn compact_operands(k: &mut Kernel) {
+pub(crate) fn compact_operands(k: &mut Kernel) {
     fn slots(a: &mut Access, f: &mut impl FnMut(&mut usize)) {
         f(&mut a.operand);
         for i in &mut a.index {

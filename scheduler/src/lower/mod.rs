@@ -18,6 +18,8 @@ mod elementwise;
 mod inline;
 mod nn;
 
+pub(crate) use inline::compact_operands;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 

@@ -120,7 +120,11 @@ impl ConvAxis {
         };
         let k0 = first.unwrap_or(0);
         ConvAxis {
-            outputs: if residue < outputs { (outputs - 1 - residue) / stride + 1 } else { 0 },
+            outputs: if residue < outputs {
+                (outputs - 1 - residue) / stride + 1
+            } else {
+                0
+            },
             taps,
             target: (r, s),
             input: ((r + front - k0 * d).div_euclid(s), 1, -(d / gcd)),
@@ -334,7 +338,15 @@ fn taps_first(cx: &mut Lowering, n: &NodeCx, groups: usize) -> Result<TensorId, 
     };
     let dst = [vars(nd), vec![grouped(m, mg), Affine::var(c)]].concat();
     let src = [vec![grouped(c, cg), Affine::var(m)], vars(nd)].concat();
-    cx.kernel(n, "weight", loops, vec![rearranged, w], target(dst), Expr::load(1, src), None)?;
+    cx.kernel(
+        n,
+        "weight",
+        loops,
+        vec![rearranged, w],
+        target(dst),
+        Expr::load(1, src),
+        None,
+    )?;
     Ok(rearranged)
 }
 

@@ -32,6 +32,7 @@ pub mod dma;
 pub mod partition;
 pub mod reorder;
 pub mod sizing;
+pub mod split;
 
 use std::fmt::Write;
 

@@ -1,0 +1,241 @@
+//! Split reductions: per-CPE partials combined in a second kernel.
+//!
+//! A reduction with fewer target elements than CPEs (a bias gradient, batch normalisation's
+//! scale and shift gradients) leaves most CPEs idle, since a CPE owns whole target elements.
+//! [`split_reductions`] cuts such a kernel in two:
+//! 1. `partials[p, target..] fold= value` with a reduce loop `r` of extent `E` split as
+//!    `r = p*(E/P) + e`, `p` a new outermost parallel loop of extent `P`: each CPE folds its
+//!    part of the reduction into a partial of its own, written to main memory (never a race:
+//!    distinct `(p, target)` points are distinct elements);
+//! 2. `target[..] fold= partials[q, target..]` over `q` in order, with the original epilogue.
+//!
+//! The order of the floating-point operations is fixed by the program, not by the run, so
+//! results are bit-identical from run to run. A kernel is split only when the CPE time it
+//! saves, counted at one cycle per operation of its statement, is more than one more launch
+//! (the target's spawn and join cycles): the lower bound of the saving against the cost.
+
+use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Stmt, TensorInfo, TensorKind};
+use crate::target::Target;
+
+/// Splits every reduction of `p` that [`plan`] finds worth it, in place; the second kernel
+/// keeps the original's name and target, the first is named `<name>.partials`.
+pub fn split_reductions(p: &mut Program, target: &Target) {
+    let mut kernels = Vec::with_capacity(p.kernels.len());
+    for k in std::mem::take(&mut p.kernels) {
+        match plan(&k, target) {
+            Some(split) => {
+                let (first, second) = apply(p, k, split);
+                kernels.push(first);
+                kernels.push(second);
+            }
+            None => kernels.push(k),
+        }
+    }
+    p.kernels = kernels;
+}
+
+/// How one reduction is split: reduce loop `loop_` into `parts` parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    pub loop_: usize,
+    pub parts: usize,
+}
+
+/// The split of kernel `k` for `target`, if any pays.
+pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
+    k.stmt.reduce?;
+    let outputs: usize = k
+        .loops
+        .iter()
+        .filter(|l| l.kind == LoopKind::Parallel)
+        .map(|l| l.extent)
+        .product();
+    if outputs == 0 || outputs >= target.cpes {
+        return None;
+    }
+    let wanted = target.cpes.div_ceil(outputs);
+    let reduced: usize = k
+        .loops
+        .iter()
+        .filter(|l| l.kind == LoopKind::Reduce)
+        .map(|l| l.extent)
+        .product();
+    // Per reduce loop, the divisor of its extent that uses the most CPEs (the smallest
+    // reaching `wanted`, else the largest); the outermost loop among equals.
+    let (loop_, parts) = k
+        .loops
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.kind == LoopKind::Reduce)
+        .filter_map(|(i, l)| {
+            let divisors: Vec<usize> = (2..=l.extent).filter(|d| l.extent % d == 0).collect();
+            let best = divisors
+                .iter()
+                .copied()
+                .find(|&d| d >= wanted)
+                .or_else(|| divisors.last().copied())?;
+            Some((i, best))
+        })
+        .max_by_key(|&(i, parts)| (parts.min(wanted), std::cmp::Reverse(i)))?;
+    let before = outputs.div_ceil(target.cpes) * reduced;
+    let after = (outputs * parts).div_ceil(target.cpes) * (reduced / parts) + parts;
+    let ops = operations(&k.stmt) as f64;
+    let saved = before.saturating_sub(after) as f64 * ops;
+    (saved > target.timing.spawn_cycles + target.timing.join_cycles).then_some(Split { loop_, parts })
+}
+
+/// Operations per point of the statement: its arithmetic and the fold.
+fn operations(s: &Stmt) -> usize {
+    let mut n = 1;
+    s.value.visit(&mut |e| {
+        if matches!(
+            e,
+            Expr::Unary(..) | Expr::Binary(..) | Expr::Select(..) | Expr::Cast(..)
+        ) {
+            n += 1;
+        }
+    });
+    n
+}
+
+fn apply(p: &mut Program, k: Kernel, split: Split) -> (Kernel, Kernel) {
+    let Split { loop_: r, parts } = split;
+    let reduce = k.stmt.reduce.expect("only reductions are split");
+    let target_tensor = k.operands[0];
+    let ty = &p.tensor(target_tensor).ty;
+    let partial_ty = swflow_frontend::ir::TensorType::new(ty.dtype, [vec![parts], ty.shape.clone()].concat())
+        .expect("a target's shape times the parts stays within the element bound of its reduction");
+    let partials = add_temp(p, format!("{}.partials", p.tensor(target_tensor).name), partial_ty);
+
+    // First kernel: loop 0 is the part, old loop l is l + 1, and old loop r is
+    // `part * (E/P) + e` with `e` in its place.
+    let per_part = k.loops[r].extent / parts;
+    let mut loops = vec![Loop {
+        name: unique_loop(&k.loops, "part"),
+        extent: parts,
+        kind: LoopKind::Parallel,
+    }];
+    loops.extend(k.loops.iter().cloned());
+    loops[r + 1].extent = per_part;
+    let args: Vec<Affine> = (0..k.loops.len())
+        .map(|l| {
+            let moved = Affine::var(l + 1);
+            if l == r {
+                moved.plus(0, per_part as i64)
+            } else {
+                moved
+            }
+        })
+        .collect();
+    let mut value = k.stmt.value.clone();
+    remap_expr(&mut value, &args);
+    let mut target = k.stmt.target.clone();
+    remap_access(&mut target, &args);
+    target.index.insert(0, Index::Affine(Affine::var(0)));
+    let mut operands = k.operands.clone();
+    operands[0] = partials;
+    let first = Kernel {
+        name: format!("{}.partials", k.name),
+        op: k.op.clone(),
+        origin: k.origin.clone(),
+        fused: k.fused.clone(),
+        loops,
+        operands,
+        stmt: Stmt {
+            target,
+            value,
+            reduce: Some(reduce),
+            epilogue: None,
+        },
+        schedule: None,
+    };
+
+    // Second kernel: the parallel loops in their order, then the part `q`, reduced.
+    let kept: Vec<usize> = (0..k.loops.len())
+        .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
+        .collect();
+    let mut loops: Vec<Loop> = kept.iter().map(|&l| k.loops[l].clone()).collect();
+    loops.push(Loop {
+        name: unique_loop(&k.loops, "part"),
+        extent: parts,
+        kind: LoopKind::Reduce,
+    });
+    let q = loops.len() - 1;
+    // Reduce loops appear in neither the target nor the epilogue; any affine stands for them.
+    let args: Vec<Affine> = (0..k.loops.len())
+        .map(|l| match kept.iter().position(|&m| m == l) {
+            Some(i) => Affine::var(i),
+            None => Affine::constant(0),
+        })
+        .collect();
+    let mut target = k.stmt.target.clone();
+    remap_access(&mut target, &args);
+    let mut read = target.clone();
+    read.operand = k.operands.len();
+    read.index.insert(0, Index::Affine(Affine::var(q)));
+    let mut epilogue = k.stmt.epilogue.clone();
+    if let Some(e) = &mut epilogue {
+        remap_expr(e, &args);
+    }
+    let mut operands = k.operands.clone();
+    operands.push(partials);
+    let mut second = Kernel {
+        name: k.name,
+        op: k.op,
+        origin: k.origin,
+        fused: k.fused,
+        loops,
+        operands,
+        stmt: Stmt {
+            target,
+            value: Expr::Load(read),
+            reduce: Some(reduce),
+            epilogue,
+        },
+        schedule: None,
+    };
+    crate::lower::compact_operands(&mut second);
+    (first, second)
+}
+
+fn add_temp(p: &mut Program, name: String, ty: swflow_frontend::ir::TensorType) -> crate::loops::TensorId {
+    let mut candidate = name.clone();
+    let mut n = 2;
+    while p.tensors.iter().any(|t| t.name == candidate) {
+        candidate = format!("{name}#{n}");
+        n += 1;
+    }
+    p.tensors.push(TensorInfo {
+        name: candidate,
+        ty,
+        kind: TensorKind::Temp,
+    });
+    crate::loops::TensorId(p.tensors.len() as u32 - 1)
+}
+
+fn unique_loop(loops: &[Loop], name: &str) -> String {
+    let mut candidate = name.to_string();
+    let mut n = 2;
+    while loops.iter().any(|l| l.name == candidate) {
+        candidate = format!("{name}{n}");
+        n += 1;
+    }
+    candidate
+}
+
+fn remap_access(a: &mut Access, args: &[Affine]) {
+    for i in &mut a.index {
+        match i {
+            Index::Affine(x) => *x = x.compose(args),
+            Index::Gathered { access, .. } => remap_access(access, args),
+        }
+    }
+}
+
+fn remap_expr(e: &mut Expr, args: &[Affine]) {
+    e.rewrite(&mut |e| {
+        if let Expr::Load(a) = e {
+            remap_access(a, args);
+        }
+    });
+}

@@ -1,0 +1,71 @@
+//! Reductions with fewer outputs than CPEs are cut into per-CPE partials and their sum, when
+//! that pays for the second launch; the result equals the interpreter's, exactly where the
+//! fold is exact (max), and is the same from run to run.
+
+use swflow_frontend::interp;
+use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, ReduceKind, TensorType};
+use swflow_frontend::random::random_tensor;
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::exec::cpe::run_program;
+use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
+use swflow_scheduler::target::Target;
+
+/// `reduce(x, axes 0, 2, 3) * 2` over `x: [n, 4, h, h]`: per-channel, like a bias gradient.
+fn per_channel(kind: ReduceKind, n: usize, h: usize) -> Graph {
+    let mut g = Graph::new("per_channel");
+    let x = g.add_input("x", TensorType::new(DType::F32, vec![n, 4, h, h]).unwrap());
+    let reduce = Op::Reduce {
+        kind,
+        axes: vec![0, 2, 3],
+    };
+    let r = g.add_node("r", reduce, vec![x], None).unwrap();
+    let two = g.add_const(
+        "two",
+        std::sync::Arc::new(swflow_frontend::ir::Tensor::from_f32(vec![], vec![2.0]).unwrap()),
+    );
+    let y = g.add_node("y", Op::Binary(BinaryOp::Mul), vec![r, two], None).unwrap();
+    g.outputs.push(Output {
+        name: "y".into(),
+        node: y,
+    });
+    g
+}
+
+/// Kernel names of the compiled graph, and its outputs against the interpreter's.
+fn check(g: &Graph, how: Comparison) -> Vec<String> {
+    let target = Target::sw26010();
+    let p = compile_with(g, &target, Options { fuse: Fuse::Default }).unwrap();
+    let inputs: Vec<_> = p
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| random_tensor(&p.tensor(t).ty, 3, i))
+        .collect();
+    let want = interp::run(g, &inputs).unwrap();
+    let (got, _) = run_program(&p, &inputs, &target).unwrap();
+    compare(&got[0], &want[0], how).unwrap();
+    let (again, _) = run_program(&p, &inputs, &target).unwrap();
+    assert!(
+        again[0].bit_eq(&got[0]),
+        "a split reduction must give the same bits every run"
+    );
+    p.kernels.iter().map(|k| k.name.clone()).collect()
+}
+
+#[test]
+fn a_large_reduction_onto_few_outputs_is_split() {
+    let names = check(&per_channel(ReduceKind::Sum, 8, 32), Comparison::Tolerance);
+    assert_eq!(
+        names,
+        ["r.partials", "r"],
+        "the product by two stays the second kernel's epilogue"
+    );
+    let names = check(&per_channel(ReduceKind::Max, 8, 32), Comparison::Exact);
+    assert_eq!(names, ["r.partials", "r"]);
+}
+
+#[test]
+fn a_small_reduction_is_not_split() {
+    let names = check(&per_channel(ReduceKind::Sum, 2, 4), Comparison::Tolerance);
+    assert_eq!(names, ["r"]);
+}
