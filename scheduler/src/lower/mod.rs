@@ -4,8 +4,9 @@
 //! Reshapes become views (no kernel). Padding is read in place: a convolution or pooling
 //! with padding reads its input through a guarded access, whose points outside the input read
 //! the pad value, and a `pad` node is one guarded copy (which fusion turns into its readers'
-//! index expressions). A strided transposed convolution becomes a zero-stuffed copy of its
-//! input convolved with the flipped, transposed weight. Average pooling is a windowed sum
+//! index expressions). A strided transposed convolution becomes one kernel per residue of its
+//! output positions modulo the stride, each taking only the taps that reach it (see
+//! `nn::conv_transpose`). Average pooling is a windowed sum
 //! followed by a division by a constant divisor.
 //!
 //! A node the plan joins into its consumers gets no kernel: its single kernel becomes an
