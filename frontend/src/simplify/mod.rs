@@ -6,6 +6,8 @@
 //! 2. [`cse`]: common subexpressions. Two nodes of the same op on the same operands become one.
 //! 3. [`affine`]: per-channel scales and shifts (inference batch normalisation, biases, constant
 //!    scales) after a convolution or a matrix product fold into its weights and one bias.
+//! 4. [`transpose`]: a transposed matrix product becomes a product of transposes, and two
+//!    transposes in a row one.
 //!
 //! Graph outputs keep their names, and a node that survives keeps its name and origin, so
 //! errors and generated code still point at the model. Folding rounds differently from the
@@ -15,6 +17,7 @@
 pub mod affine;
 pub mod cse;
 pub mod fold;
+pub mod transpose;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -25,7 +28,8 @@ use crate::ir::{Graph, Node, NodeId, Op, Tensor};
 pub fn simplify(g: &Graph) -> Graph {
     let g = fold::fold_constants(g);
     let g = cse::eliminate(&g);
-    affine::fold_into_weights(&g)
+    let g = affine::fold_into_weights(&g);
+    transpose::transpose_products(&g)
 }
 
 /// A new graph made while walking an old one in order: `map` gives each old node's
