@@ -8,7 +8,8 @@
 //! aligned offset that does not overlap any placed tensor with an overlapping lifetime. An
 //! update (a training step's new parameter value) takes its input's place when that is safe.
 
-use crate::loops::{Program, TensorId, TensorKind};
+use crate::loops::{LoopKind, Program, TensorId, TensorKind};
+use crate::schedule::Residence;
 use crate::target::Target;
 
 /// Where every storage tensor lives in the arena.
@@ -106,10 +107,13 @@ pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
     }
 }
 
-/// Whether update `output` can be written over `input`: one kernel writes it, without a
-/// reduction, reading `input` (itself, not a view of it) only at the element it writes, and no
-/// later kernel reads `input`. Each CPE then reads an element of the input before it writes
-/// that element's new value, and no other CPE reads it.
+/// Whether update `output` can be written over `input`: one kernel writes it, reading `input`
+/// (itself, not a view of it) only at the element it writes, and no later kernel reads
+/// `input`. Each CPE then reads an element of the input before it writes that element's new
+/// value, and no other CPE reads it. A reduction qualifies when only its epilogue reads
+/// `input` and its schedule never stores partial sums to the target (no reduce loop encloses
+/// the target's transfers, and the target has an LDM buffer): the target in main memory is
+/// written once, after the epilogue read the input there.
 fn in_place_is_safe(p: &Program, input: TensorId, output: TensorId) -> bool {
     let storage = |t: TensorId| p.storage(t);
     if storage(output) != output
@@ -126,7 +130,20 @@ fn in_place_is_safe(p: &Program, input: TensorId, output: TensorId) -> bool {
     };
     let k = &p.kernels[w];
     if k.stmt.reduce.is_some() {
-        return false;
+        let Some(s) = &k.schedule else { return false };
+        let partial_sums_stored = s.buffers[0].residence != Residence::Buffer
+            || s.order[..s.buffers[0].depth]
+                .iter()
+                .any(|&l| k.loops[l].kind == LoopKind::Reduce);
+        let value_reads_input = k
+            .stmt
+            .value
+            .accesses()
+            .iter()
+            .any(|a| storage(k.operands[a.operand]) == input);
+        if partial_sums_stored || value_reads_input {
+            return false;
+        }
     }
     let reads_input_elementwise = k.stmt.read_accesses().iter().all(|a| {
         let t = k.operands[a.operand];

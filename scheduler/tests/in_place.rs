@@ -71,3 +71,35 @@ fn an_update_that_reads_its_input_elsewhere_is_not_in_place() {
     p.set_updates(&[("w".into(), "w_new".into())]).unwrap();
     assert!(plan(&p, &target).in_place.is_empty());
 }
+
+/// `w' = w + a @ b`, the sum a matrix product's epilogue; with `reads_w_in_product`,
+/// `w' = w + w @ b`. Returns the number of updates stored in place.
+fn product_update(reads_w_in_product: bool) -> usize {
+    let mut g = Graph::new("product");
+    let ty = TensorType::new(DType::F32, vec![16, 16]).unwrap();
+    let w = g.add_input("w", ty.clone());
+    let a = g.add_input("a", ty.clone());
+    let b = g.add_input("b", ty);
+    let left = if reads_w_in_product { w } else { a };
+    let ab = g.add_node("ab", Op::MatMul, vec![left, b], None).unwrap();
+    let new = g
+        .add_node("w_new", Op::Binary(BinaryOp::Add), vec![ab, w], None)
+        .unwrap();
+    g.outputs = vec![Output {
+        name: "w_new".into(),
+        node: new,
+    }];
+    let target = Target::sw26010();
+    let mut p = compile_with(&g, &target, Options { fuse: Fuse::Default }).unwrap();
+    assert_eq!(p.kernels.len(), 1, "the sum is the product's epilogue");
+    p.set_updates(&[("w".into(), "w_new".into())]).unwrap();
+    let m = plan(&p, &target);
+    check(&p, &m).unwrap();
+    m.in_place.len()
+}
+
+#[test]
+fn a_reduction_reading_its_input_only_in_the_epilogue_updates_in_place() {
+    assert_eq!(product_update(false), 1);
+    assert_eq!(product_update(true), 0);
+}
