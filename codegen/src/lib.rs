@@ -196,6 +196,9 @@ pub struct TrainingSpec {
     /// Scalars the step number sets: input, kind (`swflow_scheduled_kind`), and the
     /// constants `a` and `b` of its formula.
     pub scheduled: Vec<(String, u8, f64, f64)>,
+    /// Dropout noise filled before every step: input and stream number
+    /// ([`swflow_frontend::random::dropout_noise`]).
+    pub noise: Vec<(String, usize)>,
 }
 
 impl TrainingSpec {
@@ -210,6 +213,7 @@ impl TrainingSpec {
             .chain(&step.state)
             .chain(&step.buffers)
             .chain(step.scheduled.iter().map(|(n, _)| n))
+            .chain(&step.noise)
             .collect();
         let mut batched: Vec<String> = g
             .inputs()
@@ -253,6 +257,13 @@ impl TrainingSpec {
                 _ => Err(format!("input '{name}' has no schedule for this optimizer")),
             })
             .collect::<Result<Vec<_>, String>>()?;
+        let noise = step
+            .noise
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| g.inputs().any(|id| g.node(id).name == **n))
+            .map(|(k, n)| (n.clone(), k))
+            .collect();
         Ok(TrainingSpec {
             batched,
             labels,
@@ -260,6 +271,7 @@ impl TrainingSpec {
             params,
             state,
             scheduled,
+            noise,
         })
     }
 }
@@ -610,6 +622,13 @@ fn training_data(
             "kind": kind, "a": format!("{a:?}"), "b": format!("{b:?}"),
         }));
     }
+    let mut noise = Vec::new();
+    for (name, stream) in &spec.noise {
+        let id = input(name)?;
+        noise.push(json!({
+            "name": c_string(name), "count": p.tensor(id).ty.numel(), "stream": stream, "offset": offset(id)?,
+        }));
+    }
     let (_, loss) = p.outputs.first().ok_or_else(|| fail(&p.name, "has no loss output"))?;
     let labels = match &spec.labels {
         Some(l) => spec
@@ -630,6 +649,8 @@ fn training_data(
     data["n_state"] = json!(spec.state.len());
     data["scheduled"] = json!(scheduled);
     data["n_scheduled"] = json!(spec.scheduled.len());
+    data["noise"] = json!(noise);
+    data["n_noise"] = json!(spec.noise.len());
     data["loss_dtype"] = json!(dtype_enum(p.tensor(*loss).ty.dtype));
     data["loss_offset"] = json!(offset(*loss)?);
     Ok((data, bin))

@@ -1,5 +1,6 @@
-//! Deterministic pseudo-random tensors, for runs without given inputs, and numpy's legacy
-//! uniform generator ([`numpy_uniform`]) for the masks of training-mode dropout.
+//! Deterministic pseudo-random tensors, for runs without given inputs and for the noise that
+//! draws dropout masks in training programs ([`dropout_noise`]), and numpy's legacy uniform
+//! generator ([`numpy_uniform`]) for the ONNX reference's dropout masks.
 //!
 //! The generator is specified exactly so that other runtimes (the generated C programs) can
 //! reproduce it: SplitMix64 seeded with `seed + 0x9E3779B97F4A7C15 * (input_index + 1)`;
@@ -45,6 +46,18 @@ pub fn random_tensor(ty: &TensorType, seed: u64, input_index: usize) -> Tensor {
         DType::Bool => Data::Bool((0..n).map(|_| rng.next() >> 63 == 1).collect()),
     };
     Tensor::new(ty.shape.clone(), data).expect("the element count matches the type")
+}
+
+/// The uniform noise `[0, 1)` (f32) of dropout stream `stream` at training step `step` (from
+/// 0), for a run seeded with `seed`: the f32 [`random_tensor`] of input index `stream` with
+/// the seed `r`, where `r` is the first SplitMix64 output from state
+/// `seed + 0x9E3779B97F4A7C15 * (step + 1)`. Every step draws fresh noise, and a run resumed
+/// at step `t` draws what an uninterrupted run draws there. The generated training programs
+/// implement the same function (`swflow_fill_noise`).
+pub fn dropout_noise(seed: u64, step: u64, stream: usize, shape: &[usize]) -> Tensor {
+    let step_seed = SplitMix64(seed.wrapping_add(GOLDEN.wrapping_mul(step.wrapping_add(1)))).next();
+    let ty = TensorType::new(DType::F32, shape.to_vec()).expect("a dropout input's shape is valid");
+    random_tensor(&ty, step_seed, stream)
 }
 
 /// The first `n` doubles of numpy's legacy generator after `numpy.random.seed(seed)`:

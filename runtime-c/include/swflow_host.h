@@ -72,6 +72,14 @@ int swflow_parse_options(int argc, char **argv, struct swflow_options *opt,
                          struct swflow_tensor_desc *inputs, int n_inputs);
 
 /*
+ * The dropout noise of stream `stream` at training step `step` (from 0) of a run seeded with
+ * `seed`, bit-exact with swflow's interpreter: the f32 pseudo-random values above of input
+ * index `stream`, seeded with the first SplitMix64 output r from state
+ * seed + 0x9E3779B97F4A7C15 * (step + 1).
+ */
+void swflow_fill_noise(float *data, size_t count, uint64_t seed, int64_t step, int stream);
+
+/*
  * Allocates one zeroed main-memory block of `bytes` (at least 1) aligned to `align` (a power
  * of two, at least sizeof(void *)); `name` names it in messages. Free it with free(). Returns
  * NULL after an error line on failure. When compiled with -DSWFLOW_EMULATOR, the block is also

@@ -37,6 +37,15 @@ struct swflow_scheduled {
     double a, b;
 };
 
+/* An input of uniform noise in [0, 1) that training-mode dropout draws its mask from, filled
+ * afresh before every step (swflow_fill_noise with its stream number). */
+struct swflow_noise {
+    const char *name;
+    float *data;
+    int64_t count;
+    int stream;
+};
+
 struct swflow_training {
     /* Inputs taken a batch at a time: the first dimension of each is the batch. */
     struct swflow_tensor_desc *batched;
@@ -51,6 +60,8 @@ struct swflow_training {
     int n_state;
     struct swflow_scheduled *scheduled;
     int n_scheduled;
+    struct swflow_noise *noise;
+    int n_noise;
     /* The step's loss, a scalar. */
     struct swflow_tensor_desc loss;
     /* Runs the step's kernels on the arena. */
@@ -70,6 +81,7 @@ struct swflow_training {
  *   --output DIR           where to write losses.npy, params/, params.json, state/, state.json
  *   --resume DIR           start from the parameters and state a previous run wrote to DIR
  *   --params FILE          the parameter file (default: params.bin next to the program)
+ *   --seed S               the seed of the dropout noise (default 0; give a resumed run the same)
  * Every batched input must be given, all with the same number of rows, a multiple of the batch.
  */
 int swflow_train_main(int argc, char **argv, struct swflow_training *t);

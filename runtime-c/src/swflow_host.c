@@ -157,6 +157,15 @@ static void fill_random(const struct swflow_tensor_desc *d, size_t count, uint64
     }
 }
 
+void swflow_fill_noise(float *data, size_t count, uint64_t seed, int64_t step, int stream)
+{
+    uint64_t state = seed + SPLITMIX64_GAMMA * ((uint64_t)step + 1);
+    struct swflow_tensor_desc d;
+    d.dtype = SWFLOW_F32;
+    d.data = data;
+    fill_random(&d, count, splitmix64_next(&state), stream);
+}
+
 /* ---- .npy header parsing ---------------------------------------------------------------- */
 
 /* A position in a header's text. */

@@ -189,7 +189,7 @@ static void usage(const char *program, const struct swflow_training *t)
 {
     int k;
     printf("usage: %s --input NAME=FILE.npy... [--labels FILE.npy] [--epochs E] [--output DIR]\n"
-           "       [--resume DIR] [--params FILE]\n\n"
+           "       [--resume DIR] [--params FILE] [--seed S]\n\n"
            "Trains the compiled model: one optimizer step per batch, batches in file order.\n\n"
            "batched inputs (batches stacked along the first axis):\n",
            program);
@@ -204,6 +204,7 @@ int swflow_train_main(int argc, char **argv, struct swflow_training *t)
     void **data = calloc((size_t)t->n_batched + 1, sizeof *data);
     double *losses = NULL;
     int64_t rows = -1, batch, batches, epochs = 1, steps = 0, taken = 0, e, b;
+    uint64_t seed = 0;
     int i, k, status = 1;
     char *default_params = NULL;
     if (files == NULL || data == NULL)
@@ -241,6 +242,14 @@ int swflow_train_main(int argc, char **argv, struct swflow_training *t)
             resume = v;
         } else if ((v = option(argc, argv, &i, "--params")) != NULL) {
             params = v;
+        } else if ((v = option(argc, argv, &i, "--seed")) != NULL) {
+            char *end;
+            errno = 0;
+            seed = strtoull(v, &end, 10);
+            if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0) {
+                train_fail("--seed '%s': expected a whole number from 0 to 2^64 - 1%s", v, "");
+                goto done;
+            }
         } else {
             train_fail("unknown option or missing value '%s' (see --help)%s", argv[i], "");
             goto done;
@@ -307,6 +316,8 @@ int swflow_train_main(int argc, char **argv, struct swflow_training *t)
                 size_t bytes = element_count(&t->batched[k]) * element_size(t->batched[k].dtype);
                 memcpy(t->batched[k].data, (const char *)data[k] + (size_t)b * bytes, bytes);
             }
+            for (k = 0; k < t->n_noise; k++)
+                swflow_fill_noise(t->noise[k].data, (size_t)t->noise[k].count, seed, steps, t->noise[k].stream);
             steps++;
             for (k = 0; k < t->n_scheduled; k++) {
                 double v = scheduled_value(&t->scheduled[k], steps);

@@ -13,7 +13,8 @@ holds:
 and OUT_DIR/mlp/train/ holds a training set (x.npy, labels.npy: batches of the MLP's batch
 size stacked) and, per optimizer, the reference training on it with PyTorch's update rules:
 <optimizer>/config.json, losses.npy (each step's loss before its update) and params/;
-OUT_DIR/bn_train/ does the same for batch normalisation in training mode (see bn_training).
+OUT_DIR/bn_train/ does the same for batch normalisation in training mode (see bn_training),
+and OUT_DIR/dropout_train/ for dropout in training mode (see dropout_training).
 """
 
 import json
@@ -420,6 +421,84 @@ def bn_training(out):
     print(f"bn_train trained with sgd: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 
+GOLDEN = 0x9E3779B97F4A7C15
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(state):
+    """One SplitMix64 step: the new state and the output."""
+    state = (state + GOLDEN) & MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return state, z ^ (z >> 31)
+
+
+def dropout_noise(seed, step, stream, n):
+    """The dropout noise swflow's training programs draw, written from its specification:
+    the first SplitMix64 output from state seed + GOLDEN * (step + 1) seeds stream `stream`,
+    whose state starts at that seed + GOLDEN * (stream + 1); each element is the next
+    output's top 24 bits over 2^24."""
+    _, step_seed = splitmix64((seed + GOLDEN * (step + 1)) & MASK64)
+    state = (step_seed + GOLDEN * (stream + 1)) & MASK64
+    out = np.empty(n)
+    for k in range(n):
+        state, r = splitmix64(state)
+        out[k] = (r >> 40) / float(1 << 24)
+    return out
+
+
+def dropout_training(out):
+    """An MLP with dropout in training mode between its layers, trained with SGD for two
+    epochs of three batches with a fresh dropout mask every step (the noise of seed 0,
+    stream 0): OUT/dropout_train/ holds the model, train/x.npy, train/labels.npy and
+    train/sgd/ jax's run."""
+    m = Model("dropout_train", 7)
+    m.param("f1.w", (6, 8), 8)
+    m.param("f1.b", (6,), 8)
+    m.param("f2.w", (5, 6), 6)
+    m.param("f2.b", (5,), 6)
+    ratio = 0.3
+    h = m.node("Relu", [m.node("Gemm", ["x", "f1.w", "f1.b"], transB=1)])
+    h = m.node("Dropout", [h, m.constant(np.float32(ratio)), m.constant(np.bool_(True))])
+    y = m.node("Gemm", [h, "f2.w", "f2.b"], transB=1)
+    batch, batches = 4, 3
+    xs = m.rng.standard_normal((batches * batch, 8)).astype(np.float32)
+    labels = m.rng.integers(0, 5, batches * batch)
+    d = os.path.join(out, m.name)
+    os.makedirs(os.path.join(d, "train"), exist_ok=True)
+    m.save(os.path.join(d, "model.onnx"), xs[:batch], y, (batch, 5))
+    np.save(os.path.join(d, "train", "x.npy"), xs)
+    np.save(os.path.join(d, "train", "labels.npy"), labels)
+    threshold = float(np.float32(ratio))
+
+    def objective(p, keep, x, labels):
+        h = jax.nn.relu(gemm(x, p["f1.w"], p["f1.b"]))
+        h = jnp.where(keep, h, 0.0) / (1.0 - ratio)
+        return cross_entropy(gemm(h, p["f2.w"], p["f2.b"]), labels)
+
+    cfg = {"optimizer": "sgd", "lr": 0.1, "epochs": 2}
+    params = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in m.params.items()}
+    step = jax.value_and_grad(objective)
+    losses, t = [], 0
+    for _ in range(cfg["epochs"]):
+        for b in range(batches):
+            keep = dropout_noise(0, t, 0, batch * 6).reshape(batch, 6) >= threshold
+            x = jnp.asarray(xs[b * batch:(b + 1) * batch], dtype=jnp.float64)
+            value, grads = step(params, jnp.asarray(keep), x, jnp.asarray(labels[b * batch:(b + 1) * batch]))
+            losses.append(float(value))
+            t += 1
+            params, _ = torch_update(cfg, params, grads, {}, t)
+    run = os.path.join(d, "train", "sgd")
+    os.makedirs(os.path.join(run, "params"), exist_ok=True)
+    with open(os.path.join(run, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    np.save(os.path.join(run, "losses.npy"), np.asarray(losses))
+    for k, v in params.items():
+        np.save(os.path.join(run, "params", f"{k}.npy"), np.asarray(v))
+    print(f"dropout_train trained with sgd: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+
 def reference_training(out):
     """The MLP trained by each optimizer of OPTIMIZERS on TRAIN_BATCHES batches for
     TRAIN_EPOCHS epochs, in float64: OUT/mlp/train/<name>/losses.npy and params/<p>.npy."""
@@ -489,6 +568,7 @@ def main(out):
         print(f"{m.name}: loss {float(value):.6f}, {len(index)} gradients")
     reference_training(out)
     bn_training(out)
+    dropout_training(out)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ impl GradArgs {
     }
 
     /// [`GradArgs::prepare`]; for a training step (`train`) the program also carries the
-    /// running statistics of batch normalisation in training mode.
+    /// running statistics of batch normalisation in training mode, and training-mode dropout
+    /// draws fresh noise every step (a gradient alone uses the ONNX reference's fixed mask).
     pub fn prepare_for(
         &self,
         model: &ModelArgs,
@@ -66,6 +67,7 @@ impl GradArgs {
         let file = ModelFile::read(&model.model)?;
         let opts = ImportOptions {
             values: given,
+            dropout_noise: train,
             ..model.options()?
         };
         let p = gradient_program_of(&file, &opts, &self.loss()?, &self.wrt)?;

@@ -57,8 +57,11 @@ fn prepare(dir: &Path, reference: &Path) -> (serde_json::Value, Optimizer, GradP
     (config, opt, program, step)
 }
 
-/// Runs one step on an engine: made once per training from the step.
-type Runner = Box<dyn Fn(&[Tensor]) -> Vec<Tensor>>;
+/// Runs one step on an engine.
+type StepFn<'a> = Box<dyn Fn(&[Tensor]) -> Vec<Tensor> + 'a>;
+
+/// A [`StepFn`] made once per training from the step.
+type Runner = StepFn<'static>;
 
 /// Trains with the runner `engine` makes for the step; checks losses and parameters against
 /// `reference`.
@@ -327,6 +330,89 @@ fn batch_norm_in_training_mode_carries_its_running_statistics() {
     let got = npy::read(&results.join("losses.npy")).unwrap();
     compare(&got, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("C: losses: {}", m.message));
     for name in step.params.iter().chain(&step.buffers) {
+        let got = npy::read(&results.join("params").join(format!("{name}.npy"))).unwrap();
+        compare(&got, &want(name), Comparison::Model).unwrap_or_else(|m| panic!("C: {name}: {}", m.message));
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// Dropout in training mode draws a fresh mask every step from the noise generator every
+/// engine implements (`random::dropout_noise`, written again in Python for the reference):
+/// through the interpreter, the JIT and the generated program, losses and parameters follow
+/// jax's run with the same masks, and the generated program's losses equal the JIT's bit for
+/// bit.
+#[test]
+fn dropout_draws_a_fresh_mask_every_step_in_every_engine() {
+    let dir = training_dir().unwrap().join("dropout_train");
+    let run = dir.join("train/sgd");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("config.json")).unwrap()).unwrap();
+    let opt = optimizer(&config);
+    let file = ModelFile::read(&dir.join("model.onnx")).unwrap();
+    let opts = ImportOptions {
+        dropout_noise: true,
+        ..Default::default()
+    };
+    let program = gradient_program_of(&file, &opts, &Loss::CrossEntropy, &[]).unwrap();
+    assert_eq!(program.noise.len(), 1, "one dropout node, one noise input");
+    let step = training_step(&program, &opt).unwrap();
+    let shape = [4, 6];
+    let (a, b) = (
+        swflow_frontend::random::dropout_noise(0, 0, 0, &shape),
+        swflow_frontend::random::dropout_noise(0, 1, 0, &shape),
+    );
+    assert!(!a.bit_eq(&b), "consecutive steps draw different noise");
+
+    let xs = npy::read(&dir.join("train/x.npy")).unwrap();
+    let labels = npy::read(&dir.join("train/labels.npy")).unwrap();
+    let (labels_name, labels_ty) = program.labels.clone().unwrap();
+    let rows = labels_ty.shape[0];
+    let want_losses = as_f32(&npy::read(&run.join("losses.npy")).unwrap());
+    let want = |name: &str| as_f32(&npy::read(&run.join("params").join(format!("{name}.npy"))).unwrap());
+    let target = Target::sw26010();
+    let mut p = swflow_scheduler::pipeline::compile(&step.graph, &target).unwrap();
+    p.set_updates(&step.updates()).unwrap();
+    let jit = swflow_codegen::jit::compile(&p, &target).unwrap();
+    let engines: [(&str, StepFn); 2] = [
+        (
+            "graph",
+            Box::new(|inputs: &[Tensor]| swflow_frontend::interp::run(&step.graph, inputs).unwrap()),
+        ),
+        (
+            "jit",
+            Box::new(|inputs: &[Tensor]| jit.run(&p, &target, inputs).unwrap().outputs),
+        ),
+    ];
+    let mut jit_losses = None;
+    for (engine, run_step) in engines {
+        let mut carried = step.start(&program.parameters).unwrap();
+        let mut losses = Vec::new();
+        for _ in 0..config["epochs"].as_u64().unwrap() {
+            for k in 0..labels.shape()[0] / rows {
+                let data = HashMap::from([
+                    ("x".to_string(), batch(&xs, k, rows)),
+                    (labels_name.clone(), batch(&labels, k, rows)),
+                ]);
+                let outputs = run_step(&step.inputs(&carried, &opt, &data).unwrap());
+                losses.push(step.finish(&mut carried, outputs).to_f64_vec()[0] as f32);
+            }
+        }
+        let losses = Tensor::from_f32(vec![losses.len()], losses).unwrap();
+        compare(&losses, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("{engine}: losses: {}", m.message));
+        for (name, value) in step.params.iter().zip(&carried.params) {
+            compare(value, &want(name), Comparison::Model)
+                .unwrap_or_else(|m| panic!("{engine}: {name}: {}", m.message));
+        }
+        jit_losses = Some(losses);
+    }
+
+    let folder = build_step(&step, &program, &opt, "dropout_train");
+    let data = (dir.join("train/x.npy"), dir.join("train/labels.npy"));
+    let results = train_c(&folder, &data, 2, "run", None);
+    let got = npy::read(&results.join("losses.npy")).unwrap();
+    compare(&got, &jit_losses.unwrap(), Comparison::Exact)
+        .unwrap_or_else(|m| panic!("C against the JIT: losses: {}", m.message));
+    for name in &step.params {
         let got = npy::read(&results.join("params").join(format!("{name}.npy"))).unwrap();
         compare(&got, &want(name), Comparison::Model).unwrap_or_else(|m| panic!("C: {name}: {}", m.message));
     }

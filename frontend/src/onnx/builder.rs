@@ -26,6 +26,8 @@ pub(super) struct Builder {
     /// Graph inputs an operand that had to be constant was computed from, when import stops
     /// on such an operand.
     pub wanted: Vec<String>,
+    /// Training-mode dropout draws its mask from a noise input ([`super::ImportOptions::dropout_noise`]).
+    pub dropout_noise: bool,
 }
 
 impl Builder {
@@ -39,6 +41,7 @@ impl Builder {
             prefix: String::new(),
             counter: 0,
             wanted: Vec::new(),
+            dropout_noise: false,
         }
     }
 

@@ -92,7 +92,16 @@ pub struct ImportOptions {
     /// A loss to attach to the model: the imported graph's first output is then this loss,
     /// followed by the model's outputs.
     pub loss: Option<Loss>,
+    /// Training-mode dropout draws its mask from a new graph input of uniform noise in
+    /// `[0, 1)` (f32, the shape of the dropped tensor), named [`DROPOUT_NOISE`] followed by
+    /// the node's first output, and keeps the elements whose noise is at least the ratio: a
+    /// training program fills it with fresh noise every step ([`crate::random::dropout_noise`]).
+    /// Otherwise the mask is the ONNX reference's, a constant drawn from the node's seed.
+    pub dropout_noise: bool,
 }
+
+/// The start of the names of the noise inputs of [`ImportOptions::dropout_noise`].
+pub const DROPOUT_NOISE: &str = "dropout_noise/";
 
 /// A loss attached to a model at import, on its first output (the prediction), against a
 /// new graph input holding the labels ([`LABELS`], unless the model uses that name).
@@ -272,6 +281,7 @@ fn import_once(
         reserved.extend(n.output.iter().cloned());
     }
     let mut b = Builder::new(graph.name(), reserved);
+    b.dropout_noise = opts.dropout_noise;
 
     for init in &graph.initializer {
         let name = init.name().to_string();

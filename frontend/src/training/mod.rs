@@ -53,6 +53,9 @@ pub struct GradProgram {
     /// Initializers of the default choice that an op needs statically (a shape, a pad value):
     /// constants, without a gradient.
     pub frozen: Vec<String>,
+    /// The noise inputs of training-mode dropout, in graph order, when imported with
+    /// [`ImportOptions::dropout_noise`]: stream `k` of [`crate::random::dropout_noise`].
+    pub noise: Vec<String>,
 }
 
 /// Imports `file` as the gradient program of `loss` with respect to the initializers and
@@ -150,10 +153,16 @@ pub fn gradient_program_of(
         })?;
         values.insert(name.clone(), value);
     }
-    let labels = g
+    let added: Vec<&crate::ir::Node> = g
         .inputs()
         .map(|id| g.node(id))
-        .find(|n| !declared.contains(n.name.as_str()))
+        .filter(|n| !declared.contains(n.name.as_str()))
+        .collect();
+    let is_noise = |n: &crate::ir::Node| opts.dropout_noise && n.name.starts_with(crate::onnx::DROPOUT_NOISE);
+    let noise: Vec<String> = added.iter().filter(|n| is_noise(n)).map(|n| n.name.clone()).collect();
+    let labels = added
+        .iter()
+        .find(|n| !is_noise(n))
         .map(|n| (n.name.clone(), n.ty.clone()));
     let classes = match loss {
         Loss::CrossEntropy => Some(g.node(g.outputs[1].node).ty.shape[1]),
@@ -180,6 +189,7 @@ pub fn gradient_program_of(
         classes,
         frozen,
         buffers,
+        noise,
     })
 }
 

@@ -58,6 +58,9 @@ pub struct TrainingStep {
     pub buffers: Vec<String>,
     /// The graph inputs whose values depend on the step number.
     pub scheduled: Vec<(String, Scheduled)>,
+    /// The noise inputs of training-mode dropout: stream `k` of
+    /// [`crate::random::dropout_noise`], fresh every step.
+    pub noise: Vec<String>,
 }
 
 /// Settings of an optimizer as a user gives them; those left out take PyTorch's defaults.
@@ -267,6 +270,7 @@ pub fn training_step(program: &super::GradProgram, optimizer: &Optimizer) -> Res
         state,
         buffers: program.buffers.iter().map(|(b, _)| b.clone()).collect(),
         scheduled,
+        noise: program.noise.clone(),
     })
 }
 
@@ -281,6 +285,8 @@ pub struct Carried {
     pub buffers: Vec<Tensor>,
     /// Steps taken so far.
     pub steps: u64,
+    /// The seed of the dropout noise (0 unless set).
+    pub seed: u64,
 }
 
 impl TrainingStep {
@@ -306,11 +312,13 @@ impl TrainingStep {
             state: self.state.iter().map(|n| Tensor::zeros(&type_of(n))).collect(),
             buffers: named(&self.buffers)?,
             steps: 0,
+            seed: 0,
         })
     }
 
     /// The inputs of the next step, in graph order: `data` by name (the batch and its labels),
-    /// then what `carried` holds, and the scheduled scalars of `optimizer`.
+    /// then what `carried` holds, the scheduled scalars of `optimizer`, and the step's dropout
+    /// noise.
     pub fn inputs(
         &self,
         carried: &Carried,
@@ -332,6 +340,14 @@ impl TrainingStep {
                 }
                 if let Some(k) = self.buffers.iter().position(|n| n == name) {
                     return Ok(carried.buffers[k].clone());
+                }
+                if let Some(k) = self.noise.iter().position(|n| n == name) {
+                    return Ok(crate::random::dropout_noise(
+                        carried.seed,
+                        carried.steps,
+                        k,
+                        &node.ty.shape,
+                    ));
                 }
                 if let Some(k) = self.scheduled.iter().position(|(n, _)| n == name) {
                     let data = match node.ty.dtype {

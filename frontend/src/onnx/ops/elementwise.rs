@@ -228,9 +228,9 @@ pub(super) fn identity(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     Ok(vec![cx.input(0)?])
 }
 
-/// Dropout that drops nothing: inference mode, or training mode with ratio 0. The result is
-/// the identity, with an all-true mask when the mask is asked for. Random masks are not
-/// supported.
+/// Dropout: in inference mode, or training mode with ratio 0, the identity, with an all-true
+/// mask when the mask is asked for; in training mode, the kept elements (see
+/// [`dropout_mask`]) scaled by `1 / (1 - ratio)`.
 pub(super) fn dropout(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let shape = cx.shape(x);
@@ -259,12 +259,24 @@ pub(super) fn dropout(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 }
 
 /// The mask of training-mode dropout with drop probability `ratio`, and the scale of the
-/// kept elements, `1 / (1 - ratio)`. The mask is the ONNX reference's: element `k` is kept
-/// when the `k`-th of `numpy.random.uniform(0, 1, n)` after `numpy.random.seed(seed)` is at
-/// least `ratio`. A node without a `seed` takes seed 0, so a compiled model is deterministic.
+/// kept elements, `1 / (1 - ratio)`. With [`crate::onnx::ImportOptions::dropout_noise`], the
+/// elements whose noise input is at least `ratio` are kept. Otherwise the mask is the ONNX
+/// reference's: element `k` is kept when the `k`-th of `numpy.random.uniform(0, 1, n)` after
+/// `numpy.random.seed(seed)` is at least `ratio`; a node without a `seed` takes seed 0, so a
+/// compiled model is deterministic.
 fn dropout_mask(cx: &mut Cx, shape: &[usize], ratio: f64) -> Result<(NodeId, f64), String> {
     if !(0.0..1.0).contains(&ratio) {
         return Err(format!("ratio {ratio} is not in [0, 1)"));
+    }
+    if cx.b.dropout_noise {
+        let name =
+            cx.b.unused_name(&format!("{}{}", crate::onnx::DROPOUT_NOISE, cx.node.output[0]));
+        let ty = crate::ir::TensorType::new(DType::F32, shape.to_vec()).map_err(|e| e.0)?;
+        let noise = cx.b.input(&name, ty);
+        let ratio_value = cx.scalar(DType::F32, ratio);
+        let dropped = cx.op(Op::Binary(BinaryOp::Less), &[noise, ratio_value])?;
+        let keep = cx.op(Op::Unary(crate::ir::UnaryOp::Not), &[dropped])?;
+        return Ok((keep, 1.0 / (1.0 - ratio)));
     }
     let seed = cx.attrs.int("seed", 0)?;
     let seed = u32::try_from(seed).map_err(|_| format!("seed {seed} is not in 0 to 2^32 - 1"))?;
