@@ -1,5 +1,6 @@
 //! Updates stored in their input's place: only when the writing kernel reads the input at the
-//! element it writes and no later kernel reads the input.
+//! element it writes (for a reduction, in its epilogue only) and no later kernel reads the
+//! input.
 
 use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, TensorType, UnaryOp};
 use swflow_scheduler::memplan::{check, plan};
@@ -32,8 +33,17 @@ fn in_place(reader: Option<Op>) -> usize {
             node: late,
         });
     }
+    in_place_updates(&g, Fuse::None, None)
+}
+
+/// Compiles `g` with `fuse` (into `kernels` kernels, when given), declares `w_new` the update
+/// of `w`, checks the memory plan and returns the number of updates it stores in place.
+fn in_place_updates(g: &Graph, fuse: Fuse, kernels: Option<usize>) -> usize {
     let target = Target::sw26010();
-    let mut p = compile_with(&g, &target, Options { fuse: Fuse::None }).unwrap();
+    let mut p = compile_with(g, &target, Options { fuse }).unwrap();
+    if let Some(n) = kernels {
+        assert_eq!(p.kernels.len(), n);
+    }
     p.set_updates(&[("w".into(), "w_new".into())]).unwrap();
     let m = plan(&p, &target);
     check(&p, &m).unwrap();
@@ -66,10 +76,7 @@ fn an_update_that_reads_its_input_elsewhere_is_not_in_place() {
         name: "w_new".into(),
         node: new,
     }];
-    let target = Target::sw26010();
-    let mut p = compile_with(&g, &target, Options { fuse: Fuse::Default }).unwrap();
-    p.set_updates(&[("w".into(), "w_new".into())]).unwrap();
-    assert!(plan(&p, &target).in_place.is_empty());
+    assert_eq!(in_place_updates(&g, Fuse::Default, None), 0);
 }
 
 /// `w' = w + a @ b`, the sum a matrix product's epilogue; with `reads_w_in_product`,
@@ -89,13 +96,8 @@ fn product_update(reads_w_in_product: bool) -> usize {
         name: "w_new".into(),
         node: new,
     }];
-    let target = Target::sw26010();
-    let mut p = compile_with(&g, &target, Options { fuse: Fuse::Default }).unwrap();
-    assert_eq!(p.kernels.len(), 1, "the sum is the product's epilogue");
-    p.set_updates(&[("w".into(), "w_new".into())]).unwrap();
-    let m = plan(&p, &target);
-    check(&p, &m).unwrap();
-    m.in_place.len()
+    // One kernel: the sum is the product's epilogue.
+    in_place_updates(&g, Fuse::Default, Some(1))
 }
 
 #[test]

@@ -360,6 +360,16 @@ def torch_update(cfg, params, grads, state, t):
     return new_params, new_state
 
 
+def write_run(run, cfg, losses, tensors):
+    """A reference training run in folder `run`: config.json, losses.npy and params/."""
+    os.makedirs(os.path.join(run, "params"), exist_ok=True)
+    with open(os.path.join(run, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    np.save(os.path.join(run, "losses.npy"), np.asarray(losses))
+    for k, v in tensors.items():
+        np.save(os.path.join(run, "params", f"{k}.npy"), np.asarray(v))
+
+
 def bn_training(out):
     """A convolution, batch normalisation in training mode (batch statistics; its updated
     running statistics are not graph outputs, so the importer must find them), ReLU and a
@@ -411,13 +421,7 @@ def bn_training(out):
             losses.append(float(value))
             t += 1
             params, _ = torch_update(cfg, params, grads, {}, t)
-    run = os.path.join(d, "train", "sgd")
-    os.makedirs(os.path.join(run, "params"), exist_ok=True)
-    with open(os.path.join(run, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-    np.save(os.path.join(run, "losses.npy"), np.asarray(losses))
-    for k, v in {**params, **running}.items():
-        np.save(os.path.join(run, "params", f"{k}.npy"), np.asarray(v))
+    write_run(os.path.join(d, "train", "sgd"), cfg, losses, {**params, **running})
     print(f"bn_train trained with sgd: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 
@@ -489,13 +493,7 @@ def dropout_training(out):
             losses.append(float(value))
             t += 1
             params, _ = torch_update(cfg, params, grads, {}, t)
-    run = os.path.join(d, "train", "sgd")
-    os.makedirs(os.path.join(run, "params"), exist_ok=True)
-    with open(os.path.join(run, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-    np.save(os.path.join(run, "losses.npy"), np.asarray(losses))
-    for k, v in params.items():
-        np.save(os.path.join(run, "params", f"{k}.npy"), np.asarray(v))
+    write_run(os.path.join(d, "train", "sgd"), cfg, losses, params)
     print(f"dropout_train trained with sgd: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 
@@ -527,13 +525,7 @@ def reference_training(out):
                 losses.append(float(value))
                 t += 1
                 params, state = torch_update(cfg, params, grads, state, t)
-        run = os.path.join(d, name)
-        os.makedirs(os.path.join(run, "params"), exist_ok=True)
-        with open(os.path.join(run, "config.json"), "w") as f:
-            json.dump({**cfg, "epochs": TRAIN_EPOCHS}, f, indent=2, sort_keys=True)
-        np.save(os.path.join(run, "losses.npy"), np.asarray(losses))
-        for k, v in params.items():
-            np.save(os.path.join(run, "params", f"{k}.npy"), np.asarray(v))
+        write_run(os.path.join(d, name), {**cfg, "epochs": TRAIN_EPOCHS}, losses, params)
         print(f"mlp trained with {name}: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 

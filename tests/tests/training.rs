@@ -12,7 +12,7 @@ use swflow_frontend::ir::{Data, Tensor};
 use swflow_frontend::npy;
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
 use swflow_frontend::tolerance::{compare, Comparison};
-use swflow_frontend::training::optim::{training_step, Optimizer, Settings, TrainingStep};
+use swflow_frontend::training::optim::{training_step, Carried, Optimizer, Settings, TrainingStep};
 use swflow_frontend::training::{gradient_program_of, GradProgram};
 use swflow_scheduler::target::Target;
 use swflow_tests::{as_f32, training_dir};
@@ -29,6 +29,36 @@ fn batch(t: &Tensor, k: usize, rows: usize) -> Tensor {
         other => panic!("unexpected data {other:?}"),
     };
     Tensor::new(shape, data).unwrap()
+}
+
+/// Trains `step` from its program's parameters for `epochs` over the batches of `dir`'s
+/// `train/x.npy` and `train/labels.npy`, running each step with `run`; returns each step's
+/// loss and what the training carries at the end.
+fn train_steps(
+    step: &TrainingStep,
+    program: &GradProgram,
+    opt: &Optimizer,
+    epochs: u64,
+    dir: &Path,
+    run: &dyn Fn(&[Tensor]) -> Vec<Tensor>,
+) -> (Tensor, Carried) {
+    let xs = npy::read(&dir.join("train/x.npy")).unwrap();
+    let labels = npy::read(&dir.join("train/labels.npy")).unwrap();
+    let (labels_name, labels_ty) = program.labels.clone().unwrap();
+    let rows = labels_ty.shape[0];
+    let mut carried = step.start(&program.parameters).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..epochs {
+        for k in 0..labels.shape()[0] / rows {
+            let data = HashMap::from([
+                ("x".to_string(), batch(&xs, k, rows)),
+                (labels_name.clone(), batch(&labels, k, rows)),
+            ]);
+            let outputs = run(&step.inputs(&carried, opt, &data).unwrap());
+            losses.push(step.finish(&mut carried, outputs).to_f64_vec()[0] as f32);
+        }
+    }
+    (Tensor::from_f32(vec![losses.len()], losses).unwrap(), carried)
 }
 
 fn optimizer(config: &serde_json::Value) -> Optimizer {
@@ -293,25 +323,10 @@ fn batch_norm_in_training_mode_carries_its_running_statistics() {
     let run = dir.join("train/sgd");
     let (config, opt, program, step) = prepare(&dir, &run);
     assert_eq!(program.buffers.len(), 2, "running mean and variance");
-    let xs = npy::read(&dir.join("train/x.npy")).unwrap();
-    let labels = npy::read(&dir.join("train/labels.npy")).unwrap();
-    let (labels_name, labels_ty) = program.labels.clone().unwrap();
-    let rows = labels_ty.shape[0];
-    let mut carried = step.start(&program.parameters).unwrap();
-    let mut losses = Vec::new();
-    for _ in 0..config["epochs"].as_u64().unwrap() {
-        for k in 0..labels.shape()[0] / rows {
-            let data = HashMap::from([
-                ("x".to_string(), batch(&xs, k, rows)),
-                (labels_name.clone(), batch(&labels, k, rows)),
-            ]);
-            let outputs =
-                swflow_frontend::interp::run(&step.graph, &step.inputs(&carried, &opt, &data).unwrap()).unwrap();
-            losses.push(step.finish(&mut carried, outputs).to_f64_vec()[0] as f32);
-        }
-    }
+    let interpret = |inputs: &[Tensor]| swflow_frontend::interp::run(&step.graph, inputs).unwrap();
+    let epochs = config["epochs"].as_u64().unwrap();
+    let (got_losses, carried) = train_steps(&step, &program, &opt, epochs, &dir, &interpret);
     let want_losses = as_f32(&npy::read(&run.join("losses.npy")).unwrap());
-    let got_losses = Tensor::from_f32(vec![losses.len()], losses).unwrap();
     compare(&got_losses, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("graph: losses: {}", m.message));
     let want = |name: &str| as_f32(&npy::read(&run.join("params").join(format!("{name}.npy"))).unwrap());
     for (name, value) in step
@@ -363,10 +378,6 @@ fn dropout_draws_a_fresh_mask_every_step_in_every_engine() {
     );
     assert!(!a.bit_eq(&b), "consecutive steps draw different noise");
 
-    let xs = npy::read(&dir.join("train/x.npy")).unwrap();
-    let labels = npy::read(&dir.join("train/labels.npy")).unwrap();
-    let (labels_name, labels_ty) = program.labels.clone().unwrap();
-    let rows = labels_ty.shape[0];
     let want_losses = as_f32(&npy::read(&run.join("losses.npy")).unwrap());
     let want = |name: &str| as_f32(&npy::read(&run.join("params").join(format!("{name}.npy"))).unwrap());
     let target = Target::sw26010();
@@ -385,19 +396,8 @@ fn dropout_draws_a_fresh_mask_every_step_in_every_engine() {
     ];
     let mut jit_losses = None;
     for (engine, run_step) in engines {
-        let mut carried = step.start(&program.parameters).unwrap();
-        let mut losses = Vec::new();
-        for _ in 0..config["epochs"].as_u64().unwrap() {
-            for k in 0..labels.shape()[0] / rows {
-                let data = HashMap::from([
-                    ("x".to_string(), batch(&xs, k, rows)),
-                    (labels_name.clone(), batch(&labels, k, rows)),
-                ]);
-                let outputs = run_step(&step.inputs(&carried, &opt, &data).unwrap());
-                losses.push(step.finish(&mut carried, outputs).to_f64_vec()[0] as f32);
-            }
-        }
-        let losses = Tensor::from_f32(vec![losses.len()], losses).unwrap();
+        let epochs = config["epochs"].as_u64().unwrap();
+        let (losses, carried) = train_steps(&step, &program, &opt, epochs, &dir, &run_step);
         compare(&losses, &want_losses, Comparison::Model).unwrap_or_else(|m| panic!("{engine}: losses: {}", m.message));
         for (name, value) in step.params.iter().zip(&carried.params) {
             compare(value, &want(name), Comparison::Model)
