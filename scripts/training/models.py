@@ -360,6 +360,17 @@ def torch_update(cfg, params, grads, state, t):
     return new_params, new_state
 
 
+def save_training_set(out, m, xs, labels, batch, y):
+    """Model `m` (batch `batch`, output `y` of 5 classes) and its training set under
+    OUT/<name>/: model.onnx, train/x.npy and train/labels.npy; returns the folder."""
+    d = os.path.join(out, m.name)
+    os.makedirs(os.path.join(d, "train"), exist_ok=True)
+    m.save(os.path.join(d, "model.onnx"), xs[:batch], y, (batch, 5))
+    np.save(os.path.join(d, "train", "x.npy"), xs)
+    np.save(os.path.join(d, "train", "labels.npy"), labels)
+    return d
+
+
 def write_run(run, cfg, losses, tensors):
     """A reference training run in folder `run`: config.json, losses.npy and params/."""
     os.makedirs(os.path.join(run, "params"), exist_ok=True)
@@ -394,11 +405,7 @@ def bn_training(out):
     batch, batches, momentum, eps = 4, 3, 0.8, 1e-5
     xs = m.rng.standard_normal((batches * batch, 3, 6, 6)).astype(np.float32)
     labels = m.rng.integers(0, 5, batches * batch)
-    d = os.path.join(out, m.name)
-    os.makedirs(os.path.join(d, "train"), exist_ok=True)
-    m.save(os.path.join(d, "model.onnx"), xs[:batch], y, (batch, 5))
-    np.save(os.path.join(d, "train", "x.npy"), xs)
-    np.save(os.path.join(d, "train", "labels.npy"), labels)
+    d = save_training_set(out, m, xs, labels, batch, y)
 
     def objective(p, running, x, labels):
         h = conv(x, p["c.w"], pad=1)
@@ -469,11 +476,7 @@ def dropout_training(out):
     batch, batches = 4, 3
     xs = m.rng.standard_normal((batches * batch, 8)).astype(np.float32)
     labels = m.rng.integers(0, 5, batches * batch)
-    d = os.path.join(out, m.name)
-    os.makedirs(os.path.join(d, "train"), exist_ok=True)
-    m.save(os.path.join(d, "model.onnx"), xs[:batch], y, (batch, 5))
-    np.save(os.path.join(d, "train", "x.npy"), xs)
-    np.save(os.path.join(d, "train", "labels.npy"), labels)
+    d = save_training_set(out, m, xs, labels, batch, y)
     threshold = float(np.float32(ratio))
 
     def objective(p, keep, x, labels):
