@@ -587,3 +587,34 @@ fn max_pool_rule() {
         ],
     );
 }
+
+/// A cast between float types passes the gradient back in its operand's type:
+/// `sum(sin(cast<f64>(x)))` for an f32 `x` has the gradient `cos(x)`, in f32. (Finite
+/// differences run in f64, where a float cast is the identity, so this rule is checked here.)
+#[test]
+fn cast_rule_passes_the_gradient_back_in_the_operand_type() {
+    let mut g = Graph::new("cast");
+    let x = g.add_input("x", TensorType::new(DType::F32, vec![5]).unwrap());
+    let wide = node(&mut g, Op::Cast { to: DType::F64 }, &[x]);
+    let s = node(&mut g, Op::Unary(UnaryOp::Sin), &[wide]);
+    let sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0],
+    };
+    let loss = node(&mut g, sum, &[s]);
+    g.outputs.push(Output {
+        name: "loss".into(),
+        node: loss,
+    });
+    let grad = gradients(&g, loss, &[x]).unwrap();
+    let mut gg = grad.graph.clone();
+    gg.outputs.push(Output {
+        name: "dx".into(),
+        node: grad.grads[0],
+    });
+    let points = [-1.5f32, -0.25, 0.0, 0.75, 2.0];
+    let out = interp::run(&gg, &[Tensor::from_f32(vec![5], points.to_vec()).unwrap()]).unwrap();
+    let want: Vec<f32> = points.iter().map(|&v| (v as f64).cos() as f32).collect();
+    assert_eq!(out[1].dtype(), DType::F32);
+    assert!(out[1].bit_eq(&Tensor::from_f32(vec![5], want).unwrap()), "{:?}", out[1]);
+}

@@ -143,13 +143,14 @@ fn jit_matches_jax_bit_identically_from_run_to_run() {
 
 #[test]
 fn generated_c_matches_jax() {
-    let target = Target::sw26010();
     for case in cases() {
-        let dir = cbuild::scratch("gradients-jax", &case.name);
-        cbuild::compile(&case.program.graph, &target, &dir).unwrap();
-        cbuild::make_reusing_runtime(&dir).unwrap();
-        let got = cbuild::run_model(&dir, &case.program.graph, &case.inputs, &[]).unwrap();
-        check(&case, &format!("C ({})", target.name), &got);
-        std::fs::remove_dir_all(&dir).unwrap();
+        for target in [Target::sw26010(), Target::sw26010pro()] {
+            let dir = cbuild::scratch("gradients-jax", &format!("{}-{}", case.name, target.name));
+            cbuild::compile(&case.program.graph, &target, &dir).unwrap();
+            cbuild::make_reusing_runtime(&dir).unwrap();
+            let got = cbuild::run_model(&dir, &case.program.graph, &case.inputs, &[]).unwrap();
+            check(&case, &format!("C ({})", target.name), &got);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 }
