@@ -2,7 +2,9 @@
 # Prints, for each training model of scripts/setup-training.sh: the saved-value plan (tape,
 # recomputed values, all forward values and the forward's peak, from `swflow inspect --grad`),
 # and the modelled time of the forward alone, of the gradient step (`bench --grad`) and of the
-# training step with SGD (`bench --train`), on both targets, with the step/forward ratio.
+# training step with SGD (`bench --train`), on both targets, with the step/forward ratio; then
+# the same for ResNet-18 at batch 1 (built by `bash scripts/setup-models.sh resnet18`), whose
+# kernels are large enough to be bound by compute rather than by launches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-training.sh > /dev/null
@@ -28,4 +30,13 @@ for target in sw26010 sw26010pro; do
         printf '%-20s %-11s %12.4f %12.4f %12.4f %9.2f %9.2f\n' "$m" "$target" "$f" "$g" "$t" \
             "$(python3 -c "print($g/$f)")" "$(python3 -c "print($t/$f)")"
     done
+done
+bash scripts/setup-models.sh resnet18 > /dev/null
+model=.cache/models/resnet18/model.onnx
+for target in sw26010 sw26010pro; do
+    f=$("$swflow" bench "$model" --dim N=1 --target "$target" --json | field "d['total_modelled_seconds']*1e3")
+    g=$("$swflow" bench "$model" --dim N=1 --target "$target" --grad --loss cross-entropy --json | field "d['total_modelled_seconds']*1e3")
+    t=$("$swflow" bench "$model" --dim N=1 --target "$target" --train --loss cross-entropy --optimizer sgd --lr 0.01 --json | field "d['total_modelled_seconds']*1e3")
+    printf '%-20s %-11s %12.4f %12.4f %12.4f %9.2f %9.2f\n' resnet18_n1 "$target" "$f" "$g" "$t" \
+        "$(python3 -c "print($g/$f)")" "$(python3 -c "print($t/$f)")"
 done
