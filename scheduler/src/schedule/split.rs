@@ -14,17 +14,20 @@
 //! saves, counted at one cycle per operation of its statement, is more than one more launch
 //! (the target's spawn and join cycles): the lower bound of the saving against the cost.
 
+use std::collections::HashSet;
+
 use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Stmt, TensorInfo, TensorKind};
 use crate::target::Target;
 
 /// Splits every reduction of `p` that [`plan`] finds worth it, in place; the second kernel
 /// keeps the original's name and target, the first is named `<name>.partials`.
 pub fn split_reductions(p: &mut Program, target: &Target) {
+    let mut names: HashSet<String> = p.kernels.iter().map(|k| k.name.clone()).collect();
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for k in std::mem::take(&mut p.kernels) {
         match plan(&k, target) {
             Some(split) => {
-                let (first, second) = apply(p, k, split);
+                let (first, second) = apply(p, &mut names, k, split);
                 kernels.push(first);
                 kernels.push(second);
             }
@@ -60,21 +63,18 @@ pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
         .filter(|l| l.kind == LoopKind::Reduce)
         .map(|l| l.extent)
         .product();
-    // Per reduce loop, the divisor of its extent that uses the most CPEs (the smallest
-    // reaching `wanted`, else the largest); the outermost loop among equals.
+    // Per reduce loop, the smallest divisor of its extent that reaches `wanted` (the extent
+    // itself when it is smaller); the loop using the most CPEs, the outermost among equals.
     let (loop_, parts) = k
         .loops
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.kind == LoopKind::Reduce)
-        .filter_map(|(i, l)| {
-            let divisors: Vec<usize> = (2..=l.extent).filter(|d| l.extent % d == 0).collect();
-            let best = divisors
-                .iter()
-                .copied()
-                .find(|&d| d >= wanted)
-                .or_else(|| divisors.last().copied())?;
-            Some((i, best))
+        .filter(|(_, l)| l.kind == LoopKind::Reduce && l.extent >= 2)
+        .map(|(i, l)| {
+            let parts = (wanted.min(l.extent)..=l.extent)
+                .find(|d| l.extent % d == 0)
+                .unwrap_or(l.extent);
+            (i, parts)
         })
         .max_by_key(|&(i, parts)| (parts.min(wanted), std::cmp::Reverse(i)))?;
     let before = outputs.div_ceil(target.cpes) * reduced;
@@ -98,7 +98,7 @@ fn operations(s: &Stmt) -> usize {
     n
 }
 
-fn apply(p: &mut Program, k: Kernel, split: Split) -> (Kernel, Kernel) {
+fn apply(p: &mut Program, names: &mut HashSet<String>, k: Kernel, split: Split) -> (Kernel, Kernel) {
     let Split { loop_: r, parts } = split;
     let reduce = k.stmt.reduce.expect("only reductions are split");
     let target_tensor = k.operands[0];
@@ -135,7 +135,7 @@ fn apply(p: &mut Program, k: Kernel, split: Split) -> (Kernel, Kernel) {
     let mut operands = k.operands.clone();
     operands[0] = partials;
     let first = Kernel {
-        name: format!("{}.partials", k.name),
+        name: unique_kernel(names, &format!("{}.partials", k.name)),
         op: k.op.clone(),
         origin: k.origin.clone(),
         fused: k.fused.clone(),
@@ -211,6 +211,18 @@ fn add_temp(p: &mut Program, name: String, ty: swflow_frontend::ir::TensorType) 
         kind: TensorKind::Temp,
     });
     crate::loops::TensorId(p.tensors.len() as u32 - 1)
+}
+
+/// `name`, or `name#2`, `name#3`, ... if a kernel has it already; recorded in `names`.
+fn unique_kernel(names: &mut HashSet<String>, name: &str) -> String {
+    let mut candidate = name.to_string();
+    let mut n = 2;
+    while names.contains(&candidate) {
+        candidate = format!("{name}#{n}");
+        n += 1;
+    }
+    names.insert(candidate.clone());
+    candidate
 }
 
 fn unique_loop(loops: &[Loop], name: &str) -> String {
