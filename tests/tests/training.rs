@@ -418,3 +418,42 @@ fn dropout_draws_a_fresh_mask_every_step_in_every_engine() {
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+/// A model whose own output is its scalar loss (`--loss-output` naming an output): the
+/// gradient program's loss output takes a fresh name beside the model's, and computes the
+/// loss and its gradient.
+#[test]
+fn a_loss_that_is_already_an_output_gets_its_own_output() {
+    use swflow_tests::model::{f32_tensor, i64_tensor, ModelBuilder, FLOAT};
+    let model = ModelBuilder::new(17)
+        .input("x", FLOAT, &[3])
+        .init(f32_tensor("w", &[3], &[0.5, -1.0, 2.0]))
+        .init(i64_tensor("scalar", &[0], &[]))
+        .node("p", "Mul", &["x", "w"], &["p"], vec![])
+        .node("s", "ReduceSum", &["p"], &["s"], vec![])
+        .node("loss", "Reshape", &["s", "scalar"], &["loss"], vec![])
+        .output("loss");
+    let dir = swflow_tests::cbuild::scratch("training", "loss_output");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, model.bytes()).unwrap();
+    let file = ModelFile::read(&path).unwrap();
+    let loss = Loss::Output("loss".into());
+    let program = gradient_program_of(&file, &ImportOptions::default(), &loss, &[]).unwrap();
+    let g = &program.graph;
+    swflow_frontend::ir::verify(g).unwrap();
+    assert_eq!(program.wrt, ["w"]);
+    let x = Tensor::from_f32(vec![3], vec![1.0, 2.0, 3.0]).unwrap();
+    let inputs: Vec<Tensor> = g
+        .inputs()
+        .map(|id| match g.node(id).name.as_str() {
+            "x" => x.clone(),
+            "w" => program.parameters["w"].clone(),
+            other => panic!("unexpected input {other}"),
+        })
+        .collect();
+    let out = swflow_frontend::interp::run(g, &inputs).unwrap();
+    assert_eq!(out[0].to_f64_vec(), [0.5 - 2.0 + 6.0], "the loss");
+    assert!(out[1].bit_eq(&x), "the gradient of sum(x * w) with respect to w is x");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -98,7 +98,7 @@ pub fn running_statistics(model: &ModelProto) -> (Option<ModelProto>, Vec<(Strin
 pub(super) fn attach(b: &mut Builder, loss: &Loss, outputs: &[Output], opset: i64) -> Result<Output, ImportErrorKind> {
     let opset = opset.max(LOSS_OPSET);
     if let Loss::Output(name) = loss {
-        return attach_output(b, name, opset);
+        return attach_output(b, name, outputs, opset);
     }
     let Some(prediction) = outputs.first() else {
         return Err(ImportErrorKind::Output {
@@ -158,8 +158,10 @@ pub(super) fn attach(b: &mut Builder, loss: &Loss, outputs: &[Output], opset: i6
     Ok(Output { name: loss_name, node })
 }
 
-/// The model's own loss: value `name`, summed to a scalar when it is not one.
-fn attach_output(b: &mut Builder, name: &str, opset: i64) -> Result<Output, ImportErrorKind> {
+/// The model's own loss: value `name`, summed to a scalar when it is not one. The loss output
+/// is named `name` unless the model already outputs that value under its name; then it takes
+/// a fresh name, since output names are unique.
+fn attach_output(b: &mut Builder, name: &str, outputs: &[Output], opset: i64) -> Result<Output, ImportErrorKind> {
     let fail = |reason: String| ImportErrorKind::Output {
         name: name.to_string(),
         reason,
@@ -170,10 +172,12 @@ fn attach_output(b: &mut Builder, name: &str, opset: i64) -> Result<Output, Impo
         return Err(fail(format!("a loss must be floating-point, not {ty}")));
     }
     if ty.rank() == 0 {
-        return Ok(Output {
-            name: name.to_string(),
-            node: id,
-        });
+        let name = if outputs.iter().any(|o| o.name == name) {
+            b.unused_name(LOSS)
+        } else {
+            name.to_string()
+        };
+        return Ok(Output { name, node: id });
     }
     let total = b.unused_name(&format!("{name}/sum"));
     let n = node("ReduceSum", &[name], &total, vec![keepdims_0()]);
