@@ -78,6 +78,11 @@ class Model:
         onnx.save(model, os.path.join(d, "model.onnx"))
         return f"{self.name}\t{self.params}\t{len(self.inputs)}\t{len(self.nodes)}"
 
+    def slice(self, x, start, end, axis):
+        """`x[start:end]` along `axis`."""
+        bound = [self.const(np.array([v], np.int64)) for v in (start, end, axis)]
+        return self.node("Slice", [x, *bound])
+
     def sum_of_squares(self, x):
         return self.node("ReduceSum", [self.node("Mul", [x, x])], keepdims=0)
 
@@ -161,15 +166,16 @@ def pathfinder():
     m = Model("pathfinder", 7)
     rows, cols = 128, 256
     w = m.param("W", [rows, cols])
-    row = lambda r: m.node("Slice", [w, m.const(np.array([r], np.int64)), m.const(np.array([r + 1], np.int64)),
-                                     m.const(np.array([0], np.int64))])
+
+    def row(r):
+        return m.slice(w, r, r + 1, 0)
+
     big = m.const(np.float32(1e30))
     pads = m.const(np.array([0, 1, 0, 1], np.int64))
     dp = row(0)
     for r in range(1, rows):
         padded = m.node("Pad", [dp, pads, big])
-        shifted = [m.node("Slice", [padded, m.const(np.array([s], np.int64)), m.const(np.array([s + cols], np.int64)),
-                                    m.const(np.array([1], np.int64))]) for s in range(3)]
+        shifted = [m.slice(padded, s, s + cols, 1) for s in range(3)]
         dp = m.node("Add", [row(r), m.node("Min", shifted)])
     return m, m.node("ReduceSum", [dp], keepdims=0)
 
@@ -184,9 +190,7 @@ def massspring():
     act = m.node("Tanh", [m.gemm(h, m.param("w2", [hidden, n - 1], hidden ** -0.5), m.param("b2", [n - 1], 0.01))])
     rest = m.node("Reshape", [m.node("Add", [m.const(np.float32(1.0)), m.node("Mul", [act, m.const(np.float32(0.1))])]),
                               m.const(np.array([n - 1, 1], np.int64))])
-    first = lambda s, e: m.node("Slice", [x, m.const(np.array([s], np.int64)), m.const(np.array([e], np.int64)),
-                                         m.const(np.array([0], np.int64))])
-    d = m.node("Sub", [first(1, n), first(0, n - 1)])  # [n-1, 2]
+    d = m.node("Sub", [m.slice(x, 1, n, 0), m.slice(x, 0, n - 1, 0)])  # [n-1, 2]
     length = m.node("Sqrt", [m.node("Add", [m.node("ReduceSum", [m.node("Mul", [d, d]), m.const(np.array([1], np.int64))]),
                                             m.const(np.float32(1e-6))])])
     f = m.node("Mul", [m.node("Mul", [m.node("Sub", [length, rest]), m.const(np.float32(k))]), m.node("Div", [d, length])])
@@ -195,8 +199,7 @@ def massspring():
     force = m.node("Sub", [pull, push])
     v2 = m.node("Add", [v, m.node("Mul", [force, m.const(np.float32(dt))])])
     x2 = m.node("Add", [x, m.node("Mul", [v2, m.const(np.float32(dt))])])
-    along = m.node("Slice", [x2, m.const(np.array([0], np.int64)), m.const(np.array([1], np.int64)),
-                             m.const(np.array([1], np.int64))])
+    along = m.slice(x2, 0, 1, 1)
     return m, m.node("Neg", [m.node("ReduceMean", [along], keepdims=0)])
 
 
