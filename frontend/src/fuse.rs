@@ -12,10 +12,12 @@
 //! [`Plan::reads`]).
 //!
 //! Then, a reduction (a contraction or a reduce) takes an elementwise consumer as its
-//! epilogue when the reduced values flow into that consumer alone, unchanged in shape and
-//! type, through inlined elementwise nodes used once each: the consumer's computation runs on
-//! the reduced values while they are still in LDM, and the reduction's own result is never
-//! stored.
+//! epilogue when the reduced values flow into that consumer, unchanged in shape and type,
+//! through inlined elementwise nodes used once each: the consumer's computation runs on the
+//! reduced values while they are still in LDM. The reduction's own result is not stored,
+//! unless it is an output or other nodes read it or the inlined nodes between, all after the
+//! consumer: then the kernel keeps it, storing it beside the consumer's tensor (a
+//! pre-activation that the backward pass reads, for example), and those nodes read it there.
 
 use std::fmt::Write;
 
@@ -148,8 +150,9 @@ pub enum Decision {
     /// consumer's.
     Joined,
     /// The node is a reduction whose kernel takes the computation of elementwise node `into`
-    /// (and of the inlined nodes between them) as its epilogue, and writes `into`'s tensor.
-    Epilogue { into: NodeId },
+    /// (and of the inlined nodes between them) as its epilogue, and writes `into`'s tensor;
+    /// with `keep`, it also stores its own value, which other nodes read.
+    Epilogue { into: NodeId, keep: bool },
 }
 
 /// The fusion decisions for one graph.
@@ -236,44 +239,63 @@ pub fn plan(g: &Graph) -> Plan {
     for id in g.ids() {
         let node = g.node(id);
         let reduction = rule(plan.patterns[id.index()], Elementwise, Join::Epilogue).is_some();
-        if outputs[id.index()] || !reduction || node.ty.numel() == 0 {
+        if !reduction || node.ty.numel() == 0 {
             continue;
         }
-        if let Some(into) = epilogue_of(g, &plan, &consumers, &outputs, id) {
+        if let Some((into, keep)) = epilogue_of(g, &plan, &consumers, &outputs, id) {
             if !taken[into.index()] && g.node(into).ty == node.ty {
                 taken[into.index()] = true;
-                plan.decisions[id.index()] = Decision::Epilogue { into };
+                plan.decisions[id.index()] = Decision::Epilogue { into, keep };
             }
         }
     }
     plan
 }
 
-/// The node whose kernel reduction `id` can take as its epilogue: following single uses
-/// through inlined elementwise nodes of `id`'s shape, the first elementwise node with a kernel
-/// of its own. Every step reads the previous node once, so the reduced value enters the
-/// epilogue once, at the element being finished.
-fn epilogue_of(g: &Graph, plan: &Plan, consumers: &[Vec<NodeId>], outputs: &[bool], id: NodeId) -> Option<NodeId> {
+/// The epilogue of reduction `id`, if it can take one: following uses from `id` through
+/// inlined elementwise nodes of `id`'s shape (at each step the first use that qualifies), the
+/// first elementwise node with a kernel of its own, and whether the kernel must also keep
+/// `id`'s value. Every step reads the previous node once, so the reduced value enters the
+/// epilogue once, at the element being finished. The other uses of the nodes along the way
+/// must all come after the epilogue node (they read the kept value, or compute an inlined
+/// node again from it, once the kernel has run); `id` is kept when there are any, or when it
+/// is an output.
+fn epilogue_of(
+    g: &Graph,
+    plan: &Plan,
+    consumers: &[Vec<NodeId>],
+    outputs: &[bool],
+    id: NodeId,
+) -> Option<(NodeId, bool)> {
     let shape = &g.node(id).ty.shape;
-    let mut at = id;
-    loop {
-        let [next] = consumers[at.index()].as_slice() else {
-            return None;
-        };
-        if outputs[at.index()] {
-            return None;
-        }
-        let n = g.node(*next);
+    let continues = |at: NodeId, next: NodeId| {
+        let n = g.node(next);
         let reads = n.inputs.iter().filter(|&&x| x == at).count();
         let elementwise = Pattern::of(&n.op) == Elementwise && plan.patterns[next.index()] == Elementwise;
-        if reads != 1 || !elementwise || &n.ty.shape != shape {
-            return None;
+        reads == 1 && elementwise && &n.ty.shape == shape
+    };
+    let mut path = vec![id];
+    let mut at = id;
+    let into = loop {
+        let next = *consumers[at.index()].iter().find(|&&c| continues(at, c))?;
+        path.push(next);
+        if plan.decision(next) == Decision::Own {
+            break next;
         }
-        if plan.decision(*next) == Decision::Own {
-            return Some(*next);
+        at = next;
+    };
+    let mut keep = outputs[id.index()];
+    for w in path.windows(2) {
+        for &u in &consumers[w[0].index()] {
+            if u != w[1] {
+                if u.index() <= into.index() {
+                    return None;
+                }
+                keep = true;
+            }
         }
-        at = *next;
     }
+    Some((into, keep))
 }
 
 /// The plan as text: one line per kernel-owning node that something joined, naming the joined
@@ -291,7 +313,8 @@ pub fn print_plan(g: &Graph, plan: &Plan) -> String {
         let mut seen = vec![false; g.nodes().len()];
         while let Some(x) = stack.pop() {
             for &i in &g.node(x).inputs {
-                let member = plan.is_joined(i) || plan.decision(i) == (Decision::Epilogue { into: id });
+                let member =
+                    plan.is_joined(i) || matches!(plan.decision(i), Decision::Epilogue { into, .. } if into == id);
                 if member && !seen[i.index()] {
                     seen[i.index()] = true;
                     members[id.index()].push(i);

@@ -1,10 +1,11 @@
 //! Kernels and their schedules print and parse back exactly, for every kernel of scheduled
 //! models; an edited schedule parsed back is what the executor runs.
 
-use swflow_frontend::ir::{DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
+use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
 use swflow_frontend::onnx::{import_file, ImportOptions};
 use swflow_frontend::random::random_tensor;
 use swflow_scheduler::exec::cpe::run_program;
+use swflow_scheduler::exec::run_reference;
 use swflow_scheduler::loops::{parse_kernel, print_kernel, verify_kernel, Program};
 use swflow_scheduler::lower::{lower, lower_fused};
 use swflow_scheduler::schedule::{schedule_program, verify_schedule};
@@ -152,6 +153,105 @@ fn a_pinned_schedule_is_replayed() {
             )
             .is_ok()
     );
+}
+
+/// A matrix product with a shift and ReLU as its epilogue that keeps the product itself, with
+/// a reduction long enough to be split into tiles.
+fn kept_product() -> Program {
+    let mut g = Graph::new("keep");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let a = g.add_input("a", ty(vec![64, 8192]));
+    let b = g.add_input("b", ty(vec![8192, 256]));
+    let c = g.add_input("c", ty(vec![256]));
+    let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
+    let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
+    let z = g.add_node("z", Op::Unary(UnaryOp::Relu), vec![y], None).unwrap();
+    g.outputs = vec![
+        Output {
+            name: "z".into(),
+            node: z,
+        },
+        Output {
+            name: "mm".into(),
+            node: mm,
+        },
+    ];
+    lower_fused(&g, &swflow_frontend::fuse::plan(&g)).unwrap()
+}
+
+/// With the reduction's tile loop outside the target's, each target box is revisited with
+/// partial sums; the kept value still leaves only complete, equal bit for bit to the
+/// unscheduled run.
+#[test]
+fn a_kept_value_survives_a_revisited_reduction() {
+    let mut p = kept_product();
+    let target = Target::sw26010();
+    schedule_program(&mut p, &target).unwrap();
+    let [k] = p.kernels.as_slice() else {
+        panic!("one kernel keeps the product")
+    };
+    assert!(k.stmt.keep.is_some());
+    let text = print_kernel(k, &p);
+    let swap = [
+        ("order [n, k]", "order [k, n]"),
+        ("ldm z: buffer 1x64 at depth 1", "ldm z: buffer 1x64 at depth 2"),
+        (
+            "ldm a: buffer 1x128 at depth 2, double",
+            "ldm a: buffer 1x128 at depth 1, double",
+        ),
+        (
+            "ldm c: buffer 64 at depth 1, double",
+            "ldm c: buffer 64 at depth 2, double",
+        ),
+        ("ldm mm: buffer 1x64 at depth 1", "ldm mm: buffer 1x64 at depth 2"),
+    ];
+    let mut edited = text.clone();
+    for (from, to) in swap {
+        assert!(edited.contains(from), "{from}\n{text}");
+        edited = edited.replace(from, to);
+    }
+    let k = parse_kernel(&edited, &p).unwrap_or_else(|e| panic!("{e}\n{edited}"));
+    verify_schedule(&k, &p, k.schedule.as_ref().unwrap(), &target).unwrap_or_else(|e| panic!("{e}\n{edited}"));
+    p.kernels[0] = k;
+    let inputs: Vec<_> = p
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| random_tensor(&p.tensor(t).ty, 5, i))
+        .collect();
+    let want = run_reference(&p, &inputs).unwrap();
+    let (got, stats) = run_program(&p, &inputs, &target).unwrap();
+    for (a, b) in got.iter().zip(&want) {
+        assert!(a.bit_eq(b));
+    }
+    // 64 CPEs each put 4 boxes of z per tile of k (64 of them), and 4 of mm once.
+    assert_eq!(stats[0].traffic.puts, 64 * (4 * 64 + 4));
+}
+
+#[test]
+fn malformed_keeps_are_rejected() {
+    let p = kept_product();
+    let text = print_kernel(&p.kernels[0], &p);
+    assert!(text.contains("  keep mm\n"), "{text}");
+    let reason = |text: &str| {
+        let k = parse_kernel(text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verify_kernel(&k, &p).unwrap_err().reason
+    };
+    let no_epilogue: String = text
+        .lines()
+        .filter(|l| !l.starts_with("  then "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(reason(&no_epilogue), "keeps its reduced value but has no epilogue");
+    assert_eq!(
+        reason(&text.replace("  keep mm", "  keep c")),
+        "keeps its reduced value in 'c', whose type is not the target's"
+    );
+    assert_eq!(
+        reason(&text.replace("  keep mm", "  keep z")),
+        "keeps its reduced value in 'z', which it also reads or writes"
+    );
+    assert!(parse_kernel(&text.replace("  keep mm", "  keep nothing"), &p).is_err());
 }
 
 #[test]

@@ -6,11 +6,14 @@ use serde_json::Value;
 use swflow_codegen::cpe::{Func, Int, Stmt};
 use swflow_codegen::jit::{self, JitError};
 use swflow_frontend::interp;
-use swflow_frontend::ir::{DType, Graph, Op, Output, PoolAttrs, PoolKind, Tensor, TensorType};
+use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, PoolAttrs, PoolKind, Tensor, TensorType, UnaryOp};
 use swflow_frontend::tolerance::{compare, Comparison};
-use swflow_scheduler::loops::Program;
+use swflow_scheduler::exec::cpe::kernel_stats;
+use swflow_scheduler::loops::{LoopKind, Program};
+use swflow_scheduler::schedule::dma::plan_buffers;
+use swflow_scheduler::schedule::verify_schedule;
 use swflow_scheduler::target::Target;
-use swflow_tests::cbuild::{compile, make, run_model, run_with_stats, scratch};
+use swflow_tests::cbuild::{compile, emulator_lib, make, run_model, run_with_stats, scratch};
 use swflow_tests::{lenet, seeded_inputs};
 
 fn inputs_of(g: &Graph) -> Vec<Tensor> {
@@ -160,6 +163,80 @@ fn counters_and_cycles_equal(g: &Graph, name: &str) {
         );
         assert_eq!(j["total"], c["total"], "{name} on {}", target.name);
         assert!(j["total_modelled_seconds"].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// A matrix product whose kernel takes a shift and ReLU as its epilogue and keeps the
+/// product, an output too, through the C path and the JIT, with the schedule's reduction tile
+/// loop moved outside the target's so that every target box is revisited with partial sums:
+/// the kept value leaves once per box, complete. Outputs are bit-identical between the two
+/// paths and within tolerance of the interpreter; the emulator's counters equal the walk's.
+#[test]
+fn a_kept_value_through_c_and_the_jit() {
+    let mut g = Graph::new("keep");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let a = g.add_input("a", ty(vec![64, 8192]));
+    let b = g.add_input("b", ty(vec![8192, 128]));
+    let c = g.add_input("c", ty(vec![128]));
+    let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
+    let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
+    let z = g.add_node("z", Op::Unary(UnaryOp::Relu), vec![y], None).unwrap();
+    g.outputs = vec![
+        Output {
+            name: "z".into(),
+            node: z,
+        },
+        Output {
+            name: "mm".into(),
+            node: mm,
+        },
+    ];
+    let inputs = inputs_of(&g);
+    let want = interp::run(&g, &inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let mut p = scheduled(&g, &target);
+        let [k] = p.kernels.as_slice() else {
+            panic!("one kernel keeps the product")
+        };
+        assert!(k.stmt.keep.is_some());
+        let mut s = k.schedule.clone().unwrap();
+        // Tiles of 32 columns inside the tiles of the reduction.
+        let r = k.loops.iter().position(|l| l.kind == LoopKind::Reduce).unwrap();
+        let n = k.loops.iter().position(|l| l.name == "n").unwrap();
+        assert!(s.order.contains(&r), "{s:?}");
+        s.tiles[n] = 32;
+        s.order = vec![r, n];
+        s.buffers = plan_buffers(k, &p, &s, &target);
+        verify_schedule(k, &p, &s, &target).unwrap();
+        let walked = kernel_stats(&p, k, &s, &target).traffic;
+        p.kernels[0].schedule = Some(s);
+
+        let dir = scratch("jit", &format!("keep-{}", target.name));
+        let lib = emulator_lib().unwrap();
+        let generated = swflow_codegen::generate(&p, &target, lib.to_str().unwrap()).unwrap();
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        generated.write_to(&dir).unwrap();
+        make(&dir, &[]).unwrap();
+        let c_outputs = run_model(&dir, &g, &inputs, &[]).unwrap();
+        let c_stats = run_with_stats(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
+        for ((j, c), w) in run.outputs.iter().zip(&c_outputs).zip(&want) {
+            compare(j, c, Comparison::Exact).unwrap_or_else(|m| panic!("{}: {}", target.name, m.message));
+            compare(j, w, Comparison::Tolerance).unwrap_or_else(|m| panic!("{}: {}", target.name, m.message));
+        }
+        let j = serde_json::to_value(&run.report).unwrap();
+        assert_eq!(j["kernels"], c_stats["kernels"], "{}", target.name);
+        let row = &j["kernels"][0];
+        let count = |key: &str| row[key].as_u64().unwrap() as usize;
+        assert_eq!(
+            (count("gets"), count("puts"), count("get_bytes"), count("put_bytes")),
+            (walked.gets, walked.puts, walked.get_bytes, walked.put_bytes),
+            "{}",
+            target.name
+        );
     }
 }
 

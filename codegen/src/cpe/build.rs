@@ -8,7 +8,7 @@
 //!     fill buffers placed at depth 1      # gets wait at once, or were prefetched
 //!     ...
 //!       compute every point of the tile on LDM buffers (and direct accesses)
-//!     write the target back if it is placed at depth 1
+//!     write the target back if it is placed at depth 1 (and the kept value, when complete)
 //!   write the target back if it is placed at depth 0
 //! ```
 //! LDM buffers hold packed boxes (row-major over the box's actual extents), so a load of
@@ -20,7 +20,7 @@
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, DType};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
-use swflow_scheduler::schedule::{accesses, Residence, Schedule};
+use swflow_scheduler::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 
 use super::{
     Array, ArrayDecl, BoxDma, BoxPad, Buf, BufDecl, Cond, Field, FieldDecl, Func, Half, Int, Local, Place, Stmt, Value,
@@ -589,6 +589,11 @@ impl Gen<'_> {
             let tensor = comment(self.tensor_name(i));
             if i == 0 {
                 self.fill_target(out, depth, &here);
+            } else if keep_index(self.k) == Some(i) {
+                // Written by the epilogue, never read: only its box.
+                out.push(Stmt::Comment(format!("'{tensor}' (kept reduced value)")));
+                let ops = self.box_lines(out, i, None, &here);
+                charge_once(out, ops);
             } else if self.double(i) {
                 let h = self.buf_vars(i).half.expect("a double buffer has a half");
                 let l = self.s.order[depth - 1];
@@ -700,6 +705,31 @@ impl Gen<'_> {
         }
         out.push(self.dma(0, true, Half::Single, None));
         out.push(self.wait(0));
+        let Some(i) = keep_index(self.k) else { return };
+        // The kept value leaves once its box's reduction is complete: when every reduction
+        // tile loop around its transfers is at its last tile.
+        let put = vec![self.dma(i, true, Half::Single, None), self.wait(i)];
+        let last = self.last_tiles(&self.s.order[..depth]);
+        if last.is_empty() {
+            out.extend(put);
+            return;
+        }
+        charge_once(out, int(2 * last.len() as u32) + branch(1));
+        out.push(Stmt::If {
+            cond: Cond::All(last),
+            then: put,
+            otherwise: Vec::new(),
+        });
+    }
+
+    /// For each reduction loop among `loops`: its current tile is its last.
+    fn last_tiles(&self, loops: &[usize]) -> Vec<Cond> {
+        let k = self.k;
+        loops
+            .iter()
+            .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
+            .map(|&l| Cond::Eq(self.origin(l) + self.extent(l), Int::Const(k.loops[l].extent as i64)))
+            .collect()
     }
 
     fn compute(&self, out: &mut Vec<Stmt>) {
@@ -800,17 +830,28 @@ impl Gen<'_> {
             store: u32::from(self.buffered(0)),
             ..Ops::default()
         };
+        let mut ops = value_ops + target_ops + store;
+        let mut stmts = Vec::new();
+        if let Some(i) = keep_index(k) {
+            // The reduced value, kept before the epilogue replaces it.
+            let (kept, kept_ops) = self.access_ref(i);
+            let (reduced, _, reduced_ops) = self.expr(&Expr::Acc);
+            let store = Ops {
+                store: u32::from(self.buffered(i)),
+                ..Ops::default()
+            };
+            ops += kept_ops + reduced_ops + store;
+            stmts.push(Stmt::Store {
+                place: kept,
+                value: reduced,
+            });
+        }
+        stmts.push(Stmt::Store { place: target, value });
         let mut body = vec![Stmt::Comment("The epilogue, on the reduced values.".into())];
-        self.charge_nest(&mut body, &parallel, value_ops + target_ops + store);
-        body.extend(self.point_loops(&parallel, vec![Stmt::Store { place: target, value }]));
+        self.charge_nest(&mut body, &parallel, ops);
+        body.extend(self.point_loops(&parallel, stmts));
         // The last reduction tiles: those that end at their loop's extent.
-        let last: Vec<Cond> = self
-            .s
-            .order
-            .iter()
-            .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
-            .map(|&l| Cond::Eq(self.origin(l) + self.extent(l), Int::Const(k.loops[l].extent as i64)))
-            .collect();
+        let last = self.last_tiles(&self.s.order);
         if last.is_empty() {
             out.extend(body);
             return;
@@ -933,7 +974,7 @@ impl Gen<'_> {
             let place = Place::Main {
                 field: self.field(i),
                 index: Int::sum(terms),
-                write: i == 0,
+                write: is_written(self.k, i),
             };
             (place, ops)
         }

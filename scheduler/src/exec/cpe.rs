@@ -15,7 +15,7 @@ use super::walk::{count, target_read_first, walk, Event, Traffic};
 use super::{eval_statement, fill, get_clipped, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::clip::Clipped;
-use crate::schedule::{accesses, Residence, Schedule};
+use crate::schedule::{accesses, keep_index, Residence, Schedule};
 use crate::target::Target as Machine;
 
 /// What one kernel does on the core group.
@@ -161,10 +161,16 @@ pub fn run_kernel(p: &Program, k: &Kernel, mem: &mut Memory, machine: &Machine) 
     }
     let target_id = k.operands[0];
     let mut target = mem.take(p, target_id);
+    let keep_id = k.stmt.keep.as_ref().map(|a| k.operands[a.operand]);
+    let mut kept = keep_id.map(|t| mem.take(p, t));
     let stats = kernel_stats(p, k, s, machine);
     let mut result = Ok(());
     for cpe in 0..machine.cpes {
-        result = run_cpe(p, k, s, mem, &mut target, machine, cpe).map_err(|reason| ExecError::Kernel {
+        let written = Written {
+            target: &mut target,
+            kept: kept.as_mut(),
+        };
+        result = run_cpe(p, k, s, mem, written, machine, cpe).map_err(|reason| ExecError::Kernel {
             kernel: k.name.clone(),
             cpe: Some(cpe),
             reason,
@@ -174,7 +180,17 @@ pub fn run_kernel(p: &Program, k: &Kernel, mem: &mut Memory, machine: &Machine) 
         }
     }
     mem.put(p, target_id, target);
+    if let (Some(t), Some(d)) = (keep_id, kept) {
+        mem.put(p, t, d);
+    }
     result.map(|()| stats)
+}
+
+/// The main-memory storage a kernel writes: its target's, and its kept value's if it keeps
+/// one.
+struct Written<'d> {
+    target: &'d mut Data,
+    kept: Option<&'d mut Data>,
 }
 
 /// Place of a buffered access in its packed box, for a tile at `origin`.
@@ -200,10 +216,12 @@ fn run_cpe(
     k: &Kernel,
     s: &Schedule,
     mem: &Memory,
-    target: &mut Data,
+    written: Written<'_>,
     machine: &Machine,
     cpe: usize,
 ) -> Result<(), String> {
+    let Written { target, mut kept } = written;
+    let keep = keep_index(k);
     let all = accesses(k);
     let shapes: Vec<&[usize]> = all
         .iter()
@@ -257,7 +275,9 @@ fn run_cpe(
                     return Err(format!("DMA box {start:?}+{extent:?} outside tensor {:?}", shapes[i]));
                 }
                 let buf = ldm[i].as_mut().expect("buffered accesses have LDM");
-                if i > 0 {
+                if Some(i) == keep {
+                    // Written by the epilogue before it is put: nothing to bring in.
+                } else if i > 0 {
                     let src = mem.read(p, k, all[i])?;
                     match clipped {
                         Some((pad, c)) => {
@@ -274,14 +294,13 @@ fn run_cpe(
                 }
                 held[i] = Some((start.to_vec(), extent.to_vec()));
             }
-            Event::WriteBack { start, extent } => {
-                put_box(
-                    target,
-                    shapes[0],
-                    start,
-                    extent,
-                    ldm[0].as_ref().expect("the target is buffered"),
-                );
+            Event::WriteBack { access, start, extent } => {
+                let main = match kept.as_deref_mut() {
+                    Some(d) if access > 0 => d,
+                    _ => &mut *target,
+                };
+                let buf = ldm[access].as_ref().expect("written-back accesses are buffered");
+                put_box(main, shapes[access], start, extent, buf);
             }
             Event::Compute {
                 origin,
@@ -290,12 +309,13 @@ fn run_cpe(
                 last_visit,
             } => {
                 let mut tbuf = ldm[0].take();
+                let mut kbuf = keep.and_then(|i| ldm[i].take());
                 let boxes = ldm
                     .iter()
                     .zip(&held)
                     .enumerate()
                     .map(|(i, (buf, h))| match (buf, h) {
-                        (Some(d), Some((st, ex))) if i > 0 => Some((d, st.clone(), ex.clone())),
+                        (Some(d), Some((st, ex))) if i > 0 && Some(i) != keep => Some((d, st.clone(), ex.clone())),
                         _ => None,
                     })
                     .collect();
@@ -324,13 +344,34 @@ fn run_cpe(
                         (&mut *target, base, strides)
                     }
                 };
+                // The kept value's place: its buffer, or main memory when the target's is.
+                let keep_target = match (keep, &mut kbuf, kept.as_deref_mut()) {
+                    (Some(i), Some(buf), _) => {
+                        let (st, ex) = held[i].as_ref().expect("the kept box is claimed with the target's");
+                        let (base, strides) = box_place(&k.stmt.target, origin, st, ex, k.loops.len());
+                        Some(Target {
+                            data: buf,
+                            base,
+                            strides,
+                        })
+                    }
+                    (Some(_), None, Some(d)) => Some(Target {
+                        data: d,
+                        base,
+                        strides: strides.clone(),
+                    }),
+                    _ => None,
+                };
                 // A buffered dense target was filled with the initial value; otherwise the
                 // elements this tile folds into start from it here, on their first visit.
                 let init = first_visit && !(buffered && dense);
                 let target = Target { data, base, strides };
-                let result = eval_statement(k, extent, init, last_visit, &view, target, &mut cache);
+                let result = eval_statement(k, extent, init, last_visit, &view, target, keep_target, &mut cache);
                 drop(view);
                 ldm[0] = tbuf;
+                if let Some(i) = keep {
+                    ldm[i] = kbuf;
+                }
                 result?;
             }
         }

@@ -229,8 +229,10 @@ impl<'a> Locate<'a> for MainMemory<'a> {
 
 /// Evaluates kernel `k`'s statement over the box `0 <= loop < extents[loop]` into `target`:
 /// first, when `init`, the reduction's initial value into the box's target elements; then the
-/// value, folded by the reduction if there is one; then, when `finish`, the epilogue on the
-/// box's target elements.
+/// value, folded by the reduction if there is one; then, when `finish`, the reduced values
+/// copied into `keep` (the place of the kept value, for a kernel that keeps it) and the
+/// epilogue on the box's target elements.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn eval_statement<'a>(
     k: &Kernel,
     extents: &[usize],
@@ -238,6 +240,7 @@ pub(crate) fn eval_statement<'a>(
     finish: bool,
     loc: &impl Locate<'a>,
     mut target: Target<'_>,
+    keep: Option<Target<'_>>,
     cache: &mut PatternCache,
 ) -> Result<(), String> {
     let collapsed = collapse_reductions(k, extents);
@@ -246,9 +249,55 @@ pub(crate) fn eval_statement<'a>(
     }
     let kind = k.stmt.reduce.map(|r| r.kind);
     eval_box(&k.stmt.value, kind, extents, loc, target.reborrow(), cache)?;
+    if !finish {
+        return Ok(());
+    }
+    if let Some(keep) = keep {
+        copy_box(&collapsed, &target, keep);
+    }
     match &k.stmt.epilogue {
-        Some(e) if finish => eval_box(e, None, &collapsed, loc, target, cache),
-        _ => Ok(()),
+        Some(e) => eval_box(e, None, &collapsed, loc, target, cache),
+        None => Ok(()),
+    }
+}
+
+/// Copies the element of `from` at every point of the box `0 <= loop < extents[loop]` to the
+/// same point of `to` (both of one type).
+fn copy_box(extents: &[usize], from: &Target<'_>, to: Target<'_>) {
+    if extents.contains(&0) {
+        return;
+    }
+    let offset = |t: &Target<'_>, point: &[usize]| -> usize {
+        let o = t.base
+            + point
+                .iter()
+                .zip(&t.strides)
+                .map(|(&i, &s)| i as isize * s)
+                .sum::<isize>();
+        usize::try_from(o).expect("box places lie in their storage")
+    };
+    let mut point = vec![0usize; extents.len()];
+    loop {
+        let (i, j) = (offset(from, &point), offset(&to, &point));
+        match (&*from.data, &mut *to.data) {
+            (Data::F32(a), Data::F32(b)) => b[j] = a[i],
+            (Data::F64(a), Data::F64(b)) => b[j] = a[i],
+            (Data::I64(a), Data::I64(b)) => b[j] = a[i],
+            (Data::Bool(a), Data::Bool(b)) => b[j] = a[i],
+            _ => unreachable!("a kept value has the target's type"),
+        }
+        let mut d = extents.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            point[d] += 1;
+            if point[d] < extents[d] {
+                break;
+            }
+            point[d] = 0;
+        }
     }
 }
 
@@ -270,6 +319,8 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
     };
     let target_id = k.operands[0];
     let mut target = mem.take(p, target_id);
+    let keep_id = k.stmt.keep.as_ref().map(|a| k.operands[a.operand]);
+    let mut kept = keep_id.map(|t| mem.take(p, t));
     let origin = vec![0; k.loops.len()];
     let shape = p.tensor(target_id).ty.shape.clone();
     let result = (|| {
@@ -294,11 +345,16 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
         let target = Target {
             data: &mut target,
             base,
-            strides,
+            strides: strides.clone(),
         };
-        eval_statement(k, &k.extents(), true, true, &loc, target, &mut cache)
+        // The kept value has the target's subscripts and shape: the same place.
+        let keep = kept.as_mut().map(|data| Target { data, base, strides });
+        eval_statement(k, &k.extents(), true, true, &loc, target, keep, &mut cache)
     })();
     mem.put(p, target_id, target);
+    if let (Some(t), Some(d)) = (keep_id, kept) {
+        mem.put(p, t, d);
+    }
     result.map_err(fail)
 }
 

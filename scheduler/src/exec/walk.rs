@@ -5,13 +5,14 @@
 
 use crate::loops::{Access, Index, Kernel, LoopKind};
 use crate::schedule::clip::Clipped;
-use crate::schedule::{accesses, partition, Residence, Schedule};
+use crate::schedule::{accesses, is_written, keep_index, partition, Residence, Schedule};
 
 /// One step of the walk.
 pub enum Event<'w> {
-    /// Buffer `access` must hold the box `start`/`extent` (for the target: after the previous
-    /// box was written back, see [`Event::WriteBack`]). `first_visit` says that no reduction
-    /// tile loop has moved for this target tile yet.
+    /// Buffer `access` must hold the box `start`/`extent` (for the target and the kept value:
+    /// after the previous box was written back, see [`Event::WriteBack`]; the kept value's
+    /// box is only claimed, never read). `first_visit` says that no reduction tile loop has
+    /// moved for this target tile yet.
     Fill {
         access: usize,
         start: &'w [i64],
@@ -27,8 +28,13 @@ pub enum Event<'w> {
         first_visit: bool,
         last_visit: bool,
     },
-    /// Write the target's buffered box back to main memory.
-    WriteBack { start: &'w [i64], extent: &'w [usize] },
+    /// Write the buffered box of `access` back to main memory: the target's after every
+    /// visit, the kept value's after the visit that completed its reduction.
+    WriteBack {
+        access: usize,
+        start: &'w [i64],
+        extent: &'w [usize],
+    },
 }
 
 /// The box an access spans over a tile: start and extent per dimension of its tensor.
@@ -64,6 +70,7 @@ pub fn walk(
     f: &mut impl FnMut(Event) -> Result<(), String>,
 ) -> Result<(), String> {
     let all = accesses(k);
+    let keep = keep_index(k);
     let extents = k.extents();
     let inner = s.partition.last().copied();
     let mut origin = vec![0usize; k.loops.len()];
@@ -89,6 +96,8 @@ pub fn walk(
         }
         let mut tile = vec![0usize; s.order.len()];
         let mut held_target: Option<(Vec<i64>, Vec<usize>)> = None;
+        // Whether the last tile computed completed the held target box's reduction.
+        let mut finished = false;
         let mut changed_from = 0;
         for step in 0..outer_points {
             for (pos, &l) in s.order.iter().enumerate() {
@@ -114,10 +123,7 @@ pub fn walk(
                 let (start, ext) = span(all[i], &origin, &box_ext);
                 if i == 0 {
                     if let Some((ps, pe)) = held_target.take() {
-                        f(Event::WriteBack {
-                            start: &ps,
-                            extent: &pe,
-                        })?;
+                        write_back(f, keep.filter(|_| finished), &ps, &pe)?;
                     }
                     held_target = Some((start.clone(), ext.clone()));
                 }
@@ -134,6 +140,7 @@ pub fn walk(
                 first_visit,
                 last_visit,
             })?;
+            finished = last_visit;
             for pos in (0..s.order.len()).rev() {
                 tile[pos] += 1;
                 changed_from = pos;
@@ -144,13 +151,29 @@ pub fn walk(
             }
         }
         if let Some((ps, pe)) = held_target.take() {
-            f(Event::WriteBack {
-                start: &ps,
-                extent: &pe,
-            })?;
+            write_back(f, keep.filter(|_| finished), &ps, &pe)?;
         }
     }
     Ok(())
+}
+
+/// The write-back of a target box, and of the kept value's box (the same box) when `keep`
+/// names its access.
+fn write_back(
+    f: &mut impl FnMut(Event) -> Result<(), String>,
+    keep: Option<usize>,
+    start: &[i64],
+    extent: &[usize],
+) -> Result<(), String> {
+    f(Event::WriteBack {
+        access: 0,
+        start,
+        extent,
+    })?;
+    match keep {
+        Some(access) => f(Event::WriteBack { access, start, extent }),
+        None => Ok(()),
+    }
 }
 
 /// Whether the target's box is read before a tile is computed: a box the kernel writes only
@@ -191,13 +214,8 @@ pub struct Traffic {
 /// The DMA a scheduled kernel performs on all CPEs, without running it.
 pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Traffic {
     let mut t = Traffic::default();
-    let direct_reads = s
-        .buffers
-        .iter()
-        .skip(1)
-        .filter(|b| b.residence == Residence::Direct)
-        .count();
-    let target_direct = s.buffers[0].residence == Residence::Direct;
+    let direct = |i: usize| s.buffers[i].residence == Residence::Direct;
+    let direct_reads = (1..s.buffers.len()).filter(|&i| direct(i) && !is_written(k, i)).count();
     let pads: Vec<bool> = accesses(k).iter().map(|a| a.pad.is_some()).collect();
     for cpe in 0..cpes {
         let counted = walk(k, s, cpe, &mut |e| {
@@ -214,18 +232,33 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Tr
                     if let Some(c) = clipped {
                         t.gets += c.transfers(&shapes[access], extent).len();
                         t.get_bytes += c.extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
-                    } else if access > 0 || target_read_first(k, first_visit) {
+                    } else if !is_written(k, access) || (access == 0 && target_read_first(k, first_visit)) {
                         t.gets += dma_ops(&shapes[access], extent);
                         t.get_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                     }
                 }
-                Event::WriteBack { extent, .. } => {
-                    t.puts += dma_ops(&shapes[0], extent);
-                    t.put_bytes += extent.iter().product::<usize>() * s.buffers[0].elem_bytes;
+                Event::WriteBack { access, extent, .. } => {
+                    t.puts += dma_ops(&shapes[access], extent);
+                    t.put_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                 }
-                Event::Compute { extent, .. } => {
+                Event::Compute { extent, last_visit, .. } => {
                     let points: usize = extent.iter().product();
-                    t.direct_elements += points * (direct_reads + target_direct as usize);
+                    t.direct_elements += points * direct_reads;
+                    // The target's elements are written at every point; the kept value's
+                    // once, by the epilogue of the last visit.
+                    let parallel: usize = extent
+                        .iter()
+                        .zip(&k.loops)
+                        .filter(|(_, l)| l.kind == LoopKind::Parallel)
+                        .map(|(&e, _)| e)
+                        .product();
+                    for i in (0..s.buffers.len()).filter(|&i| direct(i) && is_written(k, i)) {
+                        t.direct_elements += if i == 0 {
+                            points
+                        } else {
+                            parallel * usize::from(last_visit)
+                        };
+                    }
                 }
             }
             Ok(())

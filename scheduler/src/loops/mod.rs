@@ -357,7 +357,10 @@ pub struct Reduction {
 /// `target = value`, or `target = fold(target, value)` with a reduction. A reduction may have
 /// an epilogue: once every point that folds into a target element has, the element becomes
 /// the epilogue's value, in which [`Expr::Acc`] is the reduced value and every load's
-/// subscripts use parallel loops only.
+/// subscripts use parallel loops only. A reduction with an epilogue may also keep the reduced
+/// value itself: `keep` stores it, before the epilogue replaces it, into another tensor of the
+/// target's type at the target's subscripts (a value both the epilogue's consumer and later
+/// kernels read, such as a pre-activation the backward pass needs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stmt {
     /// Affine subscripts only.
@@ -365,6 +368,8 @@ pub struct Stmt {
     pub value: Expr,
     pub reduce: Option<Reduction>,
     pub epilogue: Option<Expr>,
+    /// The reduced value's second home: the target's subscripts on another operand.
+    pub keep: Option<Access>,
 }
 
 impl Stmt {

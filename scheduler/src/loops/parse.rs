@@ -299,6 +299,20 @@ impl Parser<'_> {
         } else {
             None
         };
+        let keep = if self.peek() == Some(&Tok::Word("keep".into())) {
+            self.keyword("keep")?;
+            let t = self.name()?;
+            let Some(&operand) = self.operand_of.get(&t) else {
+                return self.err(format!("'{t}' is not an operand of the kernel"));
+            };
+            Some(Access {
+                operand,
+                index: target.index.clone(),
+                pad: None,
+            })
+        } else {
+            None
+        };
         let schedule = if self.is_punct('}') {
             None
         } else {
@@ -320,6 +334,7 @@ impl Parser<'_> {
                 value,
                 reduce,
                 epilogue,
+                keep,
             },
             schedule,
         })

@@ -11,7 +11,8 @@
 //! the order they are computed and names the fused nodes: `kernel r = add+relu fuses "a" {`.
 //! A guarded read names the value of points outside its tensor after `else`:
 //! `xp[n, c, o0 + k0 - 1 else 0.0]`. A reduction's epilogue follows its statement as `then <expr>`, where `acc` is the reduced
-//! value: `y[n, m] sum(0.0)= (a[n, k] * w[k, m])` / `then relu((acc + b[m]))`.
+//! value: `y[n, m] sum(0.0)= (a[n, k] * w[k, m])` / `then relu((acc + b[m]))`. A reduction
+//! that also keeps its reduced value names the tensor on the next line: `keep z`.
 //! Tensor names print bare when they are made of `[A-Za-z0-9_./]` (not starting with a
 //! digit), quoted otherwise. [`super::parse_kernel`] reads kernels and schedules back.
 
@@ -167,6 +168,9 @@ pub fn print_kernel(k: &Kernel, p: &Program) -> String {
     );
     if let Some(e) = &k.stmt.epilogue {
         let _ = writeln!(s, "  then {}", expr(e, k, p));
+    }
+    if let Some(a) = &k.stmt.keep {
+        let _ = writeln!(s, "  keep {}", quoted_name(&p.tensor(k.operands[a.operand]).name));
     }
     if let Some(sched) = &k.schedule {
         s.push_str(&sched.describe(k, p));

@@ -35,7 +35,10 @@ pub fn verify_program(p: &Program) -> Result<(), LoopVerifyError> {
 /// - a kernel with reduction loops has a reduction;
 /// - the value's type is the target's;
 /// - only a reduction has an epilogue, `acc` appears only there, the epilogue's loads use
-///   parallel loops only, and its type is the target's.
+///   parallel loops only, and its type is the target's;
+/// - only a reduction with an epilogue keeps its reduced value, in a tensor of the target's
+///   type other than the target and every operand the kernel reads, at the target's
+///   subscripts.
 pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
     let fail = |reason: String| LoopVerifyError {
         kernel: k.name.clone(),
@@ -181,6 +184,9 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
     if value != target {
         return Err(fail(format!("value is {value} but the target is {target}")));
     }
+    if let Some(keep) = &k.stmt.keep {
+        check_keep(k, p, keep).map_err(fail)?;
+    }
     if let Some(r) = &k.stmt.reduce {
         if r.init.dtype() != target {
             return Err(fail(format!(
@@ -188,6 +194,38 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
                 r.init.dtype()
             )));
         }
+    }
+    Ok(())
+}
+
+fn check_keep(k: &Kernel, p: &Program, keep: &Access) -> Result<(), String> {
+    if k.stmt.epilogue.is_none() {
+        return Err("keeps its reduced value but has no epilogue".into());
+    }
+    let t = *k
+        .operands
+        .get(keep.operand)
+        .ok_or_else(|| format!("keeps its reduced value in missing operand {}", keep.operand))?;
+    if keep.index != k.stmt.target.index || keep.pad.is_some() {
+        return Err("keeps its reduced value at subscripts other than the target's".into());
+    }
+    let name = &p.tensor(t).name;
+    if p.tensor(t).ty != p.tensor(k.operands[0]).ty {
+        return Err(format!(
+            "keeps its reduced value in '{name}', whose type is not the target's"
+        ));
+    }
+    let storage = p.storage(t);
+    let read = k
+        .stmt
+        .read_accesses()
+        .iter()
+        .chain([&&k.stmt.target])
+        .any(|a| p.storage(k.operands[a.operand]) == storage);
+    if read {
+        return Err(format!(
+            "keeps its reduced value in '{name}', which it also reads or writes"
+        ));
     }
     Ok(())
 }

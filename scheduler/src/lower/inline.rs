@@ -84,10 +84,14 @@ pub(super) fn expand(k: &mut Kernel, templates: &HashMap<TensorId, Template>) ->
 /// Makes reduction kernel `r` take the statement of `consumer` (the kernel of elementwise node
 /// `node`, which reads `r`'s tensor once, at the element it writes) as its epilogue: `r` then
 /// writes the consumer's tensor, and the consumer's other loads read at `r`'s target
-/// subscripts. A kernel whose reduction was empty (it writes the initial value) takes the
-/// consumer's statement into its value instead.
-pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String) -> Result<Kernel, String> {
+/// subscripts; with `keep`, `r` also keeps its reduced value in its own tensor. A kernel whose
+/// reduction was empty (it writes the initial value) takes the consumer's statement into its
+/// value instead (and must not keep it).
+pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String, keep: bool) -> Result<Kernel, String> {
     let reduced = r.operands[0];
+    if keep && r.stmt.reduce.is_none() {
+        return Err("a kernel without a reduction cannot keep its reduced value".into());
+    }
     if !elementwise(&consumer) {
         return Err("an epilogue must write each element once, in loop order".into());
     }
@@ -116,6 +120,14 @@ pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String) -> 
     r.op = format!("{}+{}", r.op, consumer.op);
     r.fused.extend(consumer.fused);
     r.fused.push(node);
+    if keep {
+        r.operands.push(reduced);
+        r.stmt.keep = Some(Access {
+            operand: r.operands.len() - 1,
+            index: r.stmt.target.index.clone(),
+            pad: None,
+        });
+    }
     match r.stmt.reduce {
         Some(_) => r.stmt.epilogue = Some(e),
         None => {
@@ -251,7 +263,7 @@ pub(crate) fn compact_operands(k: &mut Kernel) {
     }
     let mut used = vec![false; k.operands.len()];
     used[0] = true;
-    for a in k.stmt.read_accesses() {
+    for a in k.stmt.read_accesses().into_iter().chain(&k.stmt.keep) {
         used[a.operand] = true;
     }
     let mut new_slot = vec![0; used.len()];
@@ -264,6 +276,9 @@ pub(crate) fn compact_operands(k: &mut Kernel) {
     }
     k.operands = kept;
     for a in k.stmt.value_accesses_mut() {
+        slots(a, &mut |s| *s = new_slot[*s]);
+    }
+    if let Some(a) = &mut k.stmt.keep {
         slots(a, &mut |s| *s = new_slot[*s]);
     }
 }

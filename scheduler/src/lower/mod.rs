@@ -13,7 +13,7 @@
 //! [`inline::Template`], and every kernel that reads its tensor computes the template there
 //! instead ([`inline`]). A reduction the plan gives an epilogue keeps its last kernel waiting
 //! until the kernel of the epilogue node is made, then takes that kernel's value as its
-//! epilogue and writes that node's tensor. Tensors no kernel touches are dropped at the end.
+//! epilogue and writes that node's tensor (keeping its own value too when the plan says so). Tensors no kernel touches are dropped at the end.
 
 mod elementwise;
 mod inline;
@@ -84,6 +84,7 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
                 out: t,
                 joined: plan.is_joined(id),
                 epilogue: matches!(plan.decision(id), Decision::Epilogue { .. }),
+                keep: matches!(plan.decision(id), Decision::Epilogue { keep: true, .. }),
             };
             let fail = |reason| LowerError {
                 node: n.name.clone(),
@@ -136,6 +137,8 @@ struct Waiting {
     own: bool,
     /// The graph node it computes.
     node: String,
+    /// It keeps its reduced value beside the epilogue's result.
+    keep: bool,
 }
 
 /// `name` if `own` says it is the caller's own or it is neither taken nor reserved, else
@@ -161,6 +164,8 @@ struct NodeCx<'a> {
     joined: bool,
     /// The plan gives it an epilogue: its kernel waits for the kernel of the epilogue.
     epilogue: bool,
+    /// With its epilogue, the kernel also keeps the node's own value.
+    keep: bool,
 }
 
 impl NodeCx<'_> {
@@ -306,6 +311,7 @@ impl Lowering {
                 value,
                 reduce,
                 epilogue: None,
+                keep: None,
             },
             schedule: None,
         };
@@ -324,6 +330,7 @@ impl Lowering {
                 name: base,
                 own,
                 node: node.name.clone(),
+                keep: n.keep,
             };
             if self.pending.insert(n.out, waiting).is_some() {
                 return Err("a reduction with an epilogue must end in one kernel writing its result".into());
@@ -337,9 +344,21 @@ impl Lowering {
             .copied()
             .find(|t| self.pending.contains_key(t));
         let (mut k, base, own) = match reduction {
+            // A reduction that came out empty writes a constant, and has nothing to keep
+            // beside an epilogue: it keeps a kernel of its own.
+            Some(t) if self.pending[&t].keep && self.pending[&t].kernel.stmt.reduce.is_none() => {
+                let mut w = self.pending.remove(&t).expect("found above");
+                w.kernel.name = unique(&mut self.kernel_names, &self.node_names, w.name, w.own);
+                self.p.kernels.push(w.kernel);
+                (k, base, own)
+            }
             Some(t) => {
                 let w = self.pending.remove(&t).expect("found above");
-                (inline::attach_epilogue(w.kernel, k, node.name.clone())?, w.name, w.own)
+                (
+                    inline::attach_epilogue(w.kernel, k, node.name.clone(), w.keep)?,
+                    w.name,
+                    w.own,
+                )
             }
             None => (k, base, own),
         };

@@ -60,7 +60,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
     let budget = target.ldm_budget();
     let mut s2 = s.clone();
     for i in 1..buffers.len() {
-        if buffers[i].residence != Residence::Buffer || buffers[i].depth == 0 {
+        if buffers[i].residence != Residence::Buffer || buffers[i].depth == 0 || super::is_written(k, i) {
             continue;
         }
         buffers[i].double = true;

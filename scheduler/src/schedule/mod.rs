@@ -182,11 +182,23 @@ impl Schedule {
 }
 
 /// The accesses a schedule plans for, in order: the target, then every load of the value
-/// (positions of gathers included), then of the epilogue.
+/// (positions of gathers included), then of the epilogue, then the kept reduced value if the
+/// kernel keeps it.
 pub fn accesses(k: &Kernel) -> Vec<&Access> {
     let mut v = vec![&k.stmt.target];
     v.extend(k.stmt.read_accesses());
+    v.extend(&k.stmt.keep);
     v
+}
+
+/// Index in [`accesses`] of the kept reduced value, if the kernel keeps it.
+pub fn keep_index(k: &Kernel) -> Option<usize> {
+    k.stmt.keep.as_ref().map(|_| 1 + k.stmt.read_accesses().len())
+}
+
+/// Whether access `i` of [`accesses`] is one the kernel writes: the target or the kept value.
+pub fn is_written(k: &Kernel, i: usize) -> bool {
+    i == 0 || keep_index(k) == Some(i)
 }
 
 /// Schedules every kernel of the program for `target`.
@@ -267,7 +279,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
     }
     for (i, (a, b)) in all.iter().zip(&s.buffers).enumerate() {
         let tensor = &p.tensor(k.operands[a.operand]).name;
-        if b.double && b.residence == Residence::Buffer && (i == 0 || b.depth == 0) {
+        if b.double && b.residence == Residence::Buffer && (is_written(k, i) || b.depth == 0) {
             return Err(format!(
                 "buffer of '{tensor}' is double-buffered, which only a read buffer inside a tile loop can be"
             ));

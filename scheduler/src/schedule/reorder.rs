@@ -48,12 +48,15 @@ pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order
         // Targets are written back on every visit, and read first when the kernel writes
         // their box only in part or a revisited reduction tile holds partial sums (see
         // `exec::walk::target_read_first`).
-        let transfers = if i == 0 {
-            let reductions: usize = order[..depth]
-                .iter()
-                .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
-                .map(|&l| count(l))
-                .product();
+        // The kept reduced value is written once per box, when its reduction is complete.
+        let reductions: usize = order[..depth]
+            .iter()
+            .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
+            .map(|&l| count(l))
+            .product();
+        let transfers = if super::keep_index(k) == Some(i) {
+            visits / reductions
+        } else if i == 0 {
             let reads = match (k.target_is_dense(), k.stmt.reduce.is_some()) {
                 (false, _) => visits,
                 (true, true) => visits - visits / reductions,

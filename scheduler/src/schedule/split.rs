@@ -146,6 +146,7 @@ fn apply(p: &mut Program, names: &mut HashSet<String>, k: Kernel, split: Split) 
             value,
             reduce: Some(reduce),
             epilogue: None,
+            keep: None,
         },
         schedule: None,
     };
@@ -177,6 +178,10 @@ fn apply(p: &mut Program, names: &mut HashSet<String>, k: Kernel, split: Split) 
     if let Some(e) = &mut epilogue {
         remap_expr(e, &args);
     }
+    let mut keep = k.stmt.keep.clone();
+    if let Some(a) = &mut keep {
+        remap_access(a, &args);
+    }
     let mut operands = k.operands.clone();
     operands.push(partials);
     let mut second = Kernel {
@@ -191,6 +196,7 @@ fn apply(p: &mut Program, names: &mut HashSet<String>, k: Kernel, split: Split) 
             value: Expr::Load(read),
             reduce: Some(reduce),
             epilogue,
+            keep,
         },
         schedule: None,
     };
