@@ -7,4 +7,5 @@ pub mod lower;
 pub mod memplan;
 pub mod pipeline;
 pub mod schedule;
+pub mod tape;
 pub mod target;

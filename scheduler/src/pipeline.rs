@@ -2,8 +2,9 @@
 //!
 //! `SWFLOW_DUMP=<pass>` (or `all`) prints the graph or program after that pass to stderr;
 //! passes are `simplify` (the graph), `fuse` (the fusion plan: which nodes each kernel holds),
-//! `lower`, `split` (reductions cut into per-CPE partials and their sum) and `schedule`. The loop-IR verifier runs after
-//! lowering and every schedule is verified as it is made.
+//! `lower`, `split` (reductions cut into per-CPE partials and their sum), `schedule` and, for
+//! a gradient program with tape options, `tape` (the saved tensors and the mirrored readers).
+//! The loop-IR verifier runs after lowering and every schedule is verified as it is made.
 
 use swflow_frontend::fuse::{plan, print_plan, unfused};
 use swflow_frontend::ir::{print, Graph};
@@ -13,6 +14,7 @@ use crate::loops::{print_program, verify_program, LoopVerifyError, Program};
 use crate::lower::{lower, lower_fused, LowerError};
 use crate::schedule::split::split_reductions;
 use crate::schedule::{schedule_program, ScheduleError};
+use crate::tape::{plan_tape, TapeOptions};
 use crate::target::Target;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +25,8 @@ pub enum PipelineError {
     Verify(#[from] LoopVerifyError),
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    #[error("the gradient tape: {0}")]
+    Tape(String),
 }
 
 /// How much of the graph-level optimisation runs before lowering.
@@ -39,9 +43,11 @@ pub enum Fuse {
 }
 
 /// The pipeline's options.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     pub fuse: Fuse,
+    /// For a gradient program: how its tape travels.
+    pub tape: Option<TapeOptions>,
 }
 
 fn dumping(pass: &str) -> bool {
@@ -86,5 +92,12 @@ pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Prog
     dump("split", &p);
     schedule_program(&mut p, target)?;
     dump("schedule", &p);
+    if let Some(t) = &options.tape {
+        let plan = plan_tape(&mut p, target, t).map_err(PipelineError::Tape)?;
+        if dumping("tape") {
+            eprintln!("=== after tape ===\n{}", plan.describe(&p));
+        }
+        p.tape = Some(plan);
+    }
     Ok(p)
 }

@@ -40,7 +40,7 @@ fn in_place(reader: Option<Op>) -> usize {
 /// of `w`, checks the memory plan and returns the number of updates it stores in place.
 fn in_place_updates(g: &Graph, fuse: Fuse, kernels: Option<usize>) -> usize {
     let target = Target::sw26010();
-    let mut p = compile_with(g, &target, Options { fuse }).unwrap();
+    let mut p = compile_with(g, &target, Options { fuse, tape: None }).unwrap();
     if let Some(n) = kernels {
         assert_eq!(p.kernels.len(), n);
     }

@@ -34,7 +34,15 @@ fn per_channel(kind: ReduceKind, n: usize, h: usize) -> Graph {
 /// Kernel names of the compiled graph, and its outputs against the interpreter's.
 fn check(g: &Graph, how: Comparison) -> Vec<String> {
     let target = Target::sw26010();
-    let p = compile_with(g, &target, Options { fuse: Fuse::Default }).unwrap();
+    let p = compile_with(
+        g,
+        &target,
+        Options {
+            fuse: Fuse::Default,
+            tape: None,
+        },
+    )
+    .unwrap();
     let inputs: Vec<_> = p
         .inputs
         .iter()

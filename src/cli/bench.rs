@@ -112,7 +112,8 @@ pub fn run(args: Args) -> Result<()> {
     if args.engine == "jit" && (args.output.is_some() || args.jobs.is_some()) {
         bail!("--output and --jobs apply to --engine c");
     }
-    let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
+    let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
+    let p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
     let Measured {
         stats,
         build_seconds,

@@ -80,7 +80,8 @@ pub fn run(args: Args) -> Result<()> {
     let start = Instant::now();
     let (g, p, out) = if args.train.train {
         let (step, program, optimizer) = args.train.step(&args.model, &args.grad)?;
-        let mut p = swflow_scheduler::pipeline::compile_with(&step.graph, &target, args.pipeline.options())?;
+        let options = args.pipeline.options(&step.graph, true)?;
+        let mut p = swflow_scheduler::pipeline::compile_with(&step.graph, &target, options)?;
         p.set_updates(&step.updates()).map_err(|e| anyhow::anyhow!(e))?;
         let spec = TrainingSpec::new(&step, &program, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
         let in_place = swflow_scheduler::memplan::plan(&p, &target).in_place.len();
@@ -95,7 +96,8 @@ pub fn run(args: Args) -> Result<()> {
     } else if args.grad.grad {
         args.train.unused()?;
         let (_, program) = args.grad.prepare(&args.model, std::collections::HashMap::new())?;
-        let p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, args.pipeline.options())?;
+        let options = args.pipeline.options(&program.graph, true)?;
+        let p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, options)?;
         let names = swflow_frontend::npy::output_file_names(program.wrt.iter().map(String::as_str));
         let mut index = serde_json::Map::new();
         let mut files = vec!["loss.npy".to_string()];
@@ -118,7 +120,8 @@ pub fn run(args: Args) -> Result<()> {
         args.grad.unused()?;
         args.train.unused()?;
         let (_, g) = args.model.load()?;
-        let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
+        let options = args.pipeline.options(&g, false)?;
+        let p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
         let out = swflow_codegen::generate(&p, &target, lib_text)?;
         (g, p, out)
     };

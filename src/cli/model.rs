@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::onnx::{ImportOptions, ModelFile};
 use swflow_scheduler::pipeline::{Fuse, Options};
+use swflow_scheduler::tape::{TapeMode, TapeOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct ModelArgs {
@@ -33,17 +34,42 @@ pub struct PipelineArgs {
     /// runs the graph as imported.
     #[arg(long, default_value = "default", value_parser = ["none", "simplify", "default"])]
     pub fuse: String,
+    /// How a gradient program's tape (the forward values its backward pass reads) travels,
+    /// with --grad or --train: `per-tensor` reads every saved tensor back in each backward
+    /// kernel's own tiling; `regions` has a backward kernel that reads a value only the
+    /// backward needs take the partition and tiles of the kernel that wrote it; `stream` does
+    /// the same through an LDM arena, in layers [default: stream]
+    #[arg(long, value_parser = ["per-tensor", "regions", "stream"])]
+    pub tape: Option<String>,
 }
 
 impl PipelineArgs {
-    pub fn options(&self) -> Options {
-        Options {
-            fuse: match self.fuse.as_str() {
-                "none" => Fuse::None,
-                "simplify" => Fuse::Simplify,
-                _ => Fuse::Default,
-            },
-        }
+    /// The pipeline options for `g`, a gradient or training program (whose first output is
+    /// the loss) when `gradient`.
+    pub fn options(&self, g: &Graph, gradient: bool) -> Result<Options> {
+        let fuse = match self.fuse.as_str() {
+            "none" => Fuse::None,
+            "simplify" => Fuse::Simplify,
+            _ => Fuse::Default,
+        };
+        let tape = match (gradient, self.tape.as_deref()) {
+            (false, Some(_)) => bail!("--tape applies with --grad or --train"),
+            (false, None) => None,
+            (true, mode) => Some(TapeOptions {
+                loss: g
+                    .outputs
+                    .first()
+                    .context("a gradient program has a loss output")?
+                    .name
+                    .clone(),
+                mode: match mode {
+                    Some("per-tensor") => TapeMode::PerTensor,
+                    Some("regions") => TapeMode::Regions,
+                    _ => TapeMode::Stream,
+                },
+            }),
+        };
+        Ok(Options { fuse, tape })
     }
 }
 

@@ -62,7 +62,7 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let inputs = input_values(&g, given, args.seed)?;
-    let outputs = execute(&args, &g, &inputs)?;
+    let outputs = execute(&args, &g, &inputs, false)?;
     if let Some(dir) = &args.output {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -91,7 +91,7 @@ fn run_gradient(args: &Args, mut given: HashMap<String, Tensor>) -> Result<()> {
         given.entry(name).or_insert(value);
     }
     let inputs = input_values(&p.graph, given, args.seed)?;
-    let outputs = execute(args, &p.graph, &inputs)?;
+    let outputs = execute(args, &p.graph, &inputs, true)?;
     let dir = args.output.as_ref();
     if let Some(dir) = dir {
         std::fs::create_dir_all(dir.join("grad")).with_context(|| format!("creating {}/grad", dir.display()))?;
@@ -142,11 +142,12 @@ fn input_values(g: &Graph, mut given: HashMap<String, Tensor>, seed: u64) -> Res
     Ok(inputs)
 }
 
-/// Runs `g` on the engine the options choose.
-fn execute(args: &Args, g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+/// Runs `g` (a gradient program when `gradient`) on the engine the options choose.
+fn execute(args: &Args, g: &Graph, inputs: &[Tensor], gradient: bool) -> Result<Vec<Tensor>> {
+    let options = args.pipeline.options(g, gradient)?;
     match args.engine.as_str() {
-        "loops" => run_loops(g, inputs, &args.target, args.pipeline.options()),
-        "jit" => run_jit(g, inputs, &args.target, args.pipeline.options()),
+        "loops" => run_loops(g, inputs, &args.target, options),
+        "jit" => run_jit(g, inputs, &args.target, options),
         _ => {
             let start = Instant::now();
             let outputs = interp::run(g, inputs)?;

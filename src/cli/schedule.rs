@@ -60,7 +60,8 @@ pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
     let g = grad::graph(&args.model, &args.grad, &args.train)?;
     let start = Instant::now();
-    let p = swflow_scheduler::pipeline::compile_with(&g, &target, args.pipeline.options())?;
+    let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
+    let p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
     let schedule_seconds = start.elapsed().as_secs_f64();
     tracing::info!(
         "scheduled {} kernels for {} in {:.2?}",

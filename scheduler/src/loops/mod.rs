@@ -68,6 +68,8 @@ pub struct Program {
     /// its update in a training step). The memory plan stores the two in one place when that
     /// is safe (see [`crate::memplan`]), so the step updates the input in place.
     pub updates: Vec<(TensorId, TensorId)>,
+    /// For a gradient program scheduled with tape options: its tape.
+    pub tape: Option<crate::tape::TapePlan>,
 }
 
 impl Program {

@@ -56,6 +56,7 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
             inputs: Vec::new(),
             outputs: Vec::new(),
             updates: Vec::new(),
+            tape: None,
         },
         of: HashMap::new(),
         node_names: g.nodes().iter().map(|n| n.name.clone()).collect(),

@@ -85,7 +85,7 @@ pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
         .sum()
 }
 
-fn halve(t: usize) -> usize {
+pub(crate) fn halve(t: usize) -> usize {
     if t.is_power_of_two() {
         t / 2
     } else {

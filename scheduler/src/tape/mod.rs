@@ -1,0 +1,284 @@
+//! The gradient tape of a training program: the forward values the backward pass reads, and
+//! how they travel.
+//!
+//! A program computing a loss and its gradients splits into the forward pass, the kernels
+//! the loss depends on, and the backward pass, every other kernel ([`passes`]). A tensor a
+//! forward kernel writes and a backward kernel reads is *saved*: it stays in main memory from
+//! its forward producer to its last backward reader. A saved tensor that a later forward
+//! kernel also reads, or that is an output, lives in main memory anyway; one that only the
+//! backward reads (a pre-activation that a fused kernel keeps, for example) exists for the
+//! tape alone and is *tape-only*.
+//!
+//! The tape travels in one of three ways ([`TapeMode`]):
+//! - `per-tensor`: every saved tensor is read back in each backward kernel's own tiling;
+//! - `regions`: a backward kernel reading a tape-only tensor mirrors its producer: it takes
+//!   the producer's partition and tiles over the tensor's dimensions ([`mirror`]), so it reads
+//!   back exactly the boxes the producer wrote, CPE by CPE, in the same order;
+//! - `stream`: as `regions`, and the boxes go through an LDM arena in layers.
+//!
+//! Every mode computes the same values bit for bit: tiling changes which boxes move, never
+//! the order in which a reduction folds its values.
+
+mod mirror;
+
+use std::fmt::Write;
+
+use crate::loops::{Kernel, Program, TensorId};
+use crate::schedule::{accesses, is_written, Schedule};
+use crate::target::Target;
+
+pub use mirror::{mirror_schedule, MirrorError};
+
+/// How the tape travels (see the module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TapeMode {
+    PerTensor,
+    Regions,
+    #[default]
+    Stream,
+}
+
+impl TapeMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TapeMode::PerTensor => "per-tensor",
+            TapeMode::Regions => "regions",
+            TapeMode::Stream => "stream",
+        }
+    }
+}
+
+/// The tape options of a gradient program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TapeOptions {
+    /// The program output holding the loss: the forward pass is what it depends on.
+    pub loss: String,
+    pub mode: TapeMode,
+}
+
+/// Which pass a kernel belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    Forward,
+    Backward,
+}
+
+/// A saved tensor: written by a forward kernel, read by backward ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Saved {
+    pub tensor: TensorId,
+    /// The forward kernel that writes it.
+    pub producer: usize,
+    /// The backward kernels that read it, in program order.
+    pub readers: Vec<usize>,
+    /// No forward kernel after its producer reads it and it is not an output.
+    pub tape_only: bool,
+    pub bytes: usize,
+}
+
+/// A backward kernel that reads a tape-only tensor in its producer's partition and tiling.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mirrored {
+    pub tensor: TensorId,
+    pub producer: usize,
+    pub reader: usize,
+}
+
+/// A tape-only tensor's reader that cannot mirror its producer, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FellBack {
+    pub tensor: TensorId,
+    pub reader: usize,
+    pub reason: MirrorError,
+}
+
+/// The tape of a scheduled gradient program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TapePlan {
+    pub mode: TapeMode,
+    /// The pass of every kernel.
+    pub passes: Vec<Pass>,
+    pub saved: Vec<Saved>,
+    /// Readers that mirror their producer (in `regions` and `stream` modes).
+    pub mirrored: Vec<Mirrored>,
+    /// Readers of tape-only tensors that read in their own tiling instead.
+    pub fell_back: Vec<FellBack>,
+}
+
+/// Storage tensors kernel `k` writes: its target, and its kept value.
+fn writes(p: &Program, k: &Kernel) -> Vec<TensorId> {
+    accesses(k)
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| is_written(k, i))
+        .map(|(_, a)| p.storage(k.operands[a.operand]))
+        .collect()
+}
+
+/// Storage tensors kernel `k` reads.
+fn reads(p: &Program, k: &Kernel) -> Vec<TensorId> {
+    k.stmt
+        .read_accesses()
+        .iter()
+        .map(|a| p.storage(k.operands[a.operand]))
+        .collect()
+}
+
+/// The pass of every kernel: forward when the tensor `loss` depends on what it writes.
+pub fn passes(p: &Program, loss: TensorId) -> Vec<Pass> {
+    let mut needed = vec![false; p.tensors.len()];
+    needed[p.storage(loss).index()] = true;
+    let mut out = vec![Pass::Backward; p.kernels.len()];
+    for (i, k) in p.kernels.iter().enumerate().rev() {
+        if writes(p, k).iter().any(|t| needed[t.index()]) {
+            out[i] = Pass::Forward;
+            for t in reads(p, k) {
+                needed[t.index()] = true;
+            }
+        }
+    }
+    out
+}
+
+/// The saved tensors of a program whose kernels belong to `passes`.
+pub fn saved(p: &Program, passes: &[Pass]) -> Vec<Saved> {
+    let outputs: Vec<TensorId> = p.outputs.iter().map(|&(_, t)| p.storage(t)).collect();
+    let mut out = Vec::new();
+    for (f, k) in p.kernels.iter().enumerate() {
+        if passes[f] != Pass::Forward {
+            continue;
+        }
+        for t in writes(p, k) {
+            let later = || p.kernels.iter().enumerate().skip(f + 1);
+            let readers: Vec<usize> = later()
+                .filter(|&(i, r)| passes[i] == Pass::Backward && reads(p, r).contains(&t))
+                .map(|(i, _)| i)
+                .collect();
+            if readers.is_empty() {
+                continue;
+            }
+            let forward_read = later().any(|(i, r)| passes[i] == Pass::Forward && reads(p, r).contains(&t));
+            out.push(Saved {
+                tensor: t,
+                producer: f,
+                readers,
+                tape_only: !forward_read && !outputs.contains(&t),
+                bytes: p.tensor(t).ty.size_bytes(),
+            });
+        }
+    }
+    out
+}
+
+/// Plans the tape of scheduled program `p` and, in `regions` and `stream` modes, gives every
+/// backward kernel that can mirror the producer of a tape-only tensor it reads the mirrored
+/// schedule. A reader of several tape-only tensors mirrors the producer of the largest.
+pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Result<TapePlan, String> {
+    let loss = p
+        .outputs
+        .iter()
+        .find(|(n, _)| *n == options.loss)
+        .map(|&(_, t)| t)
+        .ok_or_else(|| format!("the loss '{}' is not an output of the program", options.loss))?;
+    let passes = passes(p, loss);
+    let saved = saved(p, &passes);
+    let mut plan = TapePlan {
+        mode: options.mode,
+        passes,
+        saved,
+        mirrored: Vec::new(),
+        fell_back: Vec::new(),
+    };
+    if options.mode == TapeMode::PerTensor {
+        return Ok(plan);
+    }
+    let mut candidates: Vec<&Saved> = plan.saved.iter().filter(|s| s.tape_only).collect();
+    candidates.sort_by_key(|s| (std::cmp::Reverse(s.bytes), s.tensor));
+    let mut taken: Vec<usize> = Vec::new();
+    let mut schedules: Vec<(usize, Schedule)> = Vec::new();
+    for s in candidates {
+        for &r in &s.readers {
+            let result = if taken.contains(&r) {
+                Err(MirrorError::ReaderTaken)
+            } else {
+                mirror_schedule(p, s.producer, s.tensor, r, target)
+            };
+            match result {
+                Ok(schedule) => {
+                    taken.push(r);
+                    schedules.push((r, schedule));
+                    plan.mirrored.push(Mirrored {
+                        tensor: s.tensor,
+                        producer: s.producer,
+                        reader: r,
+                    });
+                }
+                Err(reason) => plan.fell_back.push(FellBack {
+                    tensor: s.tensor,
+                    reader: r,
+                    reason,
+                }),
+            }
+        }
+    }
+    for (r, schedule) in schedules {
+        p.kernels[r].schedule = Some(schedule);
+    }
+    Ok(plan)
+}
+
+impl TapePlan {
+    /// Bytes of all saved tensors.
+    pub fn saved_bytes(&self) -> usize {
+        self.saved.iter().map(|s| s.bytes).sum()
+    }
+
+    /// Bytes of the tape-only tensors.
+    pub fn tape_only_bytes(&self) -> usize {
+        self.saved.iter().filter(|s| s.tape_only).map(|s| s.bytes).sum()
+    }
+
+    /// Whether backward kernel `reader` mirrors the producer of `tensor`.
+    pub fn mirrors(&self, reader: usize, tensor: TensorId) -> bool {
+        self.mirrored.iter().any(|m| m.reader == reader && m.tensor == tensor)
+    }
+
+    /// The plan as text: the passes' kernel counts, then one line per saved tensor.
+    pub fn describe(&self, p: &Program) -> String {
+        let forward = self.passes.iter().filter(|&&x| x == Pass::Forward).count();
+        let mut s = format!(
+            "tape {}: {forward} forward kernels, {} backward; {} saved tensors, {} bytes ({} tape-only)\n",
+            self.mode.name(),
+            self.passes.len() - forward,
+            self.saved.len(),
+            self.saved_bytes(),
+            self.tape_only_bytes(),
+        );
+        for sv in &self.saved {
+            let readers: Vec<String> = sv
+                .readers
+                .iter()
+                .map(|&r| {
+                    let how = if self.mirrors(r, sv.tensor) {
+                        " (mirrored)".to_string()
+                    } else if let Some(f) = self.fell_back.iter().find(|f| f.reader == r && f.tensor == sv.tensor) {
+                        format!(" (own tiling: {})", f.reason)
+                    } else {
+                        String::new()
+                    };
+                    format!("{}{how}", p.kernels[r].name)
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {} {} B{} from {} to {}",
+                crate::loops::quoted_name(&p.tensor(sv.tensor).name),
+                sv.bytes,
+                if sv.tape_only { " tape-only" } else { "" },
+                p.kernels[sv.producer].name,
+                readers.join(", ")
+            );
+        }
+        s
+    }
+}

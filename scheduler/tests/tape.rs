@@ -1,0 +1,138 @@
+//! The tape of a gradient program: which kernels are forward, which tensors are saved and
+//! which only the backward reads, and backward kernels mirroring the kernels that wrote what
+//! they read, with the same gradients bit for bit in every mode.
+
+use swflow_frontend::autodiff::gradient_program;
+use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
+use swflow_frontend::random::random_tensor;
+use swflow_scheduler::exec::cpe::run_program;
+use swflow_scheduler::loops::Program;
+use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
+use swflow_scheduler::tape::{Pass, TapeMode, TapeOptions};
+use swflow_scheduler::target::Target;
+
+/// `sum(relu(x @ w1 + b) @ w2)` and its gradients with respect to `w1`, `b` and `w2`.
+fn two_layers() -> Graph {
+    let mut g = Graph::new("two_layers");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let x = g.add_input("x", ty(vec![96, 200]));
+    let w1 = g.add_input("w1", ty(vec![200, 160]));
+    let b = g.add_input("b", ty(vec![160]));
+    let w2 = g.add_input("w2", ty(vec![160, 10]));
+    let h = g.add_node("h", Op::MatMul, vec![x, w1], None).unwrap();
+    let hb = g.add_node("hb", Op::Binary(BinaryOp::Add), vec![h, b], None).unwrap();
+    let r = g.add_node("r", Op::Unary(UnaryOp::Relu), vec![hb], None).unwrap();
+    let y = g.add_node("y", Op::MatMul, vec![r, w2], None).unwrap();
+    let sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0, 1],
+    };
+    let loss = g.add_node("loss", sum, vec![y], None).unwrap();
+    g.outputs.push(Output {
+        name: "loss".into(),
+        node: loss,
+    });
+    gradient_program(&g, &[w1, b, w2], &[]).unwrap().graph
+}
+
+fn compile(g: &Graph, mode: TapeMode) -> Program {
+    let tape = TapeOptions {
+        loss: "loss".into(),
+        mode,
+    };
+    let options = Options {
+        fuse: Fuse::Default,
+        tape: Some(tape),
+    };
+    compile_with(g, &Target::sw26010(), options).unwrap()
+}
+
+#[test]
+fn the_kept_pre_activation_is_tape_only_and_its_reader_mirrors_its_producer() {
+    let g = two_layers();
+    let p = compile(&g, TapeMode::Regions);
+    let plan = p.tape.as_ref().unwrap();
+    let name = |k: usize| p.kernels[k].name.as_str();
+    // The forward pass is the first product (with its bias and ReLU, keeping the product),
+    // the second product and the loss; everything after is backward.
+    let forward: Vec<&str> = (0..p.kernels.len())
+        .filter(|&k| plan.passes[k] == Pass::Forward)
+        .map(name)
+        .collect();
+    assert_eq!(forward, ["h", "y", "loss"]);
+    let h = &p.kernels[0];
+    assert!(h.stmt.keep.is_some(), "the first product keeps its value");
+    // Saved: the ReLU output (read by the second product) and the product itself, which only
+    // the backward reads.
+    let saved: Vec<(&str, bool)> = plan
+        .saved
+        .iter()
+        .map(|s| (p.tensor(s.tensor).name.as_str(), s.tape_only))
+        .collect();
+    assert_eq!(saved, [("r", false), ("h", true)]);
+    let [m] = plan.mirrored.as_slice() else {
+        panic!("one mirrored reader: {}", plan.describe(&p))
+    };
+    assert_eq!((name(m.producer), p.tensor(m.tensor).name.as_str()), ("h", "h"));
+    // The reader takes the producer's partition and tiles on the tensor's dimensions.
+    let (fs, bs) = (
+        h.schedule.as_ref().unwrap(),
+        p.kernels[m.reader].schedule.as_ref().unwrap(),
+    );
+    assert_eq!((fs.partition_points, fs.chunk), (bs.partition_points, bs.chunk));
+    let dims = |k: &swflow_scheduler::loops::Kernel, s: &swflow_scheduler::schedule::Schedule| -> Vec<usize> {
+        s.partition.iter().map(|&l| k.loops[l].extent).collect()
+    };
+    assert_eq!(dims(h, fs), dims(&p.kernels[m.reader], bs));
+    let tiles = |k: &swflow_scheduler::loops::Kernel, s: &swflow_scheduler::schedule::Schedule| -> Vec<usize> {
+        k.loops
+            .iter()
+            .zip(&s.tiles)
+            .filter(|(l, _)| l.kind == swflow_scheduler::loops::LoopKind::Parallel)
+            .map(|(_, &t)| t)
+            .collect()
+    };
+    assert_eq!(tiles(h, fs), tiles(&p.kernels[m.reader], bs));
+    // Per-tensor: nothing mirrors.
+    let per_tensor = compile(&g, TapeMode::PerTensor);
+    assert!(per_tensor.tape.as_ref().unwrap().mirrored.is_empty());
+}
+
+#[test]
+fn gradients_are_bit_identical_in_every_mode() {
+    let g = two_layers();
+    let target = Target::sw26010();
+    let mut results = Vec::new();
+    for mode in [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream] {
+        let p = compile(&g, mode);
+        let inputs: Vec<_> = p
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| random_tensor(&p.tensor(t).ty, 9, i))
+            .collect();
+        results.push(run_program(&p, &inputs, &target).unwrap().0);
+    }
+    for other in &results[1..] {
+        for (a, b) in other.iter().zip(&results[0]) {
+            assert!(a.bit_eq(b));
+        }
+    }
+}
+
+#[test]
+fn a_loss_that_is_not_an_output_is_an_error() {
+    let g = two_layers();
+    let options = Options {
+        fuse: Fuse::Default,
+        tape: Some(TapeOptions {
+            loss: "nothing".into(),
+            mode: TapeMode::Stream,
+        }),
+    };
+    let e = compile_with(&g, &Target::sw26010(), options).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the gradient tape: the loss 'nothing' is not an output of the program"
+    );
+}
