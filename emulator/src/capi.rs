@@ -11,6 +11,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::cpe;
 use crate::machine::{Direction, KernelFn, Machine, Violation};
 use crate::report;
+use crate::tape::DmaClass;
 use crate::timing::{Ops, Spec};
 use crate::trace::TraceWriter;
 
@@ -70,7 +71,8 @@ fn size(v: c_long, what: &str) -> usize {
 /// description `spec` (TOML text: the target's clock, peak and `[timing]` table), or
 /// functional only when `spec` is null or the environment sets `SWFLOW_TIMING=off`. With
 /// `SWFLOW_TRACE=file.json` a timed machine writes a Chrome trace. A second call with the
-/// same sizes does nothing; returns 0, or -1 when the sizes differ from the first call.
+/// same sizes does nothing but forget the streamed tape (as [`swflow_emu_tape_reset`]);
+/// returns 0, or -1 when the sizes differ from the first call.
 ///
 /// # Safety
 /// `spec` is null or a NUL-terminated string.
@@ -107,6 +109,7 @@ pub unsafe extern "C" fn swflow_emu_init(cpes: c_int, ldm_bytes: c_long, spec: *
         }
         m
     });
+    m.reset_tape();
     if m.cpes() == cpes && m.ldm_bytes() == ldm {
         0
     } else {
@@ -208,6 +211,26 @@ pub extern "C" fn swflow_emu_dma(
         size(bsize, "a DMA block size"),
     )
     .unwrap_or_else(|v| stop(&v));
+}
+
+/// Sets the class of the calling CPE's later DMA: 0 data, 1 tape, 2 streamed tape (see
+/// [`DmaClass`]); each launch starts with data. Any other value stops the program.
+#[no_mangle]
+pub extern "C" fn swflow_emu_dma_class(class: c_int) {
+    let set = match DmaClass::from_code(class.into()) {
+        Some(c) => cpe::set_class(c),
+        None => Err(cpe::fail(&format!("DMA class {class} is none of 0, 1 and 2"))),
+    };
+    set.unwrap_or_else(|v| stop(&v));
+}
+
+/// Joins the running launch, then forgets every CPE's outstanding layers of streamed tape: a
+/// host whose training step leaves tape behind on purpose calls it between steps.
+#[no_mangle]
+pub extern "C" fn swflow_emu_tape_reset() {
+    let m = machine();
+    m.join();
+    m.reset_tape();
 }
 
 /// Checks a direct main-memory access (a write when `write` is non-zero) and returns `addr`.

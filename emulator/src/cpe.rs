@@ -1,5 +1,6 @@
-//! What a CPE does while it runs a kernel: declare LDM buffers, issue and wait for DMA, access
-//! main memory directly, charge compute, meet at barriers; and the checks on each.
+//! What a CPE does while it runs a kernel: declare LDM buffers, set the class of its DMA,
+//! issue and wait for DMA, access main memory directly, charge compute, meet at barriers; and
+//! the checks on each.
 //!
 //! The state of the running kernel on a CPE is thread-local to that CPE's thread. Each
 //! operation returns the [`Violation`] it finds; the C ABI stops the program with it, while
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use crate::machine::{Direction, KernelCounters, Launch, Shared, Violation};
 use crate::replay::{Event, Log};
+use crate::tape::DmaClass;
 use crate::timing::Ops;
 
 /// A named block of memory: a main-memory region or an LDM buffer.
@@ -57,6 +59,8 @@ pub(crate) struct Cpe {
     pub machine: Arc<Shared>,
     buffers: Vec<Block>,
     pending: Vec<Transfer>,
+    /// The class of the DMA it issues next.
+    class: DmaClass,
     /// The main memory it wrote, as `[start, end)` ranges (sorted and joined when it leaves).
     pub writes: Vec<(usize, usize)>,
     pub counters: KernelCounters,
@@ -79,6 +83,7 @@ impl Cpe {
                 machine,
                 buffers: Vec::new(),
                 pending: Vec::new(),
+                class: DmaClass::Data,
                 writes: Vec::new(),
                 counters: KernelCounters::default(),
                 log: Log::default(),
@@ -201,13 +206,33 @@ pub fn declare_ldm(base: usize, bytes: usize, name: &str) -> Result<(), Violatio
     })
 }
 
-/// Issues a DMA: checked now, performed when the CPE waits on `reply`. `stride` and `bsize`
-/// follow athread: `bsize` bytes are contiguous, then `stride` bytes of main memory are
-/// skipped; `bsize == 0` means one contiguous block.
+/// Sets the class of the calling CPE's later DMA (until the next call, or the end of the
+/// launch: every launch starts with [`DmaClass::Data`]).
+pub fn set_class(class: DmaClass) -> Result<(), Violation> {
+    with_cpe("a DMA class", |cpe| {
+        cpe.class = class;
+        Ok(())
+    })
+}
+
+/// `addr` in main memory as a message names it: by its offset in a region when it is in one.
+fn describe_main(regions: &[Block], addr: usize) -> String {
+    match regions.iter().find(|r| r.contains(addr)) {
+        Some(r) => format!("offset {} of {}", addr - r.base, r.name),
+        None => format!("main-memory address {addr:#x}"),
+    }
+}
+
+/// Issues a DMA of the calling CPE's current class: checked now, performed when the CPE waits
+/// on `reply`. `stride` and `bsize` follow athread: `bsize` bytes are contiguous, then
+/// `stride` bytes of main memory are skipped; `bsize == 0` means one contiguous block.
 ///
 /// Its time counts the 128-byte lines its blocks touch; a get of the launch's parameter
 /// struct counts its length in whole lines, as if the struct were line-aligned, since where
-/// the linker puts it is no property of the program.
+/// the linker puts it is no property of the program. Tape transfers are counted in the
+/// ordinary totals and again in the tape counters (the parameter struct's get never is). A
+/// [`DmaClass::TapeStream`] transfer must be contiguous in main memory, and keeps the CPE's
+/// stack of streamed tape (see [`crate::tape`]): a put pushes a layer, a get pops one.
 #[allow(clippy::too_many_arguments)]
 pub fn dma(
     dir: Direction,
@@ -283,7 +308,24 @@ pub fn dma(
                 )))
             }
         }
+        if cpe.class == DmaClass::TapeStream {
+            if bsize != len && stride != 0 {
+                return Err(cpe.violation(format!(
+                    "tape stream {what} of {len} bytes in blocks of {bsize} with a stride of {stride}: streamed tape moves in one contiguous transfer"
+                )));
+            }
+            let mut stack = cpe.machine.tape_stack(cpe.id);
+            let kept = match dir {
+                Direction::Put => stack.push(main, len, &cpe.launch.kernel),
+                Direction::Get => stack.pop(main, len),
+            };
+            drop(stack);
+            if let Err(e) = kept {
+                return Err(cpe.violation(e.message(&|a| describe_main(&regions, a))));
+            }
+        }
         drop(regions);
+        let tape = cpe.class.is_tape();
         if let Some(spec) = &cpe.machine.spec {
             let line = spec.timing.dma.line_bytes as usize;
             let lines: usize = if in_arg {
@@ -296,17 +338,27 @@ pub fn dma(
                 blocks: (len / bsize) as u64,
                 lines: lines as u64,
                 reply,
+                tape,
             });
         }
+        let c = &mut cpe.counters;
         match dir {
-            Direction::Get if in_arg => cpe.counters.arg_gets += 1,
+            Direction::Get if in_arg => c.arg_gets += 1,
             Direction::Get => {
-                cpe.counters.gets += 1;
-                cpe.counters.get_bytes += len;
+                c.gets += 1;
+                c.get_bytes += len;
+                if tape {
+                    c.tape_gets += 1;
+                    c.tape_get_bytes += len;
+                }
             }
             Direction::Put => {
-                cpe.counters.puts += 1;
-                cpe.counters.put_bytes += len;
+                c.puts += 1;
+                c.put_bytes += len;
+                if tape {
+                    c.tape_puts += 1;
+                    c.tape_put_bytes += len;
+                }
             }
         }
         cpe.pending.push(t);

@@ -12,14 +12,16 @@
 //!   counter, so code that uses a buffer before waiting sees stale data, and a kernel that
 //!   returns with transfers in flight is an error;
 //! - two CPEs writing overlapping main memory in one launch is a race;
-//! - waiting for more transfers than were issued would hang the hardware and is an error.
+//! - waiting for more transfers than were issued would hang the hardware and is an error;
+//! - streamed gradient tape must come back in the reverse order it went out ([`DmaClass`]).
 //!
 //! Every violation is one message naming the kernel and the CPE. It stops a C program; a
 //! compiled kernel returns, and the host gets it from [`Machine::try_join`].
 //!
 //! Time ([`timing`], [`replay`]): given the target's machine description, each CPE's compute
 //! (reported by the generated code as operation counts), its DMA through the core group's one
-//! queue, its direct accesses and barriers are modelled in cycles, deterministically.
+//! queue, its direct accesses and barriers are modelled in cycles, deterministically; the
+//! transfers of gradient tape are counted and timed apart too.
 //! Per-kernel counters and modelled time are reported at exit when the environment variable
 //! `SWFLOW_STATS` is set ([`report`]), and `SWFLOW_TRACE` writes a Chrome trace ([`trace`]).
 
@@ -30,11 +32,15 @@ pub mod native;
 mod race;
 pub mod replay;
 pub mod report;
+mod tape;
+#[cfg(test)]
+mod tape_tests;
 pub mod timing;
 pub mod trace;
 
 pub use cpe::cpe_id;
 pub use machine::{Direction, KernelCounters, KernelFn, KernelStats, KernelTime, Machine, Violation};
+pub use tape::DmaClass;
 
 /// Timing parameters for unit tests: FP latency 7, division and square root 30, a call 100,
 /// barrier 5; DMA at one byte per cycle both ways, 10 cycles per block and 100 of latency.

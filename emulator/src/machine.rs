@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::cpe::{Block, Cpe};
 use crate::race::find_race;
 use crate::replay::{self, LaunchTime, Log, Span};
+use crate::tape::TapeStack;
 use crate::timing::Spec;
 
 /// A kernel function as the C side sees it: `void kernel(void *arg)`.
@@ -83,6 +84,12 @@ pub struct KernelCounters {
     pub ldm_high_water: usize,
     /// Floating-point operations the kernel's code reported.
     pub flops: usize,
+    /// The gets and puts above that carried gradient tape (either tape class), and their
+    /// bytes.
+    pub tape_gets: usize,
+    pub tape_puts: usize,
+    pub tape_get_bytes: usize,
+    pub tape_put_bytes: usize,
 }
 
 /// Per-kernel modelled time over all its launches, in CPE cycles. The CPE fields are sums
@@ -102,6 +109,8 @@ pub struct KernelTime {
     /// Least cycles its DMA could take: its bytes at the queue's bandwidths alone, with no
     /// per-block cost and no partial lines.
     pub dma_bound_cycles: f64,
+    /// The part of `queue_busy_cycles` spent serving transfers of gradient tape.
+    pub tape_queue_cycles: f64,
 }
 
 impl KernelTime {
@@ -115,6 +124,7 @@ impl KernelTime {
         self.idle_cycles += o.idle_cycles;
         self.queue_busy_cycles += o.queue_busy_cycles;
         self.dma_bound_cycles += o.dma_bound_cycles;
+        self.tape_queue_cycles += o.tape_queue_cycles;
     }
 }
 
@@ -137,6 +147,10 @@ impl KernelCounters {
         self.direct_writes += o.direct_writes;
         self.ldm_high_water = self.ldm_high_water.max(o.ldm_high_water);
         self.flops += o.flops;
+        self.tape_gets += o.tape_gets;
+        self.tape_puts += o.tape_puts;
+        self.tape_get_bytes += o.tape_get_bytes;
+        self.tape_put_bytes += o.tape_put_bytes;
     }
 }
 
@@ -187,6 +201,8 @@ pub(crate) struct Shared {
     running: AtomicUsize,
     /// Each CPE's LDM area for kernels compiled into this process, made at its first use.
     ldm_areas: Vec<Mutex<Option<Box<[u128]>>>>,
+    /// Each CPE's layers of streamed tape still outstanding, kept from launch to launch.
+    tape: Vec<Mutex<TapeStack>>,
     /// The machine description when time is modelled.
     pub spec: Option<Spec>,
     clock: Mutex<HostClock>,
@@ -244,6 +260,7 @@ impl Machine {
             untaken: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             ldm_areas: (0..cpes).map(|_| Mutex::new(None)).collect(),
+            tape: (0..cpes).map(|_| Mutex::new(TapeStack::default())).collect(),
             spec,
             clock: Mutex::new(HostClock::default()),
             stats: Mutex::new(BTreeMap::new()),
@@ -396,6 +413,7 @@ impl Machine {
             direct_cycles: sum(|c| c.direct),
             idle_cycles: sum(|c| c.idle),
             queue_busy_cycles: launch.queue_busy,
+            tape_queue_cycles: launch.tape_queue,
             dma_bound_cycles: get_bytes as f64 / t.dma.get_bytes_per_cycle
                 + put_bytes as f64 / t.dma.put_bytes_per_cycle,
         }
@@ -404,6 +422,24 @@ impl Machine {
     /// Per-kernel totals so far, by kernel name.
     pub fn stats(&self) -> BTreeMap<String, KernelStats> {
         self.shared.stats.lock().expect("stats").clone()
+    }
+
+    /// How many layers of streamed tape each CPE has outstanding (pushed and not yet popped),
+    /// by CPE id.
+    pub fn tape_depths(&self) -> Vec<usize> {
+        self.shared
+            .tape
+            .iter()
+            .map(|t| t.lock().expect("tape stack").depth())
+            .collect()
+    }
+
+    /// Forgets every CPE's outstanding layers of streamed tape, for a program whose training
+    /// step leaves tape behind on purpose; called between launches (after a join).
+    pub fn reset_tape(&self) {
+        for t in &self.shared.tape {
+            t.lock().expect("tape stack").clear();
+        }
     }
 }
 
@@ -422,6 +458,11 @@ impl Drop for Machine {
 }
 
 impl Shared {
+    /// CPE `id`'s layers of streamed tape.
+    pub(crate) fn tape_stack(&self, id: usize) -> std::sync::MutexGuard<'_, TapeStack> {
+        self.tape[id].lock().expect("tape stack")
+    }
+
     /// CPE `id`'s LDM area (`ldm_bytes` long, 16-byte aligned; its contents stay from kernel
     /// to kernel, as in the hardware's LDM).
     pub(crate) fn ldm_area(&self, id: usize) -> *mut u8 {

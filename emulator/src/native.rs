@@ -1,14 +1,15 @@
 //! Hooks for kernels compiled into this process (the JIT): what the hardware does for them.
 //!
 //! A compiled kernel is a [`crate::machine::KernelFn`] launched with [`crate::Machine::spawn`]
-//! like a C kernel. It calls these functions for its LDM area, DMA, waits, direct accesses,
-//! charges and detected failures, and for nothing else. Where the C ABI stops the program at a
-//! violation, a hook records it on the calling CPE and returns [`STOP`]; the kernel must then
-//! return at once, and [`crate::Machine::try_join`] hands the violation to the host. So a
-//! broken kernel is an error of the run, not the end of the process.
+//! like a C kernel. It calls these functions for its LDM area, DMA and its class, waits,
+//! direct accesses, charges and detected failures, and for nothing else. Where the C ABI stops
+//! the program at a violation, a hook records it on the calling CPE and returns [`STOP`]; the
+//! kernel must then return at once, and [`crate::Machine::try_join`] hands the violation to the
+//! host. So a broken kernel is an error of the run, not the end of the process.
 
 use crate::cpe;
 use crate::machine::{Direction, Violation};
+use crate::tape::DmaClass;
 use crate::timing::Ops;
 
 /// Hook result: carry on.
@@ -86,6 +87,16 @@ pub extern "C" fn swflow_native_dma(
         stride as usize,
         bsize as usize,
     ))
+}
+
+/// Sets the class of the calling CPE's later DMA, by its code (see [`DmaClass::from_code`]);
+/// an unknown code is a violation.
+#[no_mangle]
+pub extern "C" fn swflow_native_dma_class(class: i32) -> i32 {
+    status(match DmaClass::from_code(class.into()) {
+        Some(c) => cpe::set_class(c),
+        None => Err(cpe::fail(&format!("DMA class {class} is none of 0, 1 and 2"))),
+    })
 }
 
 /// Completes the transfers on the counter at `reply`, which must then be `n` (at least `n`

@@ -20,12 +20,13 @@ pub(crate) enum Event {
     /// Cycles of direct main-memory accesses (gload/gstore latency).
     Direct(f64),
     /// A transfer issued on reply counter `reply`: `blocks` contiguous blocks that touch
-    /// `lines` memory lines in all.
+    /// `lines` memory lines in all; `tape` when it carries gradient tape.
     Dma {
         put: bool,
         blocks: u64,
         lines: u64,
         reply: usize,
+        tape: bool,
     },
     /// A wait for every transfer issued on `reply` and not yet waited for.
     Wait { reply: usize },
@@ -80,10 +81,11 @@ pub enum Span {
     Direct { cpe: usize, start: f64, cycles: f64 },
     /// CPE `cpe` waited at a barrier for the other CPEs.
     Barrier { cpe: usize, start: f64, cycles: f64 },
-    /// The DMA queue served a transfer of CPE `cpe`.
+    /// The DMA queue served a transfer of CPE `cpe` (of gradient tape when `tape`).
     Transfer {
         cpe: usize,
         put: bool,
+        tape: bool,
         start: f64,
         cycles: f64,
     },
@@ -98,6 +100,8 @@ pub struct LaunchTime {
     pub cpes: Vec<CpeTime>,
     /// Cycles the DMA queue was serving transfers.
     pub queue_busy: f64,
+    /// The part of `queue_busy` spent on transfers of gradient tape.
+    pub tape_queue: f64,
 }
 
 /// A clock value ordered for the heap (earliest first, then the lower CPE id).
@@ -145,6 +149,7 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
         .collect();
     let mut queue_free = 0.0f64;
     let mut queue_busy = 0.0;
+    let mut tape_queue = 0.0;
     let mut at_barrier: Vec<usize> = Vec::new();
     let mut emit = |s: Span| {
         if let Some(f) = trace.as_mut() {
@@ -178,6 +183,7 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 blocks,
                 lines,
                 reply,
+                tape,
             } => {
                 let d = &t.dma;
                 let (block, rate, latency) = if put {
@@ -189,10 +195,14 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 let begin = queue_free.max(s.clock);
                 queue_free = begin + service;
                 queue_busy += service;
+                if tape {
+                    tape_queue += service;
+                }
                 s.outstanding.push((reply, queue_free + latency));
                 emit(Span::Transfer {
                     cpe: i,
                     put,
+                    tape,
                     start: begin,
                     cycles: service,
                 });
@@ -253,7 +263,12 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
             ..s.time
         })
         .collect();
-    LaunchTime { span, cpes, queue_busy }
+    LaunchTime {
+        span,
+        cpes,
+        queue_busy,
+        tape_queue,
+    }
 }
 
 #[cfg(test)]
@@ -274,6 +289,7 @@ mod tests {
         blocks: 1,
         lines: 1,
         reply: 0,
+        tape: false,
     };
 
     #[test]
@@ -326,9 +342,49 @@ mod tests {
             blocks: 2,
             lines: 2,
             reply: 1,
+            tape: false,
         };
         let r = replay(&[log(&[GET, other, Event::Wait { reply: 0 }])], &t, None);
         assert_eq!(r.span, 238.0);
+    }
+
+    #[test]
+    fn tape_transfers_take_the_queue_as_data_and_are_summed_apart() {
+        let t = timing();
+        let put = |tape| Event::Dma {
+            put: true,
+            blocks: 2,
+            lines: 3,
+            reply: 1,
+            tape,
+        };
+        let tape_get = Event::Dma {
+            put: false,
+            blocks: 1,
+            lines: 1,
+            reply: 0,
+            tape: true,
+        };
+        let logs = |get, put| {
+            [
+                log(&[GET, get, put, Event::Wait { reply: 0 }, Event::Wait { reply: 1 }]),
+                log(&[get, Event::Compute(40.0), Event::Wait { reply: 0 }]),
+            ]
+        };
+        let data = replay(&logs(GET, put(false)), &t, None);
+        let mut spans = Vec::new();
+        let mixed = replay(&logs(tape_get, put(true)), &t, Some(&mut |s| spans.push(s)));
+        assert_eq!((mixed.span, &mixed.cpes), (data.span, &data.cpes));
+        assert_eq!(mixed.queue_busy, data.queue_busy);
+        assert_eq!(data.tape_queue, 0.0);
+        // Two one-line tape gets (10 + 128 cycles each) and the put (2 * 10 + 3 * 128).
+        assert_eq!(mixed.tape_queue, 2.0 * 138.0 + 404.0);
+        assert_eq!(mixed.queue_busy, 3.0 * 138.0 + 404.0);
+        let tape_spans = spans
+            .iter()
+            .filter(|s| matches!(s, Span::Transfer { tape: true, .. }))
+            .count();
+        assert_eq!(tape_spans, 3);
     }
 
     #[test]

@@ -17,6 +17,9 @@
 //!   CPEs' peak and its DMA bytes at the queue's bandwidths (no per-block cost, no partial
 //!   lines), over its modelled cycles: its GFLOPS over the roofline's at its arithmetic
 //!   intensity. 1 is on the roofline.
+//! - `tape_seconds`: the modelled seconds the DMA queue spent serving the kernel's transfers
+//!   of gradient tape (whose counts and bytes are the `tape_*` counters; both are part of the
+//!   DMA figures above too).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -54,6 +57,7 @@ pub struct Timed {
     pub idle: f64,
     pub bound: &'static str,
     pub roofline_fraction: f64,
+    pub tape_seconds: f64,
 }
 
 impl Timed {
@@ -88,6 +92,7 @@ impl Timed {
             idle: share(t.idle_cycles),
             bound,
             roofline_fraction,
+            tape_seconds: t.tape_queue_cycles / spec.clock_hz,
         }
     }
 }
@@ -168,6 +173,7 @@ impl Report {
                 r.kernel, c.launches, c.gets, c.get_bytes, c.puts, c.put_bytes, c.ldm_high_water
             );
         }
+        self.tape_table(&mut s, width);
         if self.total.time.is_none() {
             return s;
         }
@@ -200,5 +206,94 @@ impl Report {
             let _ = writeln!(s, "total modelled time: {total:.6e} s");
         }
         s
+    }
+
+    /// The tape traffic of the kernels that have any, and the total, when there is any.
+    fn tape_table(&self, s: &mut String, width: usize) {
+        let tape = |c: &KernelCounters| c.tape_gets + c.tape_puts > 0;
+        if !tape(&self.total.counters) {
+            return;
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>10}  {:>14}  {:>10}  {:>14}  {:>12}",
+            "kernel", "tape gets", "tape get bytes", "tape puts", "tape put bytes", "tape queue s"
+        );
+        for r in self.kernels.iter().chain([&self.total]).filter(|r| tape(&r.counters)) {
+            let c = &r.counters;
+            let seconds = r
+                .time
+                .as_ref()
+                .map_or("-".to_string(), |t| format!("{:.6e}", t.tape_seconds));
+            let _ = writeln!(
+                s,
+                "{:<width$}  {:>10}  {:>14}  {:>10}  {:>14}  {:>12}",
+                r.kernel, c.tape_gets, c.tape_get_bytes, c.tape_puts, c.tape_put_bytes, seconds
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Spec {
+        Spec {
+            clock_hz: 1e9,
+            flops_per_cycle: 8.0,
+            timing: crate::test_timing(),
+        }
+    }
+
+    fn kernel(tape_gets: usize, tape_queue_cycles: f64) -> KernelStats {
+        KernelStats {
+            counters: KernelCounters {
+                launches: 1,
+                gets: 4,
+                get_bytes: 4096,
+                tape_gets,
+                tape_get_bytes: 512 * tape_gets,
+                ..KernelCounters::default()
+            },
+            time: KernelTime {
+                modelled_cycles: 5000.0,
+                span_cycles: 5000.0,
+                queue_busy_cycles: 3000.0,
+                tape_queue_cycles,
+                ..KernelTime::default()
+            },
+        }
+    }
+
+    #[test]
+    fn rows_and_the_total_carry_the_tape_traffic() {
+        let stats = BTreeMap::from([
+            ("a".to_string(), kernel(2, 1000.0)),
+            ("b".to_string(), kernel(1, 500.0)),
+        ]);
+        let r = Report::new(2, 4096, Some(&spec()), &stats);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["kernels"][0]["tape_gets"], 2);
+        assert_eq!(json["kernels"][1]["tape_get_bytes"], 512);
+        assert_eq!(json["kernels"][0]["tape_seconds"], 1e-6);
+        assert_eq!(json["total"]["tape_gets"], 3);
+        assert_eq!(json["total"]["tape_get_bytes"], 1536);
+        assert_eq!(json["total"]["tape_puts"], 0);
+        assert_eq!(json["total"]["tape_seconds"], 1.5e-6);
+        assert_eq!(json["total"]["get_bytes"], 8192, "tape bytes are in the totals already");
+        let table = r.table();
+        assert!(table.contains("tape get bytes"), "{table}");
+        assert!(table
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["total", "3", "1536", "0", "0", "1.500000e-6"]));
+    }
+
+    #[test]
+    fn a_table_without_tape_traffic_has_no_tape_lines() {
+        let stats = BTreeMap::from([("a".to_string(), kernel(0, 0.0))]);
+        let table = Report::new(2, 4096, Some(&spec()), &stats).table();
+        assert!(!table.contains("tape"), "{table}");
     }
 }

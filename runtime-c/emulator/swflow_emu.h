@@ -7,7 +7,8 @@
 #include <stddef.h>
 
 /* Starts the core group (CPE count, LDM bytes per CPE for data), timed by the machine
- * description `spec` (TOML text; NULL: functional only); 0 on success. */
+ * description `spec` (TOML text; NULL: functional only); 0 on success. Every call forgets
+ * the streamed tape, as swflow_emu_tape_reset. */
 int swflow_emu_init(int cpes, long ldm_bytes, const char *spec);
 /* Registers main memory that DMA may reach. */
 void swflow_emu_main_region(const void *base, size_t bytes, const char *name);
@@ -23,7 +24,17 @@ double swflow_emu_seconds(void);
 int swflow_emu_cpe_id(void);
 /* Declares an LDM buffer of the running kernel on the calling CPE. */
 void swflow_emu_ldm_buffer(const void *base, size_t bytes, const char *name);
-/* Issues a DMA (dir 0: get into LDM, 1: put from LDM); completes at the matching wait. */
+/* Sets the class of the calling CPE's later DMA: 0 data, 1 gradient tape, 2 streamed tape
+ * (SWFLOW_DMA_DATA, SWFLOW_DMA_TAPE, SWFLOW_DMA_TAPE_STREAM of swflow_slave.h). Every launch
+ * starts with data. Tape transfers are counted and timed apart as well as in the totals; a
+ * streamed-tape put must be contiguous and start where the CPE's last pushed layer ends (it
+ * pushes a layer), a streamed-tape get must bring back exactly that layer (it pops it). */
+void swflow_emu_dma_class(int dma_class);
+/* Joins the running launch and forgets every CPE's outstanding layers of streamed tape (the
+ * layers outlive launches): for a host whose training step leaves tape behind on purpose. */
+void swflow_emu_tape_reset(void);
+/* Issues a DMA (dir 0: get into LDM, 1: put from LDM) of the CPE's current class; completes
+ * at the matching wait. */
 void swflow_emu_dma(int dir, const void *main, void *ldm, long len, void *reply, long stride, long bsize);
 /* Checks a direct main-memory access of `bytes` at `addr` by the calling CPE (a write when
  * `write`, which also joins the race check) and returns `addr`. */

@@ -47,6 +47,22 @@ typedef volatile int swflow_reply_t;
 #define SWFLOW_LDM_BUFFER(base, bytes, name) ((void)0)
 #endif
 
+/* What a DMA carries: ordinary data; gradient tape read back in any order; or streamed
+ * gradient tape, which each CPE pushes out as contiguous layers and pops back in reverse
+ * order. */
+#define SWFLOW_DMA_DATA 0
+#define SWFLOW_DMA_TAPE 1
+#define SWFLOW_DMA_TAPE_STREAM 2
+
+/* Sets the class of the running CPE's later DMA (each launch starts with SWFLOW_DMA_DATA), so
+ * the emulator counts and times tape traffic apart and checks the order of streamed tape;
+ * on Sunway it is nothing. */
+#ifdef SWFLOW_EMULATOR
+#define SWFLOW_DMA_CLASS(c) swflow_emu_dma_class(c)
+#else
+#define SWFLOW_DMA_CLASS(c) ((void)0)
+#endif
+
 /* Charges the running CPE for `n` executions of a stretch of code whose operations the
  * remaining arguments count, as designated initializers of struct swflow_ops
  * (`.fp = 2, .load = 3, ...`). Generated code charges every loop nest it emits this way, with

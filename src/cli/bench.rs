@@ -1,7 +1,8 @@
 //! `swflow bench`: compile a model, run it on the timed emulator and report where the modelled
-//! time goes, kernel by kernel, beside the scheduler's own DMA estimate. The JIT runs the
-//! scheduled kernels in-process (the default); `--engine c` builds the generated C with its
-//! Makefile and runs that. Both report the same counters and modelled time.
+//! time goes, kernel by kernel, beside the scheduler's own DMA estimate, and how much of the
+//! DMA carried gradient tape. The JIT runs the scheduled kernels in-process (the default);
+//! `--engine c` builds the generated C with its Makefile and runs that. Both report the same
+//! counters and modelled time.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -83,10 +84,42 @@ struct Report {
     peak_gflops: f64,
     total_modelled_seconds: f64,
     total: Value,
+    tape: Tape,
     kernels: Vec<KernelRow>,
     /// Compiling the kernels (JIT) or building the folder with `make` (C).
     build_seconds: f64,
     run_seconds: f64,
+}
+
+/// The DMA of all kernels that carried gradient tape (both tape classes).
+#[derive(Serialize, Debug)]
+struct Tape {
+    bytes: u64,
+    transfers: u64,
+    /// `bytes / transfers`, 0 without transfers.
+    mean_transfer_bytes: f64,
+    /// Modelled seconds the DMA queue spent serving them.
+    modelled_seconds: f64,
+}
+
+impl Tape {
+    /// The tape totals of the emulator's statistics (its `total` row).
+    fn of(total: &Value) -> Result<Tape> {
+        let field = |key: &str| total.get(key).with_context(|| format!("the statistics have no {key}"));
+        let count = |key: &str| field(key)?.as_u64().with_context(|| format!("{key} is no count"));
+        let bytes = count("tape_get_bytes")? + count("tape_put_bytes")?;
+        let transfers = count("tape_gets")? + count("tape_puts")?;
+        Ok(Tape {
+            bytes,
+            transfers,
+            mean_transfer_bytes: if transfers > 0 {
+                bytes as f64 / transfers as f64
+            } else {
+                0.0
+            },
+            modelled_seconds: field("tape_seconds")?.as_f64().context("tape_seconds is no number")?,
+        })
+    }
 }
 
 /// What one engine's run gave: the emulator's statistics (as `SWFLOW_STATS` writes them) and
@@ -157,6 +190,7 @@ pub fn run(args: Args) -> Result<()> {
             .as_f64()
             .context("the statistics have no modelled time")?,
         total: stats["total"].clone(),
+        tape: Tape::of(&stats["total"])?,
         kernels,
         build_seconds,
         run_seconds,
@@ -281,6 +315,12 @@ fn print_table(r: &Report) {
         r.build_seconds,
         r.run_seconds
     );
+    if r.tape.transfers > 0 {
+        println!(
+            "tape: {} bytes in {} transfers ({:.1} bytes each), modelled {:.6} s of the DMA queue",
+            r.tape.bytes, r.tape.transfers, r.tape.mean_transfer_bytes, r.tape.modelled_seconds
+        );
+    }
     println!(
         "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}",
         "kernel",

@@ -1,7 +1,8 @@
 //! Hand-written C programs (`tests/emulator/*.c`) on runtime-c and the emulator: the athread
 //! and CRTS interfaces (identities, strided DMA, barriers, running reply counters, the
-//! asynchrony of DMA), and the STREAM calibration of the timing model against the DMA
-//! bandwidth measured on an SW26010 core group.
+//! asynchrony of DMA), DMA classes and the stack check of streamed tape, and the STREAM
+//! calibration of the timing model against the DMA bandwidth measured on an SW26010 core
+//! group.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -13,6 +14,17 @@ use swflow_tests::workspace_root;
 /// Builds `tests/emulator/<program>.c` for the emulator with `target`'s machine header, runs
 /// it and returns its standard output; panics when the build or the run fails.
 fn build_and_run(program: &str, target: &Target) -> String {
+    let (dir, exe) = build(program, target);
+    let run = Command::new(&exe).output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+    stdout
+}
+
+/// Builds `tests/emulator/<program>.c` for the emulator with `target`'s machine header in a
+/// scratch folder; returns the folder and the executable. Panics when the build fails.
+fn build(program: &str, target: &Target) -> (PathBuf, PathBuf) {
     let root = workspace_root();
     let dir = scratch("emulator", program);
     std::fs::create_dir_all(&dir).unwrap();
@@ -32,11 +44,7 @@ fn build_and_run(program: &str, target: &Target) -> String {
         .output()
         .unwrap();
     assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
-    let run = Command::new(&exe).output().unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
-    std::fs::remove_dir_all(&dir).unwrap();
-    stdout
+    (dir, exe)
 }
 
 #[test]
@@ -47,6 +55,101 @@ fn athread_interface() {
 #[test]
 fn crts_interface() {
     assert_eq!(build_and_run("crts_api", &Target::sw26010pro()), "ok\n");
+}
+
+/// `tests/emulator/tape_class.c` sets DMA classes with `SWFLOW_DMA_CLASS`, as generated code
+/// does: its tape transfers are counted apart and in the totals, streamed tape popped in
+/// reverse order passes, and popping the first layer first, or popping after the host reset
+/// the tape, stops the program naming the kernel, the CPE and the layer expected. The class
+/// lines type-check against both SDKs' headers, where they are nothing.
+#[test]
+fn dma_classes_from_c_reach_the_tape_counters_and_the_stack_check() {
+    let (dir, exe) = build("tape_class", &Target::sw26010());
+    let run = |mode: &str, stats: Option<&PathBuf>| {
+        let mut cmd = Command::new(&exe);
+        cmd.arg(mode).env_remove("SWFLOW_TIMING").env_remove("SWFLOW_TRACE");
+        match stats {
+            Some(s) => cmd.env("SWFLOW_STATS", s),
+            None => cmd.env_remove("SWFLOW_STATS"),
+        };
+        cmd.output().unwrap()
+    };
+    let stats_file = dir.join("stats.json");
+    let ok = run("", Some(&stats_file));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(String::from_utf8_lossy(&ok.stdout), "ok\n");
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats_file).unwrap()).unwrap();
+    let kernel = |name: &str| {
+        stats["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["kernel"] == name)
+            .unwrap_or_else(|| panic!("no kernel {name} in {stats}"))
+            .clone()
+    };
+    let count = |row: &serde_json::Value, keys: &[&str]| -> Vec<u64> {
+        keys.iter()
+            .map(|k| row[k].as_u64().unwrap_or_else(|| panic!("{k}")))
+            .collect()
+    };
+    // Per CPE: layers of 1024 and 512 bytes and a record of 256.
+    let (transfers, bytes) = (64 * 3, 64 * 1792);
+    let fwd = kernel("fwd");
+    assert_eq!(
+        count(&fwd, &["puts", "put_bytes", "tape_puts", "tape_put_bytes", "tape_gets"]),
+        [transfers, bytes, transfers, bytes, 0]
+    );
+    let bwd = kernel("bwd");
+    assert_eq!(
+        count(&bwd, &["gets", "get_bytes", "tape_gets", "tape_get_bytes"]),
+        [transfers, bytes, transfers, bytes]
+    );
+    assert_eq!(count(&bwd, &["puts", "put_bytes", "tape_puts"]), [64, bytes, 0]);
+    assert!(bwd["tape_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        count(&stats["total"], &["tape_gets", "tape_puts"]),
+        [transfers, transfers]
+    );
+    let wrong = run("wrong-order", None);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&wrong.stderr),
+        "error: kernel 'bwd' on CPE 5: tape stream get of 1024 bytes at offset 7680 of tape is not the \
+         last pushed layer (512 bytes at offset 8704 of tape, pushed by kernel 'fwd')\n"
+    );
+    // Every CPE finds nothing to pop; the first to report stops the program.
+    let reset = run("reset", None);
+    assert_eq!(reset.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&reset.stderr);
+    assert!(
+        stderr.lines().count() > 0
+            && stderr.lines().all(|l| l.starts_with("error: kernel 'bwd' on CPE ")
+                && l.contains(": tape stream get of 512 bytes at offset ")
+                && l.ends_with(" of tape pops no layer: none is outstanding")),
+        "{stderr}"
+    );
+    let root = workspace_root();
+    let check = dir.join("classes.c");
+    std::fs::write(
+        &check,
+        "#ifdef SWFLOW_CRTS\n#include <crts.h>\n#else\n#include <slave.h>\n#endif\n#include \"swflow_slave.h\"\n\
+         void classes(void);\nvoid classes(void)\n{\n    SWFLOW_DMA_CLASS(SWFLOW_DMA_TAPE_STREAM);\n\
+         SWFLOW_DMA_CLASS(SWFLOW_DMA_TAPE);\n    SWFLOW_DMA_CLASS(SWFLOW_DMA_DATA);\n}\n",
+    )
+    .unwrap();
+    for (sdk, api) in [("sw26010", None), ("sw26010pro", Some("-DSWFLOW_CRTS"))] {
+        let out = Command::new("gcc")
+            .args(["-std=c99", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
+            .args(api)
+            .arg(format!("-I{}", root.join("runtime-c/include").display()))
+            .arg(format!("-I{}", root.join("runtime-c/sdk").join(sdk).display()))
+            .arg(&check)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{sdk}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Rows of `../shared/reference/dma_stream_sw26010.csv`: block bytes, copy and triad MB/s.

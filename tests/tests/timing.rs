@@ -267,7 +267,8 @@ fn bench_reports_every_kernel_and_draws_a_roofline() {
 }
 
 /// `swflow bench` runs the JIT by default and the built C with `--engine c`: both report the
-/// same kernels with the same counters and modelled time, and the JIT writes a trace too.
+/// same kernels with the same counters, tape traffic (none in inference) and modelled time,
+/// and the JIT writes a trace too.
 #[test]
 fn bench_engines_report_the_same_kernels() {
     let root = workspace_root();
@@ -297,6 +298,11 @@ fn bench_engines_report_the_same_kernels() {
     assert_eq!(jit["kernels"], c["kernels"]);
     assert_eq!(jit["total"], c["total"]);
     assert_eq!(jit["total_modelled_seconds"], c["total_modelled_seconds"]);
+    assert_eq!(jit["tape"], c["tape"]);
+    assert_eq!(
+        jit["tape"],
+        serde_json::json!({"bytes": 0, "transfers": 0, "mean_transfer_bytes": 0.0, "modelled_seconds": 0.0})
+    );
     let events: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     assert!(
         events.as_array().is_some_and(|e| e.len() > 100),

@@ -554,6 +554,7 @@ impl Gen<'_> {
             row,
             issued: v.issued,
             reply: self.reply[i],
+            class: super::DmaClass::Data,
         })
     }
 

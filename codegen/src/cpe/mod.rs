@@ -16,6 +16,7 @@ mod print;
 
 pub use build::{build, Fields};
 pub use print::{print_body, print_ldm_members};
+pub use swflow_emulator::DmaClass;
 
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
@@ -230,7 +231,9 @@ pub enum Value {
 
 /// A box of a tensor moved between main memory and an LDM buffer (runtime-c's
 /// `swflow_dma_box`, or `swflow_dma_box_padded` for a guarded read): one row of each of the
-/// `start` and `extent` arrays (`row` selects it in a `[2][rank]` array).
+/// `start` and `extent` arrays (`row` selects it in a `[2][rank]` array). Its transfers carry
+/// `class`: a box of another class than [`DmaClass::Data`] sets its CPE's class before it and
+/// sets data again after it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BoxDma {
     pub put: bool,
@@ -246,6 +249,7 @@ pub struct BoxDma {
     /// The variable counting transfers issued on the reply counter.
     pub issued: Var,
     pub reply: usize,
+    pub class: DmaClass,
 }
 
 /// Finishing a guarded read's box once its get is complete (runtime-c's `swflow_pad_box`):

@@ -1,6 +1,9 @@
 //! A CPE program as C: the body of `slave/<k>_slave.c` and the members of its LDM struct.
+//!
+//! A box DMA of data prints as the call alone; one of another class is bracketed by
+//! `SWFLOW_DMA_CLASS` lines, setting its class before and data after.
 
-use super::{Cond, Func, Half, Int, Local, Place, Stmt, Value};
+use super::{Cond, DmaClass, Func, Half, Int, Local, Place, Stmt, Value};
 use crate::cost::charge;
 use crate::scalar::{binary, cast, ctype, fold, literal, unary};
 use crate::writer::Writer;
@@ -71,6 +74,15 @@ pub fn print_body(f: &Func, func: &str) -> String {
         p.stmt(&mut w, s);
     }
     w.finish()
+}
+
+/// The name `swflow_slave.h` gives `c`.
+fn class_name(c: DmaClass) -> &'static str {
+    match c {
+        DmaClass::Data => "SWFLOW_DMA_DATA",
+        DmaClass::Tape => "SWFLOW_DMA_TAPE",
+        DmaClass::TapeStream => "SWFLOW_DMA_TAPE_STREAM",
+    }
 }
 
 struct Printer<'a> {
@@ -153,6 +165,9 @@ impl Printer<'_> {
                 } else {
                     format!("swflow_dma_box({}, ", u8::from(d.put))
                 };
+                if d.class != DmaClass::Data {
+                    w.line(format!("SWFLOW_DMA_CLASS({});", class_name(d.class)));
+                }
                 w.line(format!(
                     "{} += {call}{}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({}), &ldm->reply[{}]);",
                     self.f.var(d.issued).name,
@@ -164,6 +179,9 @@ impl Printer<'_> {
                     ctype(b.dtype),
                     d.reply
                 ));
+                if d.class != DmaClass::Data {
+                    w.line(format!("SWFLOW_DMA_CLASS({});", class_name(DmaClass::Data)));
+                }
             }
             Stmt::Pad(d) => {
                 let t = ctype(self.f.buf(d.buf).dtype);

@@ -24,7 +24,7 @@ mod transpose;
 use swflow_scheduler::schedule::{LDM_BUFFER_ALIGN, PARAM_FIELD_BYTES};
 
 use super::runtime::{Callee, Pool};
-use crate::cpe::{Array, BoxDma, BoxPad, Buf, Cond, Func, Half, Int, Place, Stmt, Value, Var};
+use crate::cpe::{Array, BoxDma, BoxPad, Buf, Cond, DmaClass, Func, Half, Int, Place, Stmt, Value, Var};
 
 /// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
 /// then each buffer (aligned to [`LDM_BUFFER_ALIGN`]), then the reply counters (`i32`). The
@@ -347,7 +347,24 @@ impl<'f> Lower<'f, '_> {
         }
     }
 
+    /// Sets the CPE's DMA class, as the C's `SWFLOW_DMA_CLASS`.
+    fn dma_class(&mut self, class: DmaClass) {
+        let code = self.b.ins().iconst(types::I32, i64::from(class.code()));
+        self.hook(Callee::DmaClass, &[code]);
+    }
+
+    /// A box DMA; one of another class than data is bracketed by class changes, as in the C.
     fn dma(&mut self, d: &BoxDma) {
+        if d.class != DmaClass::Data {
+            self.dma_class(d.class);
+        }
+        self.dma_box(d);
+        if d.class != DmaClass::Data {
+            self.dma_class(DmaClass::Data);
+        }
+    }
+
+    fn dma_box(&mut self, d: &BoxDma) {
         let buf = self.f.buf(d.buf);
         let ldm = self.buffer_base(d.buf, &d.half);
         let rank = self.f.array(d.shape).len();

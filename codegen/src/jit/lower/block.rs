@@ -510,7 +510,7 @@ struct Walk<'p, 'f> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpe::{Array, BoxDma, Buf, Field, Half, VarDecl};
+    use crate::cpe::{Array, BoxDma, Buf, DmaClass, Field, Half, VarDecl};
 
     fn var(name: &str, init: Option<i64>) -> VarDecl {
         VarDecl {
@@ -561,6 +561,7 @@ mod tests {
                     row: None,
                     issued: d,
                     reply: 0,
+                    class: DmaClass::Data,
                 }),
             ],
         };
