@@ -20,6 +20,9 @@ pub struct MemoryPlan {
     pub offsets: Vec<Option<usize>>,
     /// Lifetime per storage tensor: first and last kernel position (inclusive).
     pub lifetimes: Vec<Option<(usize, usize)>>,
+    /// Bytes of each tensor's storage: its size, or for a tape tensor stored as records
+    /// (see [`crate::tape::Record`]) its records'.
+    pub bytes: Vec<usize>,
     /// Size of the arena: the highest end offset after placement (at least the peak of
     /// simultaneously live bytes).
     pub arena_bytes: usize,
@@ -56,7 +59,11 @@ pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
     for (_, t) in &p.outputs {
         touch(&mut life, p.storage(*t).index(), end);
     }
-    let size = |i: usize| align(p.tensors[i].ty.size_bytes().max(1), target.memory_alignment_bytes);
+    let bytes = |i: usize| match &p.tape {
+        Some(tape) => tape.storage_bytes(p, TensorId(i as u32)),
+        None => p.tensors[i].ty.size_bytes(),
+    };
+    let size = |i: usize| align(bytes(i).max(1), target.memory_alignment_bytes);
     let storage: Vec<usize> = (0..n)
         .filter(|&i| !matches!(p.tensors[i].kind, TensorKind::View(_)))
         .collect();
@@ -101,6 +108,7 @@ pub fn plan(p: &Program, target: &Target) -> MemoryPlan {
     MemoryPlan {
         offsets,
         lifetimes: life,
+        bytes: (0..n).map(bytes).collect(),
         arena_bytes,
         naive_bytes,
         in_place,
@@ -175,7 +183,7 @@ pub fn check(p: &Program, m: &MemoryPlan) -> Result<(), String> {
             let (Some(oi), Some(oj)) = (m.offsets[i], m.offsets[j]) else {
                 continue;
             };
-            let (si, sj) = (p.tensors[i].ty.size_bytes(), p.tensors[j].ty.size_bytes());
+            let (si, sj) = (m.bytes[i], m.bytes[j]);
             if a <= d && c <= b && oi < oj + sj && oj < oi + si {
                 return Err(format!(
                     "'{}' and '{}' are live together but overlap in the arena",

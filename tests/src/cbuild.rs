@@ -28,8 +28,17 @@ pub fn scratch(kind: &str, name: &str) -> PathBuf {
 /// Lowers, schedules and generates `g` for `target` into `dir` (emptied first).
 pub fn compile(g: &Graph, target: &Target, dir: &Path) -> Result<swflow_codegen::Generated> {
     let p = swflow_scheduler::pipeline::compile(g, target)?;
+    generate(&p, target, dir)
+}
+
+/// Generates scheduled program `p` for `target` into `dir` (emptied first).
+pub fn generate(
+    p: &swflow_scheduler::loops::Program,
+    target: &Target,
+    dir: &Path,
+) -> Result<swflow_codegen::Generated> {
     let lib = emulator_lib()?;
-    let out = swflow_codegen::generate(&p, target, lib.to_str().context("library path")?)?;
+    let out = swflow_codegen::generate(p, target, lib.to_str().context("library path")?)?;
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }

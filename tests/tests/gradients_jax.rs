@@ -6,6 +6,8 @@
 //! from an independent JAX definition of each model, within the project's whole-model
 //! tolerance (`Comparison::Model`). Each run prints the worst relative error per model and
 //! engine: `max |swflow - jax| / max |jax|` over the elements of a tensor, the worst tensor.
+//! The JIT and the C runs take every way of moving the tape (`--tape`), which must give the
+//! same gradients bit for bit.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,6 +18,9 @@ use swflow_frontend::npy;
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_frontend::training::{gradient_program_of, GradProgram};
+use swflow_scheduler::loops::Program;
+use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
+use swflow_scheduler::tape::{TapeMode, TapeOptions};
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild;
 use swflow_tests::{as_f32, training_dir};
@@ -112,6 +117,39 @@ fn check(case: &Case, engine: &str, got: &[Tensor]) -> f64 {
     worst
 }
 
+const MODES: [TapeMode; 3] = [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream];
+
+/// The case's gradient program scheduled for `target` with its tape moved by `mode`.
+fn scheduled(case: &Case, target: &Target, mode: TapeMode) -> Program {
+    let g = &case.program.graph;
+    let tape = TapeOptions {
+        loss: g.outputs[0].name.clone(),
+        mode,
+    };
+    let options = Options {
+        fuse: Fuse::Default,
+        tape: Some(tape),
+    };
+    compile_with(g, target, options).unwrap()
+}
+
+/// Asserts that every mode's outputs equal the first mode's bit for bit.
+fn same_in_every_mode(case: &Case, engine: &str, runs: &[Vec<Tensor>]) {
+    for (mode, run) in MODES.iter().zip(runs).skip(1) {
+        for (a, b) in run.iter().zip(&runs[0]) {
+            compare(a, b, Comparison::Exact).unwrap_or_else(|m| {
+                panic!(
+                    "{} through {engine}: --tape {} differs from {}: {}",
+                    case.name,
+                    mode.name(),
+                    MODES[0].name(),
+                    m.message
+                )
+            });
+        }
+    }
+}
+
 #[test]
 fn graph_interpreter_and_loop_executor_match_jax() {
     for case in cases() {
@@ -126,17 +164,26 @@ fn graph_interpreter_and_loop_executor_match_jax() {
 }
 
 #[test]
-fn jit_matches_jax_bit_identically_from_run_to_run() {
+fn jit_matches_jax_bit_identically_from_run_to_run_and_in_every_tape_mode() {
     for case in cases() {
         for target in [Target::sw26010(), Target::sw26010pro()] {
-            let p = swflow_scheduler::pipeline::compile(&case.program.graph, &target).unwrap();
-            let program = swflow_codegen::jit::compile(&p, &target).unwrap();
-            let first = program.run(&p, &target, &case.inputs).unwrap();
-            check(&case, &format!("jit ({})", target.name), &first.outputs);
-            let second = program.run(&p, &target, &case.inputs).unwrap();
-            for (a, b) in first.outputs.iter().zip(&second.outputs) {
-                compare(a, b, Comparison::Exact).expect("gradients are identical from run to run");
+            let mut runs = Vec::new();
+            for mode in MODES {
+                let p = scheduled(&case, &target, mode);
+                let program = swflow_codegen::jit::compile(&p, &target).unwrap();
+                let first = program.run(&p, &target, &case.inputs).unwrap();
+                check(
+                    &case,
+                    &format!("jit ({}, {})", target.name, mode.name()),
+                    &first.outputs,
+                );
+                let second = program.run(&p, &target, &case.inputs).unwrap();
+                for (a, b) in first.outputs.iter().zip(&second.outputs) {
+                    compare(a, b, Comparison::Exact).expect("gradients are identical from run to run");
+                }
+                runs.push(first.outputs);
             }
+            same_in_every_mode(&case, &format!("jit ({})", target.name), &runs);
         }
     }
 }
@@ -145,12 +192,20 @@ fn jit_matches_jax_bit_identically_from_run_to_run() {
 fn generated_c_matches_jax() {
     for case in cases() {
         for target in [Target::sw26010(), Target::sw26010pro()] {
-            let dir = cbuild::scratch("gradients-jax", &format!("{}-{}", case.name, target.name));
-            cbuild::compile(&case.program.graph, &target, &dir).unwrap();
-            cbuild::make_reusing_runtime(&dir).unwrap();
-            let got = cbuild::run_model(&dir, &case.program.graph, &case.inputs, &[]).unwrap();
-            check(&case, &format!("C ({})", target.name), &got);
-            std::fs::remove_dir_all(&dir).unwrap();
+            let mut runs = Vec::new();
+            for mode in MODES {
+                let dir = cbuild::scratch(
+                    "gradients-jax",
+                    &format!("{}-{}-{}", case.name, target.name, mode.name()),
+                );
+                cbuild::generate(&scheduled(&case, &target, mode), &target, &dir).unwrap();
+                cbuild::make_reusing_runtime(&dir).unwrap();
+                let got = cbuild::run_model(&dir, &case.program.graph, &case.inputs, &[]).unwrap();
+                check(&case, &format!("C ({}, {})", target.name, mode.name()), &got);
+                std::fs::remove_dir_all(&dir).unwrap();
+                runs.push(got);
+            }
+            same_in_every_mode(&case, &format!("C ({})", target.name), &runs);
         }
     }
 }

@@ -83,6 +83,19 @@ struct BufVars {
     issued: Var,
     /// The current half, for double buffers.
     half: Option<Var>,
+    /// For a tensor stored as records: the one-dimensional box of its next record.
+    record: Option<RecordVars>,
+}
+
+/// The record transfers of an access to a tensor stored as records: the storage as one
+/// dimension, the record's start and length, and the start of this CPE's next record.
+struct RecordVars {
+    shape: Array,
+    start: Array,
+    extent: Array,
+    next: Var,
+    /// Elements of one CPE's share: CPE `c`'s records start at `c * per_cpe`.
+    per_cpe: i64,
 }
 
 struct Gen<'a> {
@@ -108,6 +121,8 @@ struct Gen<'a> {
     e: Option<Var>,
     /// Position in `order` of each loop, if it has several tiles.
     pos: Vec<Option<usize>>,
+    /// Per access: its transfers carry the gradient tape.
+    tape: Vec<bool>,
 }
 
 /// The CPE program of scheduled kernel `k` whose parameter struct has `fields`.
@@ -167,6 +182,19 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
         origin.push(o);
         extent.push(n);
     }
+    let index = p.kernels.iter().position(|x| x.name == k.name);
+    let tape: Vec<bool> = (0..all.len())
+        .map(|i| match (&p.tape, index) {
+            (Some(plan), Some(at)) => plan.carries(p, at, i),
+            _ => false,
+        })
+        .collect();
+    let records: Vec<Option<(i64, i64)>> = (0..all.len())
+        .map(|i| match (&p.tape, index) {
+            (Some(plan), Some(at)) => plan.record_of(p, at, i).map(|r| (r.per_cpe as i64, r.elements as i64)),
+            _ => None,
+        })
+        .collect();
     let mut buf_scope = Names::default();
     let mut reply = vec![0; all.len()];
     let mut bufs = Vec::new();
@@ -227,8 +255,26 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
         } else {
             info.ty.shape.iter().map(|&d| d as i64).collect()
         };
-        let shape = array(&mut f, format!("{name}_shape"), vec![rank], Some(shape));
+        // A tensor stored as records moves only whole records: its storage is one dimension.
+        let shape = match records[i] {
+            Some((_, elements)) => array(&mut f, format!("{name}_records"), vec![1], Some(vec![elements])),
+            None => array(&mut f, format!("{name}_shape"), vec![rank], Some(shape)),
+        };
         f.decl_lines.push(vec![Local::Array(shape)]);
+        let record = records[i].map(|(per_cpe, _)| {
+            let start = array(&mut f, format!("{name}_rec"), vec![1], None);
+            let extent = array(&mut f, format!("{name}_rec_n"), vec![1], None);
+            let next = var(&mut f, format!("{name}_next"), None);
+            f.decl_lines
+                .push(vec![Local::Array(start), Local::Array(extent), Local::Var(next)]);
+            RecordVars {
+                shape,
+                start,
+                extent,
+                next,
+                per_cpe,
+            }
+        });
         fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense();
         bufs.push(Some(BufVars {
             buf,
@@ -238,6 +284,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
             shape,
             issued,
             half,
+            record,
         }));
     }
     let e = fill_loop.then(|| {
@@ -250,6 +297,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
         pos[l] = Some(i);
     }
     let g = Gen {
+        tape,
         p,
         k,
         s,
@@ -366,6 +414,15 @@ impl Gen<'_> {
             };
         charge_once(&mut out, prologue);
         out.push(Stmt::FetchParams);
+        for v in self.bufs.iter().flatten() {
+            if let Some(r) = &v.record {
+                out.push(Stmt::Comment(
+                    "This CPE's records start after those of the CPEs before it.".into(),
+                ));
+                charge_once(&mut out, int(1));
+                out.push(Stmt::Set(r.next, Int::Cpe * Int::Const(r.per_cpe)));
+            }
+        }
         let points = s.partition_points as i64;
         out.push(Stmt::Comment(format!(
             "This CPE's chunk of the {points} points of the partition loops ({}).",
@@ -539,23 +596,60 @@ impl Gen<'_> {
         ops
     }
 
-    /// The box DMA of access `i` (`put` for the target's write-back) with its box in row `row`.
-    fn dma(&self, i: usize, put: bool, half: Half, row: Option<Int>) -> Stmt {
+    /// The box DMA of access `i` (`put` for a write-back) with its box in row `row`. A box of a
+    /// tensor stored as records moves, packed, to or from the next record of this CPE instead.
+    fn dma(&self, i: usize, put: bool, half: Half, row: Option<Int>) -> Vec<Stmt> {
         let v = self.buf_vars(i);
-        Stmt::Dma(BoxDma {
+        let class = if self.tape[i] {
+            super::DmaClass::Tape
+        } else {
+            super::DmaClass::Data
+        };
+        let Some(r) = &v.record else {
+            return vec![Stmt::Dma(BoxDma {
+                put,
+                padded: !put && self.all[i].pad.is_some(),
+                buf: v.buf,
+                half,
+                field: self.field(i),
+                shape: v.shape,
+                start: v.start,
+                extent: v.extent,
+                row,
+                issued: v.issued,
+                reply: self.reply[i],
+                class,
+            })];
+        };
+        let rank = self.rank(i);
+        let dim = |d: usize| Int::Elem(v.extent, row.iter().cloned().chain([Int::Const(d as i64)]).collect());
+        let elements = Int::product((0..rank).map(dim).collect());
+        let first = || vec![Int::Const(0)];
+        let mut out = Vec::new();
+        // The box's size, the record's place and the move to the next record.
+        let ops = Ops {
+            store: 2,
+            ..int(rank as u32 + 1)
+        };
+        charge_once(&mut out, ops);
+        out.push(Stmt::SetElem(r.start, first(), Int::Var(r.next)));
+        out.push(Stmt::SetElem(r.extent, first(), elements));
+        out.push(Stmt::Dma(BoxDma {
             put,
-            padded: !put && self.all[i].pad.is_some(),
+            padded: false,
             buf: v.buf,
             half,
             field: self.field(i),
-            shape: v.shape,
-            start: v.start,
-            extent: v.extent,
-            row,
+            shape: r.shape,
+            start: r.start,
+            extent: r.extent,
+            row: None,
             issued: v.issued,
             reply: self.reply[i],
-            class: super::DmaClass::Data,
-        })
+            class,
+        }));
+        out.push(Stmt::Set(r.next, Int::Var(r.next) + Int::Elem(r.extent, first())));
+        out
     }
 
     /// For a guarded read, finishing its box (in half `half`, box row `row`) after its get.
@@ -607,7 +701,7 @@ impl Gen<'_> {
                 let mut first = vec![Stmt::Set(h, Int::Const(0))];
                 let ops = self.box_lines(&mut first, i, Some(Int::Const(0)), &here);
                 charge_once(&mut first, ops);
-                first.push(self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0))));
+                first.extend(self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0))));
                 out.push(Stmt::If {
                     cond: Cond::Eq(self.origin(l), lo),
                     then: first,
@@ -628,7 +722,7 @@ impl Gen<'_> {
                 let mut prefetch = Vec::new();
                 let ops = self.box_lines(&mut prefetch, i, Some(other.clone()), &at);
                 charge_once(&mut prefetch, ops + int(3) + branch(1));
-                prefetch.push(self.dma(i, false, Half::At(other.clone()), Some(other)));
+                prefetch.extend(self.dma(i, false, Half::At(other.clone()), Some(other)));
                 out.push(Stmt::If {
                     cond: Cond::Lt(next, hi),
                     then: prefetch,
@@ -638,7 +732,7 @@ impl Gen<'_> {
                 out.push(Stmt::Comment(format!("'{tensor}'")));
                 let ops = self.box_lines(out, i, None, &here);
                 charge_once(out, ops);
-                out.push(self.dma(i, false, Half::Single, None));
+                out.extend(self.dma(i, false, Half::Single, None));
                 out.push(self.wait(i));
                 out.extend(self.pad(i, Half::Single, None));
             }
@@ -654,7 +748,7 @@ impl Gen<'_> {
         let ops = self.box_lines(out, 0, None, here);
         charge_once(out, ops);
         let get_and_wait = |out: &mut Vec<Stmt>| {
-            out.push(self.dma(0, false, Half::Single, None));
+            out.extend(self.dma(0, false, Half::Single, None));
             out.push(self.wait(0));
         };
         if !k.target_is_dense() {
@@ -704,12 +798,13 @@ impl Gen<'_> {
         if !self.buffered(0) || self.s.buffers[0].depth != depth {
             return;
         }
-        out.push(self.dma(0, true, Half::Single, None));
+        out.extend(self.dma(0, true, Half::Single, None));
         out.push(self.wait(0));
         let Some(i) = keep_index(self.k) else { return };
         // The kept value leaves once its box's reduction is complete: when every reduction
         // tile loop around its transfers is at its last tile.
-        let put = vec![self.dma(i, true, Half::Single, None), self.wait(i)];
+        let mut put = self.dma(i, true, Half::Single, None);
+        put.push(self.wait(i));
         let last = self.last_tiles(&self.s.order[..depth]);
         if last.is_empty() {
             out.extend(put);

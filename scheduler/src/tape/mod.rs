@@ -13,7 +13,10 @@
 //! - `per-tensor`: every saved tensor is read back in each backward kernel's own tiling;
 //! - `regions`: a backward kernel reading a tape-only tensor mirrors its producer: it takes
 //!   the producer's partition and tiles over the tensor's dimensions ([`mirror`]), so it reads
-//!   back exactly the boxes the producer wrote, CPE by CPE, in the same order;
+//!   back exactly the boxes the producer wrote, CPE by CPE, in the same order. When every
+//!   reader mirrors, the tensor is stored as *records* ([`Record`]): each CPE's boxes packed
+//!   one after another, in the order it writes them, so each box moves in one contiguous
+//!   transfer each way;
 //! - `stream`: as `regions`, and the boxes go through an LDM arena in layers.
 //!
 //! Every mode computes the same values bit for bit: tiling changes which boxes move, never
@@ -92,6 +95,19 @@ pub struct FellBack {
     pub reason: MirrorError,
 }
 
+/// A tape-only tensor stored as records: CPE `c`'s boxes, packed and in the order its
+/// producer writes them (and its readers read them), from element `c * per_cpe` of the
+/// tensor's storage on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub tensor: TensorId,
+    pub producer: usize,
+    /// Elements of the largest share of one CPE.
+    pub per_cpe: usize,
+    /// Elements of the storage: every CPE's share at its largest.
+    pub elements: usize,
+}
+
 /// The tape of a scheduled gradient program.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TapePlan {
@@ -103,6 +119,8 @@ pub struct TapePlan {
     pub mirrored: Vec<Mirrored>,
     /// Readers of tape-only tensors that read in their own tiling instead.
     pub fell_back: Vec<FellBack>,
+    /// Tape-only tensors stored as records (every reader mirrors).
+    pub records: Vec<Record>,
 }
 
 /// Storage tensors kernel `k` writes: its target, and its kept value.
@@ -188,6 +206,7 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
         saved,
         mirrored: Vec::new(),
         fell_back: Vec::new(),
+        records: Vec::new(),
     };
     if options.mode == TapeMode::PerTensor {
         return Ok(plan);
@@ -224,7 +243,44 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
     for (r, schedule) in schedules {
         p.kernels[r].schedule = Some(schedule);
     }
+    for s in plan.saved.iter().filter(|s| s.tape_only) {
+        if s.readers.iter().all(|&r| plan.mirrors(r, s.tensor)) {
+            let per_cpe = per_cpe_elements(p, s.producer, s.tensor, target.cpes);
+            plan.records.push(Record {
+                tensor: s.tensor,
+                producer: s.producer,
+                per_cpe,
+                elements: per_cpe * target.cpes,
+            });
+        }
+    }
     Ok(plan)
+}
+
+/// The most elements of `tensor` that one CPE of kernel `producer` writes.
+fn per_cpe_elements(p: &Program, producer: usize, tensor: TensorId, cpes: usize) -> usize {
+    let k = &p.kernels[producer];
+    let s = k.schedule.as_ref().expect("a mirrored producer is scheduled");
+    let all = accesses(k);
+    let i = (0..all.len())
+        .find(|&i| is_written(k, i) && p.storage(k.operands[all[i].operand]) == tensor)
+        .expect("the producer writes its tensor");
+    (0..cpes)
+        .map(|cpe| {
+            let mut n = 0;
+            let walked = crate::exec::walk::walk(k, s, cpe, &mut |e| {
+                if let crate::exec::walk::Event::WriteBack { access, extent, .. } = e {
+                    if access == i {
+                        n += extent.iter().product::<usize>();
+                    }
+                }
+                Ok(())
+            });
+            walked.expect("counting callbacks never fail");
+            n
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 impl TapePlan {
@@ -236,6 +292,43 @@ impl TapePlan {
     /// Bytes of the tape-only tensors.
     pub fn tape_only_bytes(&self) -> usize {
         self.saved.iter().filter(|s| s.tape_only).map(|s| s.bytes).sum()
+    }
+
+    /// Whether the transfers of access `i` (in [`accesses`] order) of kernel `k` carry tape:
+    /// a backward kernel's reads of a saved tensor, and a forward kernel's writes of a
+    /// tape-only one.
+    pub fn carries(&self, p: &Program, k: usize, i: usize) -> bool {
+        let kernel = &p.kernels[k];
+        let a = accesses(kernel)[i];
+        let t = p.storage(kernel.operands[a.operand]);
+        let written = is_written(kernel, i);
+        self.saved.iter().any(|s| {
+            s.tensor == t
+                && match self.passes[k] {
+                    Pass::Backward => !written && s.readers.contains(&k),
+                    Pass::Forward => written && s.producer == k && s.tape_only,
+                }
+        })
+    }
+
+    /// The record that access `i` (in [`accesses`] order) of kernel `k` moves, if it moves one:
+    /// the producer's write of a recorded tensor, or a mirrored reader's read of it.
+    pub fn record_of(&self, p: &Program, k: usize, i: usize) -> Option<&Record> {
+        let kernel = &p.kernels[k];
+        let t = p.storage(kernel.operands[accesses(kernel)[i].operand]);
+        let written = is_written(kernel, i);
+        self.records
+            .iter()
+            .find(|r| r.tensor == t && if written { r.producer == k } else { self.mirrors(k, t) })
+    }
+
+    /// Bytes of the storage of `t`: its records' when it is stored as records.
+    pub fn storage_bytes(&self, p: &Program, t: TensorId) -> usize {
+        let ty = &p.tensor(t).ty;
+        match self.records.iter().find(|r| r.tensor == t) {
+            Some(r) => r.elements * ty.dtype.size_bytes(),
+            None => ty.size_bytes(),
+        }
     }
 
     /// Whether backward kernel `reader` mirrors the producer of `tensor`.
@@ -269,12 +362,16 @@ impl TapePlan {
                     format!("{}{how}", p.kernels[r].name)
                 })
                 .collect();
+            let kind = match (sv.tape_only, self.records.iter().any(|r| r.tensor == sv.tensor)) {
+                (true, true) => " tape-only, in records",
+                (true, false) => " tape-only",
+                _ => "",
+            };
             let _ = writeln!(
                 s,
-                "  {} {} B{} from {} to {}",
+                "  {} {} B{kind} from {} to {}",
                 crate::loops::quoted_name(&p.tensor(sv.tensor).name),
                 sv.bytes,
-                if sv.tape_only { " tape-only" } else { "" },
                 p.kernels[sv.producer].name,
                 readers.join(", ")
             );
