@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-conformance.sh
 bash scripts/setup-training.sh
+bash scripts/setup-tapeflow.sh
 # The benchmark models CI builds (tests/tests/benchmark_models.rs); the rest are built on
 # demand by their ignored test's instructions.
 bash scripts/setup-models.sh dcgan mobilenet shufflenet

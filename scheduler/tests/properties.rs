@@ -130,27 +130,35 @@ fn epilogue_after_a_split_reduction() {
     check(g).unwrap();
 }
 
-/// A reduction whose value other nodes read after its epilogue keeps it: the kept value
-/// leaves once per box, after the last of the reduction tiles, never as a partial sum.
-#[test]
-fn kept_value_after_a_split_reduction() {
-    let mut g = Graph::new("split_keep");
-    let a = input(&mut g, "a", vec![64, 8192]);
-    let b = input(&mut g, "b", vec![8192, 256]);
-    let c = input(&mut g, "c", vec![256]);
+/// `relu(a @ b - c)` for `a: [m, k]`, `b: [k, n]`, `c: [n]`; with `keep`, the product is an
+/// output too.
+fn product_shift_relu(m: usize, k: usize, n: usize, keep: bool) -> Graph {
+    let mut g = Graph::new("product_shift_relu");
+    let a = input(&mut g, "a", vec![m, k]);
+    let b = input(&mut g, "b", vec![k, n]);
+    let c = input(&mut g, "c", vec![n]);
     let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
     let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
     let z = g.add_node("z", Op::Unary(UnaryOp::Relu), vec![y], None).unwrap();
-    let w = g.add_node("w", Op::Unary(UnaryOp::Tanh), vec![mm], None).unwrap();
     let mut g = output(g, z);
-    g.outputs.push(Output {
-        name: "w".into(),
-        node: w,
-    });
+    if keep {
+        g.outputs.push(Output {
+            name: "mm".into(),
+            node: mm,
+        });
+    }
+    g
+}
+
+/// A reduction whose value is an output besides its epilogue's keeps it: the kept value
+/// leaves once per box, after the last of the reduction tiles, never as a partial sum.
+#[test]
+fn kept_value_after_a_split_reduction() {
+    let g = product_shift_relu(64, 8192, 256, true);
     let mut p = lower_fused(&g, &plan(&g)).unwrap();
     schedule_program(&mut p, &Target::sw26010()).unwrap();
-    let [k, _] = p.kernels.as_slice() else {
-        panic!("the product with its epilogue, then tanh")
+    let [k] = p.kernels.as_slice() else {
+        panic!("one kernel: the product with its epilogue, keeping the product")
     };
     let s = k.schedule.as_ref().unwrap();
     assert!(k.stmt.keep.is_some(), "the product keeps its value");
@@ -326,32 +334,10 @@ proptest! {
         check(output(g, q))?;
     }
 
+    /// With `keep`, the product's own value is an output too: its kernel keeps it.
     #[test]
-    fn fused_matmul_epilogue(m in prop::sample::select(SIZES.to_vec()), k in prop::sample::select(SIZES.to_vec()), n in prop::sample::select(SIZES.to_vec())) {
+    fn fused_matmul_epilogue(m in prop::sample::select(SIZES.to_vec()), k in prop::sample::select(SIZES.to_vec()), n in prop::sample::select(SIZES.to_vec()), keep in proptest::bool::ANY) {
         prop_assume!(m * k * n <= 20_000_000 && m * k <= 4_000_000 && k * n <= 4_000_000 && m * n <= 4_000_000);
-        let mut g = Graph::new("matmul_epilogue");
-        let a = input(&mut g, "a", vec![m, k]);
-        let b = input(&mut g, "b", vec![k, n]);
-        let c = input(&mut g, "c", vec![n]);
-        let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
-        let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
-        let z = g.add_node("z", Op::Unary(UnaryOp::Relu), vec![y], None).unwrap();
-        check(output(g, z))?;
-    }
-
-    /// The product's own value is an output too: its kernel keeps it.
-    #[test]
-    fn fused_matmul_epilogue_keeping_its_value(m in prop::sample::select(SIZES.to_vec()), k in prop::sample::select(SIZES.to_vec()), n in prop::sample::select(SIZES.to_vec())) {
-        prop_assume!(m * k * n <= 20_000_000 && m * k <= 4_000_000 && k * n <= 4_000_000 && m * n <= 4_000_000);
-        let mut g = Graph::new("matmul_keep");
-        let a = input(&mut g, "a", vec![m, k]);
-        let b = input(&mut g, "b", vec![k, n]);
-        let c = input(&mut g, "c", vec![n]);
-        let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
-        let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
-        let z = g.add_node("z", Op::Unary(UnaryOp::Relu), vec![y], None).unwrap();
-        let mut g = output(g, z);
-        g.outputs.push(Output { name: "mm".into(), node: mm });
-        check(g)?;
+        check(product_shift_relu(m, k, n, keep))?;
     }
 }

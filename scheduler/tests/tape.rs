@@ -103,7 +103,7 @@ fn gradients_are_bit_identical_in_every_mode() {
     let g = two_layers();
     let target = Target::sw26010();
     let mut results = Vec::new();
-    for mode in [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream] {
+    for mode in [TapeMode::PerTensor, TapeMode::Regions] {
         let p = compile(&g, mode);
         let inputs: Vec<_> = p
             .inputs
@@ -127,7 +127,7 @@ fn a_loss_that_is_not_an_output_is_an_error() {
         fuse: Fuse::Default,
         tape: Some(TapeOptions {
             loss: "nothing".into(),
-            mode: TapeMode::Stream,
+            mode: TapeMode::Regions,
         }),
     };
     let e = compile_with(&g, &Target::sw26010(), options).unwrap_err();

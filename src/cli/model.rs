@@ -37,9 +37,9 @@ pub struct PipelineArgs {
     /// How a gradient program's tape (the forward values its backward pass reads) travels,
     /// with --grad or --train: `per-tensor` reads every saved tensor back in each backward
     /// kernel's own tiling; `regions` has a backward kernel that reads a value only the
-    /// backward needs take the partition and tiles of the kernel that wrote it; `stream` does
-    /// the same through an LDM arena, in layers [default: stream]
-    #[arg(long, value_parser = ["per-tensor", "regions", "stream"])]
+    /// backward needs take the partition and tiles of the kernel that wrote it, and stores
+    /// that value as per-CPE records moved whole [default: regions]
+    #[arg(long, value_parser = ["per-tensor", "regions"])]
     pub tape: Option<String>,
 }
 
@@ -64,8 +64,7 @@ impl PipelineArgs {
                     .clone(),
                 mode: match mode {
                     Some("per-tensor") => TapeMode::PerTensor,
-                    Some("regions") => TapeMode::Regions,
-                    _ => TapeMode::Stream,
+                    _ => TapeMode::Regions,
                 },
             }),
         };

@@ -7,6 +7,7 @@ use serde::Serialize;
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::memplan;
+use swflow_scheduler::tape::{Pass, TapePlan};
 use swflow_scheduler::target::Target;
 
 use super::grad::{self, GradArgs, TrainArgs};
@@ -54,6 +55,41 @@ struct Report {
     schedule_seconds: f64,
     arena_bytes: usize,
     naive_bytes: usize,
+    /// For a gradient program: its tape (see `swflow_scheduler::tape`).
+    tape: Option<TapeReport>,
+}
+
+#[derive(Serialize)]
+struct TapeReport {
+    mode: &'static str,
+    forward_kernels: usize,
+    backward_kernels: usize,
+    saved_tensors: usize,
+    saved_bytes: usize,
+    /// Saved tensors only the backward reads.
+    tape_only_bytes: usize,
+    /// Tape-only tensors stored as records (every reader mirrors its producer).
+    record_bytes: usize,
+    /// Tape-only tensors with a reader that cannot mirror: read in that reader's own tiling.
+    fell_back_bytes: usize,
+}
+
+impl TapeReport {
+    fn of(plan: &TapePlan) -> TapeReport {
+        let forward = plan.passes.iter().filter(|&&x| x == Pass::Forward).count();
+        let recorded = |t| plan.records.iter().any(|r| r.tensor == t);
+        let tape_only = || plan.saved.iter().filter(|s| s.tape_only);
+        TapeReport {
+            mode: plan.mode.name(),
+            forward_kernels: forward,
+            backward_kernels: plan.passes.len() - forward,
+            saved_tensors: plan.saved.len(),
+            saved_bytes: plan.saved_bytes(),
+            tape_only_bytes: plan.tape_only_bytes(),
+            record_bytes: tape_only().filter(|s| recorded(s.tensor)).map(|s| s.bytes).sum(),
+            fell_back_bytes: tape_only().filter(|s| !recorded(s.tensor)).map(|s| s.bytes).sum(),
+        }
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -93,6 +129,7 @@ pub fn run(args: Args) -> Result<()> {
         schedule_seconds,
         arena_bytes: plan.arena_bytes,
         naive_bytes: plan.naive_bytes,
+        tape: p.tape.as_ref().map(TapeReport::of),
     };
     if args.emit.as_deref() == Some("loops") {
         for k in &p.kernels {
@@ -124,5 +161,11 @@ pub fn run(args: Args) -> Result<()> {
         report.naive_bytes as f64 / 1e6,
         report.schedule_seconds * 1e3
     );
+    if let Some(t) = &report.tape {
+        println!(
+            "tape ({}): {} forward and {} backward kernels; {} saved tensors, {} bytes, {} of them tape-only: {} in records, {} read in their readers' own tiling",
+            t.mode, t.forward_kernels, t.backward_kernels, t.saved_tensors, t.saved_bytes, t.tape_only_bytes, t.record_bytes, t.fell_back_bytes
+        );
+    }
     Ok(())
 }

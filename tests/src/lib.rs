@@ -105,6 +105,29 @@ pub fn lenet() -> Graph {
     .expect("the example model imports")
 }
 
+/// Gradient program `g` (its first output the loss) scheduled for `target`, its tape moved
+/// by `mode`.
+pub fn with_tape(
+    g: &Graph,
+    target: &swflow_scheduler::target::Target,
+    mode: swflow_scheduler::tape::TapeMode,
+) -> Result<swflow_scheduler::loops::Program> {
+    let tape = swflow_scheduler::tape::TapeOptions {
+        loss: g
+            .outputs
+            .first()
+            .context("a gradient program has a loss output")?
+            .name
+            .clone(),
+        mode,
+    };
+    let options = swflow_scheduler::pipeline::Options {
+        fuse: swflow_scheduler::pipeline::Fuse::Default,
+        tape: Some(tape),
+    };
+    Ok(swflow_scheduler::pipeline::compile_with(g, target, options)?)
+}
+
 /// Pseudo-random values for every input of `g` from `seed`, as built programs and `swflow run`
 /// make the inputs they are not given.
 pub fn seeded_inputs(g: &Graph, seed: u64) -> Vec<Tensor> {

@@ -19,11 +19,10 @@ use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_frontend::training::{gradient_program_of, GradProgram};
 use swflow_scheduler::loops::Program;
-use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
-use swflow_scheduler::tape::{TapeMode, TapeOptions};
+use swflow_scheduler::tape::TapeMode;
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild;
-use swflow_tests::{as_f32, training_dir};
+use swflow_tests::{as_f32, training_dir, with_tape};
 
 struct Case {
     name: String,
@@ -117,20 +116,11 @@ fn check(case: &Case, engine: &str, got: &[Tensor]) -> f64 {
     worst
 }
 
-const MODES: [TapeMode; 3] = [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream];
+const MODES: [TapeMode; 2] = [TapeMode::PerTensor, TapeMode::Regions];
 
 /// The case's gradient program scheduled for `target` with its tape moved by `mode`.
 fn scheduled(case: &Case, target: &Target, mode: TapeMode) -> Program {
-    let g = &case.program.graph;
-    let tape = TapeOptions {
-        loss: g.outputs[0].name.clone(),
-        mode,
-    };
-    let options = Options {
-        fuse: Fuse::Default,
-        tape: Some(tape),
-    };
-    compile_with(g, target, options).unwrap()
+    with_tape(&case.program.graph, target, mode).unwrap()
 }
 
 /// Asserts that every mode's outputs equal the first mode's bit for bit.

@@ -32,6 +32,8 @@ pub enum MirrorError {
     DoesNotFit(String),
     #[error("the reader already mirrors the producer of a larger tensor")]
     ReaderTaken,
+    #[error("another reader cannot mirror the producer, so the tensor stays whole")]
+    OtherReader,
 }
 
 /// Per dimension, the loop of a subscript that is exactly one loop with coefficient 1 and no

@@ -9,15 +9,14 @@
 //! backward reads (a pre-activation that a fused kernel keeps, for example) exists for the
 //! tape alone and is *tape-only*.
 //!
-//! The tape travels in one of three ways ([`TapeMode`]):
+//! The tape travels in one of two ways ([`TapeMode`]):
 //! - `per-tensor`: every saved tensor is read back in each backward kernel's own tiling;
 //! - `regions`: a backward kernel reading a tape-only tensor mirrors its producer: it takes
 //!   the producer's partition and tiles over the tensor's dimensions ([`mirror`]), so it reads
 //!   back exactly the boxes the producer wrote, CPE by CPE, in the same order. When every
 //!   reader mirrors, the tensor is stored as *records* ([`Record`]): each CPE's boxes packed
 //!   one after another, in the order it writes them, so each box moves in one contiguous
-//!   transfer each way;
-//! - `stream`: as `regions`, and the boxes go through an LDM arena in layers.
+//!   transfer each way.
 //!
 //! Every mode computes the same values bit for bit: tiling changes which boxes move, never
 //! the order in which a reduction folds its values.
@@ -36,9 +35,8 @@ pub use mirror::{mirror_schedule, MirrorError};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TapeMode {
     PerTensor,
-    Regions,
     #[default]
-    Stream,
+    Regions,
 }
 
 impl TapeMode {
@@ -46,7 +44,6 @@ impl TapeMode {
         match self {
             TapeMode::PerTensor => "per-tensor",
             TapeMode::Regions => "regions",
-            TapeMode::Stream => "stream",
         }
     }
 }
@@ -115,7 +112,7 @@ pub struct TapePlan {
     /// The pass of every kernel.
     pub passes: Vec<Pass>,
     pub saved: Vec<Saved>,
-    /// Readers that mirror their producer (in `regions` and `stream` modes).
+    /// Readers that mirror their producer (in `regions` mode).
     pub mirrored: Vec<Mirrored>,
     /// Readers of tape-only tensors that read in their own tiling instead.
     pub fell_back: Vec<FellBack>,
@@ -188,9 +185,10 @@ pub fn saved(p: &Program, passes: &[Pass]) -> Vec<Saved> {
     out
 }
 
-/// Plans the tape of scheduled program `p` and, in `regions` and `stream` modes, gives every
-/// backward kernel that can mirror the producer of a tape-only tensor it reads the mirrored
-/// schedule. A reader of several tape-only tensors mirrors the producer of the largest.
+/// Plans the tape of scheduled program `p` and, in `regions` mode, stores as records every
+/// tape-only tensor whose readers can all mirror its producer, giving them the mirrored
+/// schedules. A reader of several tape-only tensors mirrors the producer of the largest.
+/// (Mirroring a reader of a tensor that stays whole would only constrain its tiles.)
 pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Result<TapePlan, String> {
     let loss = p
         .outputs
@@ -239,6 +237,19 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
                 }),
             }
         }
+    }
+    let whole: Vec<TensorId> = plan.fell_back.iter().map(|f| f.tensor).collect();
+    let (kept, dropped): (Vec<Mirrored>, Vec<Mirrored>) = std::mem::take(&mut plan.mirrored)
+        .into_iter()
+        .partition(|m| !whole.contains(&m.tensor));
+    plan.mirrored = kept;
+    for m in dropped {
+        schedules.retain(|(r, _)| *r != m.reader);
+        plan.fell_back.push(FellBack {
+            tensor: m.tensor,
+            reader: m.reader,
+            reason: MirrorError::OtherReader,
+        });
     }
     for (r, schedule) in schedules {
         p.kernels[r].schedule = Some(schedule);

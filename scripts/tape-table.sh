@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Prints, for the training models of scripts/setup-training.sh and the Tapeflow benchmark
+# models of scripts/tapeflow/models.py, on both targets and in each --tape mode, what the
+# gradient step's tape costs:
+# - saved: bytes of the forward values the backward reads; tape-only: those only the backward
+#   reads; records: tape-only bytes stored as per-CPE records (every reader mirrors);
+# - tape KB, transfers, mean transfer and modelled tape DMA time (the emulator counts the
+#   transfers that carry tape apart: backward reads of saved tensors, forward writes of
+#   tape-only ones);
+# - the tape's share of all DMA bytes, and the gradient step's DMA bytes over the forward's;
+# - the LDM high-water mark (largest per-CPE use of any kernel) and the modelled step time.
+# Runs the JIT engine, which reports the same counts and times as the generated C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-training.sh > /dev/null
+bash scripts/setup-tapeflow.sh > /dev/null
+bench_dir=.cache/tapeflow
+cargo build --release --quiet
+swflow=target/release/swflow
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# Model file and loss options of each model.
+models=()
+for m in mlp lenet residual_bn depthwise_separable transformer_block; do
+    loss=$(python3 -c "import json; print(json.load(open('.cache/training/$m/case.json'))['loss'])")
+    models+=("$m|.cache/training/$m/model.onnx|--loss $loss")
+done
+for m in logsum matd nn lenet5 mttkrp gravity pathfinder massspring; do
+    models+=("$m|$bench_dir/$m/model.onnx|--loss-output loss")
+done
+
+printf '%-20s %-10s %-10s %9s %9s %9s %9s %8s %8s %8s %8s %6s %6s %8s %9s\n' \
+    model target mode saved_B tape_only records tape_KB xfers mean_B tape_us tape/dma bwd/fwd ldm_KB step_ms
+for target in sw26010 sw26010pro; do
+    for entry in "${models[@]}"; do
+        IFS='|' read -r name model loss <<< "$entry"
+        fwd_dma=$("$swflow" bench "$model" --target "$target" --engine jit --json | json "d['total']['dma_bytes']")
+        for mode in per-tensor regions; do
+            # shellcheck disable=SC2086
+            s=$("$swflow" schedule "$model" --target "$target" --grad $loss --tape "$mode" --json)
+            # shellcheck disable=SC2086
+            b=$("$swflow" bench "$model" --target "$target" --engine jit --grad $loss --tape "$mode" --json)
+            read -r saved only records < <(echo "$s" | json "' '.join(str(d['tape'][k]) for k in ['saved_bytes','tape_only_bytes','record_bytes'])")
+            read -r tbytes xfers mean tsec < <(echo "$b" | json "' '.join(str(d['tape'][k]) for k in ['bytes','transfers','mean_transfer_bytes','modelled_seconds'])")
+            read -r dma ldm step < <(echo "$b" | json "' '.join(str(x) for x in [d['total']['dma_bytes'], max(k['ldm_high_water'] for k in d['kernels']), d['total_modelled_seconds']])")
+            printf '%-20s %-10s %-10s %9d %9d %9d %9.1f %8d %8.0f %8.2f %8.3f %6.2f %6.1f %8.4f\n' \
+                "$name" "$target" "$mode" "$saved" "$only" "$records" \
+                "$(python3 -c "print($tbytes/1024)")" "$xfers" "$mean" "$(python3 -c "print($tsec*1e6)")" \
+                "$(python3 -c "print($tbytes/$dma)")" "$(python3 -c "print($dma/$fwd_dma if $fwd_dma else float('nan'))")" \
+                "$(python3 -c "print($ldm/1024)")" "$(python3 -c "print($step*1e3)")"
+        done
+    done
+done

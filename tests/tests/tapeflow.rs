@@ -1,0 +1,71 @@
+//! The Tapeflow benchmarks (`scripts/tapeflow/models.py`, written by
+//! `scripts/setup-tapeflow.sh`) as gradient programs: on both targets, the JIT gives the same
+//! loss and gradients bit for bit with the tape moved per tensor and in records, and they
+//! agree with the graph interpreter within the whole-model tolerance.
+
+use anyhow::{bail, Result};
+use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_frontend::training::gradient_program_of;
+use swflow_scheduler::tape::TapeMode;
+use swflow_scheduler::target::Target;
+use swflow_tests::{seeded_inputs, with_tape, workspace_root};
+
+const MODELS: [&str; 8] = [
+    "logsum",
+    "matd",
+    "nn",
+    "lenet5",
+    "mttkrp",
+    "gravity",
+    "pathfinder",
+    "massspring",
+];
+
+fn check(name: &str) -> Result<()> {
+    let dir = workspace_root().join(".cache/tapeflow");
+    if !dir.join("STAMP").exists() {
+        bail!(
+            "no Tapeflow models in {}: run scripts/setup-tapeflow.sh first",
+            dir.display()
+        );
+    }
+    let file = ModelFile::read(&dir.join(name).join("model.onnx"))?;
+    let program = gradient_program_of(&file, &ImportOptions::default(), &Loss::Output("loss".into()), &[])?;
+    let g = &program.graph;
+    // Parameters take their initial values; data inputs are pseudo-random.
+    let inputs: Vec<_> = g
+        .inputs()
+        .zip(seeded_inputs(g, 5))
+        .map(|(id, random)| program.parameters.get(&g.node(id).name).cloned().unwrap_or(random))
+        .collect();
+    let want = swflow_frontend::interp::run(g, &inputs)?;
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let mut runs = Vec::new();
+        for mode in [TapeMode::PerTensor, TapeMode::Regions] {
+            let p = with_tape(g, &target, mode)?;
+            let run = swflow_codegen::jit::compile(&p, &target)?.run(&p, &target, &inputs)?;
+            for ((o, got), w) in g.outputs.iter().zip(&run.outputs).zip(&want) {
+                compare(got, w, Comparison::Model).map_err(|m| {
+                    anyhow::anyhow!("{name} on {} ({}): {}: {}", target.name, mode.name(), o.name, m.message)
+                })?;
+            }
+            runs.push(run.outputs);
+        }
+        for ((o, a), b) in g.outputs.iter().zip(&runs[0]).zip(&runs[1]) {
+            compare(a, b, Comparison::Exact).map_err(|m| {
+                anyhow::anyhow!("{name} on {}: {}: the modes differ: {}", target.name, o.name, m.message)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gradients_agree_with_the_interpreter_and_across_tape_modes() {
+    let failures: Vec<String> = MODELS
+        .iter()
+        .filter_map(|m| check(m).err().map(|e| format!("{e:#}")))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
