@@ -205,6 +205,11 @@ fn a_kept_value_survives_a_revisited_reduction() {
         ),
         ("ldm mm: buffer 1x64 at depth 1", "ldm mm: buffer 1x64 at depth 2"),
     ];
+    // The kept value must be placed as the target is.
+    let direct = text.replace("ldm mm: buffer 1x64 at depth 1", "ldm mm: direct");
+    let k = parse_kernel(&direct, &p).unwrap_or_else(|e| panic!("{e}\n{direct}"));
+    let e = verify_schedule(&k, &p, k.schedule.as_ref().unwrap(), &target).unwrap_err();
+    assert!(e.contains("the kept value must be placed as the target is"), "{e}");
     let mut edited = text.clone();
     for (from, to) in swap {
         assert!(edited.contains(from), "{from}\n{text}");
@@ -245,7 +250,7 @@ fn malformed_keeps_are_rejected() {
     assert_eq!(reason(&no_epilogue), "keeps its reduced value but has no epilogue");
     assert_eq!(
         reason(&text.replace("  keep mm", "  keep c")),
-        "keeps its reduced value in 'c', whose type is not the target's"
+        "keeps its reduced value in 'c', which is not a computed tensor"
     );
     assert_eq!(
         reason(&text.replace("  keep mm", "  keep z")),

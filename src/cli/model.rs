@@ -36,9 +36,9 @@ pub struct PipelineArgs {
     pub fuse: String,
     /// How a gradient program's tape (the forward values its backward pass reads) travels,
     /// with --grad or --train: `per-tensor` reads every saved tensor back in each backward
-    /// kernel's own tiling; `regions` has a backward kernel that reads a value only the
-    /// backward needs take the partition and tiles of the kernel that wrote it, and stores
-    /// that value as per-CPE records moved whole [default: regions]
+    /// kernel's own tiling; `regions` stores a value only the backward needs as per-CPE
+    /// records moved whole, when every backward kernel reading it can take the partition and
+    /// tiles of the kernel that wrote it (each then does) [default: regions]
     #[arg(long, value_parser = ["per-tensor", "regions"])]
     pub tape: Option<String>,
 }

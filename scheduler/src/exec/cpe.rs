@@ -32,15 +32,24 @@ pub struct KernelStats {
     pub points: usize,
 }
 
-/// The statistics of a scheduled kernel, from its tile walk (without running it).
+/// The statistics of a scheduled kernel, from its tile walk (without running it). A box of a
+/// tensor stored as tape records (see [`crate::tape`]) moves in one transfer.
 pub fn kernel_stats(p: &Program, k: &Kernel, s: &Schedule, machine: &Machine) -> KernelStats {
-    let shapes: Vec<Vec<usize>> = accesses(k)
+    let all = accesses(k);
+    let shapes: Vec<Vec<usize>> = all
         .iter()
         .map(|a| p.tensor(k.operands[a.operand]).ty.shape.clone())
         .collect();
+    let at = p.kernels.iter().position(|x| x.name == k.name);
+    let records: Vec<bool> = (0..all.len())
+        .map(|i| match (&p.tape, at) {
+            (Some(plan), Some(at)) => plan.record_of(p, at, i).is_some(),
+            _ => false,
+        })
+        .collect();
     KernelStats {
         kernel: k.name.clone(),
-        traffic: count(k, &shapes, s, machine.cpes),
+        traffic: count(k, &shapes, &records, s, machine.cpes),
         ldm_bytes: s.ldm_bytes(k, machine),
         balance: s.balance(machine.cpes),
         points: k.points(),

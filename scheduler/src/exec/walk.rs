@@ -211,8 +211,17 @@ pub struct Traffic {
     pub direct_elements: usize,
 }
 
-/// The DMA a scheduled kernel performs on all CPEs, without running it.
-pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Traffic {
+/// The DMA a scheduled kernel performs on all CPEs, without running it. `shapes` are the
+/// tensors' shapes per access; an access marked in `records` moves each box in one transfer
+/// (a tape tensor stored as records).
+pub fn count(k: &Kernel, shapes: &[Vec<usize>], records: &[bool], s: &Schedule, cpes: usize) -> Traffic {
+    let transfers = |access: usize, extent: &[usize]| {
+        if records[access] {
+            1
+        } else {
+            dma_ops(&shapes[access], extent)
+        }
+    };
     let mut t = Traffic::default();
     let direct = |i: usize| s.buffers[i].residence == Residence::Direct;
     let direct_reads = (1..s.buffers.len()).filter(|&i| direct(i) && !is_written(k, i)).count();
@@ -233,12 +242,12 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], s: &Schedule, cpes: usize) -> Tr
                         t.gets += c.transfers(&shapes[access], extent).len();
                         t.get_bytes += c.extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                     } else if !is_written(k, access) || (access == 0 && target_read_first(k, first_visit)) {
-                        t.gets += dma_ops(&shapes[access], extent);
+                        t.gets += transfers(access, extent);
                         t.get_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                     }
                 }
                 Event::WriteBack { access, extent, .. } => {
-                    t.puts += dma_ops(&shapes[access], extent);
+                    t.puts += transfers(access, extent);
                     t.put_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                 }
                 Event::Compute { extent, last_visit, .. } => {

@@ -36,8 +36,8 @@ pub fn verify_program(p: &Program) -> Result<(), LoopVerifyError> {
 /// - the value's type is the target's;
 /// - only a reduction has an epilogue, `acc` appears only there, the epilogue's loads use
 ///   parallel loops only, and its type is the target's;
-/// - only a reduction with an epilogue keeps its reduced value, in a tensor of the target's
-///   type other than the target and every operand the kernel reads, at the target's
+/// - only a reduction with an epilogue keeps its reduced value, in a computed tensor of the
+///   target's type other than the target and every operand the kernel reads, at the target's
 ///   subscripts.
 pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
     let fail = |reason: String| LoopVerifyError {
@@ -210,6 +210,11 @@ fn check_keep(k: &Kernel, p: &Program, keep: &Access) -> Result<(), String> {
         return Err("keeps its reduced value at subscripts other than the target's".into());
     }
     let name = &p.tensor(t).name;
+    if !matches!(p.tensor(t).kind, TensorKind::Temp) {
+        return Err(format!(
+            "keeps its reduced value in '{name}', which is not a computed tensor"
+        ));
+    }
     if p.tensor(t).ty != p.tensor(k.operands[0]).ty {
         return Err(format!(
             "keeps its reduced value in '{name}', whose type is not the target's"

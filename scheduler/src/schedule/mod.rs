@@ -307,6 +307,11 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
             ));
         }
     }
+    if let Some(i) = keep_index(k) {
+        if s.buffers[i].residence != s.buffers[0].residence {
+            return Err("the kept value must be placed as the target is: both buffered, or both direct".into());
+        }
+    }
     let budget = target.ldm_budget();
     if s.ldm_bytes(k, target) > budget {
         return Err(format!(

@@ -8,7 +8,7 @@
 //! CPE `c` of the reader reads the boxes CPE `c` of the producer wrote, in the order it wrote
 //! them, each once.
 
-use crate::loops::{Access, Index, LoopKind, Program, TensorId};
+use crate::loops::{Access, Index, Loop, LoopKind, Program, TensorId};
 use crate::schedule::dma::plan_buffers;
 use crate::schedule::partition::range;
 use crate::schedule::sizing::{halve, usage};
@@ -37,25 +37,26 @@ pub enum MirrorError {
 }
 
 /// Per dimension, the loop of a subscript that is exactly one loop with coefficient 1 and no
-/// offset, if every subscript is, no two share a loop and the access is not guarded.
-fn unit_loops(a: &Access) -> Option<Vec<usize>> {
-    if a.pad.is_some() {
+/// offset and that spans the whole dimension (`shape`), if every subscript is, no two share a
+/// loop and the access is not guarded: the access covers the tensor, one loop per dimension.
+fn unit_loops(a: &Access, loops: &[Loop], shape: &[usize]) -> Option<Vec<usize>> {
+    if a.pad.is_some() || a.index.len() != shape.len() {
         return None;
     }
-    let mut loops = Vec::with_capacity(a.index.len());
-    for i in &a.index {
+    let mut out = Vec::with_capacity(a.index.len());
+    for (i, &dim) in a.index.iter().zip(shape) {
         match i {
             Index::Affine(x) if x.offset == 0 && x.terms.len() == 1 && x.terms[0].1 == 1 => {
                 let l = x.terms[0].0;
-                if loops.contains(&l) {
+                if out.contains(&l) || loops[l].extent != dim {
                     return None;
                 }
-                loops.push(l);
+                out.push(l);
             }
             _ => return None,
         }
     }
-    Some(loops)
+    Some(out)
 }
 
 /// The schedule of kernel `reader` that mirrors kernel `producer` (scheduled) over `tensor`,
@@ -73,7 +74,8 @@ pub fn mirror_schedule(
     let fi = (0..written.len())
         .find(|&i| is_written(f, i) && p.storage(f.operands[written[i].operand]) == tensor)
         .ok_or(MirrorError::ProducerLayout)?;
-    let f_loops = unit_loops(written[fi]).ok_or(MirrorError::ProducerLayout)?;
+    let shape = &p.tensor(tensor).ty.shape;
+    let f_loops = unit_loops(written[fi], &f.loops, shape).ok_or(MirrorError::ProducerLayout)?;
     if fs.buffers[fi].residence != Residence::Buffer {
         return Err(MirrorError::ProducerLayout);
     }
@@ -86,8 +88,8 @@ pub fn mirror_schedule(
     let (Some(bi), None) = (at.next(), at.next()) else {
         return Err(MirrorError::ReaderLayout);
     };
-    let same_shape = p.tensor(b.operands[read[bi].operand]).ty.shape == p.tensor(tensor).ty.shape;
-    let b_loops = unit_loops(read[bi])
+    let same_shape = p.tensor(b.operands[read[bi].operand]).ty.shape == *shape;
+    let b_loops = unit_loops(read[bi], &b.loops, shape)
         .filter(|_| same_shape)
         .ok_or(MirrorError::ReaderLayout)?;
     let map = |l: usize| f_loops.iter().position(|&x| x == l).map(|d| b_loops[d]);
@@ -149,21 +151,29 @@ pub fn mirror_schedule(
 #[cfg(test)]
 mod tests {
     use super::unit_loops;
-    use crate::loops::{Access, Affine, Index};
+    use crate::loops::{Access, Affine, Index, Loop, LoopKind};
 
     fn access(index: Vec<Affine>) -> Access {
         Access::new(1, index.into_iter().map(Index::Affine).collect())
     }
 
     #[test]
-    fn unit_loops_are_single_loops_without_offsets() {
-        assert_eq!(
-            unit_loops(&access(vec![Affine::var(2), Affine::var(0)])),
-            Some(vec![2, 0])
-        );
-        assert_eq!(unit_loops(&access(vec![Affine::var(0).add_offset(1)])), None);
-        assert_eq!(unit_loops(&access(vec![Affine::var(0).plus(1, 1)])), None);
-        assert_eq!(unit_loops(&access(vec![Affine::var(0), Affine::var(0)])), None);
-        assert_eq!(unit_loops(&access(vec![Affine::constant(0)])), None);
+    fn unit_loops_are_single_loops_without_offsets_over_whole_dimensions() {
+        let loops: Vec<Loop> = [4, 5, 6]
+            .iter()
+            .map(|&extent| Loop {
+                name: format!("l{extent}"),
+                extent,
+                kind: LoopKind::Parallel,
+            })
+            .collect();
+        let unit = |index: Vec<Affine>, shape: &[usize]| unit_loops(&access(index), &loops, shape);
+        assert_eq!(unit(vec![Affine::var(2), Affine::var(0)], &[6, 4]), Some(vec![2, 0]));
+        assert_eq!(unit(vec![Affine::var(0).add_offset(1)], &[5]), None);
+        assert_eq!(unit(vec![Affine::var(0).plus(1, 1)], &[8]), None);
+        assert_eq!(unit(vec![Affine::var(0), Affine::var(0)], &[4, 4]), None);
+        assert_eq!(unit(vec![Affine::constant(0)], &[1]), None);
+        // A loop shorter than its dimension reads a slice.
+        assert_eq!(unit(vec![Affine::var(0)], &[8]), None);
     }
 }

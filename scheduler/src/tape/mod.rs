@@ -67,8 +67,10 @@ pub enum Pass {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Saved {
     pub tensor: TensorId,
-    /// The forward kernel that writes it.
+    /// The (last) forward kernel that writes it.
     pub producer: usize,
+    /// How many forward kernels write it: only a tensor with one producer can be mirrored.
+    pub writers: usize,
     /// The backward kernels that read it, in program order.
     pub readers: Vec<usize>,
     /// No forward kernel after its producer reads it and it is not an output.
@@ -155,10 +157,11 @@ pub fn passes(p: &Program, loss: TensorId) -> Vec<Pass> {
     out
 }
 
-/// The saved tensors of a program whose kernels belong to `passes`.
+/// The saved tensors of a program whose kernels belong to `passes`, in the order of their
+/// (last) producers.
 pub fn saved(p: &Program, passes: &[Pass]) -> Vec<Saved> {
     let outputs: Vec<TensorId> = p.outputs.iter().map(|&(_, t)| p.storage(t)).collect();
-    let mut out = Vec::new();
+    let mut out: Vec<Saved> = Vec::new();
     for (f, k) in p.kernels.iter().enumerate() {
         if passes[f] != Pass::Forward {
             continue;
@@ -173,9 +176,14 @@ pub fn saved(p: &Program, passes: &[Pass]) -> Vec<Saved> {
                 continue;
             }
             let forward_read = later().any(|(i, r)| passes[i] == Pass::Forward && reads(p, r).contains(&t));
+            // A tensor several forward kernels write (the parts of a concatenation) is
+            // saved once, from its last producer.
+            let writers = 1 + out.iter().filter(|s| s.tensor == t).map(|s| s.writers).sum::<usize>();
+            out.retain(|s| s.tensor != t);
             out.push(Saved {
                 tensor: t,
                 producer: f,
+                writers,
                 readers,
                 tape_only: !forward_read && !outputs.contains(&t),
                 bytes: p.tensor(t).ty.size_bytes(),
@@ -187,7 +195,7 @@ pub fn saved(p: &Program, passes: &[Pass]) -> Vec<Saved> {
 
 /// Plans the tape of scheduled program `p` and, in `regions` mode, stores as records every
 /// tape-only tensor whose readers can all mirror its producer, giving them the mirrored
-/// schedules. A reader of several tape-only tensors mirrors the producer of the largest.
+/// schedules; tensors are taken largest first, and a reader mirrors one producer at most.
 /// (Mirroring a reader of a tensor that stays whole would only constrain its tiles.)
 pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Result<TapePlan, String> {
     let loss = p
@@ -209,61 +217,52 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
     if options.mode == TapeMode::PerTensor {
         return Ok(plan);
     }
-    let mut candidates: Vec<&Saved> = plan.saved.iter().filter(|s| s.tape_only).collect();
+    let mut candidates: Vec<Saved> = plan.saved.iter().filter(|s| s.tape_only).cloned().collect();
     candidates.sort_by_key(|s| (std::cmp::Reverse(s.bytes), s.tensor));
     let mut taken: Vec<usize> = Vec::new();
-    let mut schedules: Vec<(usize, Schedule)> = Vec::new();
     for s in candidates {
-        for &r in &s.readers {
-            let result = if taken.contains(&r) {
-                Err(MirrorError::ReaderTaken)
-            } else {
-                mirror_schedule(p, s.producer, s.tensor, r, target)
-            };
-            match result {
-                Ok(schedule) => {
-                    taken.push(r);
-                    schedules.push((r, schedule));
-                    plan.mirrored.push(Mirrored {
-                        tensor: s.tensor,
-                        producer: s.producer,
-                        reader: r,
-                    });
+        // Each reader's mirrored schedule, or why it cannot mirror.
+        let mirrored: Vec<Result<Schedule, MirrorError>> = s
+            .readers
+            .iter()
+            .map(|&r| {
+                if s.writers > 1 {
+                    Err(MirrorError::ProducerLayout)
+                } else if taken.contains(&r) {
+                    Err(MirrorError::ReaderTaken)
+                } else {
+                    mirror_schedule(p, s.producer, s.tensor, r, target)
                 }
-                Err(reason) => plan.fell_back.push(FellBack {
+            })
+            .collect();
+        if mirrored.iter().any(Result::is_err) {
+            // The tensor stays whole: every reader keeps its own tiles.
+            for (&r, m) in s.readers.iter().zip(mirrored) {
+                plan.fell_back.push(FellBack {
                     tensor: s.tensor,
                     reader: r,
-                    reason,
-                }),
+                    reason: m.err().unwrap_or(MirrorError::OtherReader),
+                });
             }
+            continue;
         }
-    }
-    let whole: Vec<TensorId> = plan.fell_back.iter().map(|f| f.tensor).collect();
-    let (kept, dropped): (Vec<Mirrored>, Vec<Mirrored>) = std::mem::take(&mut plan.mirrored)
-        .into_iter()
-        .partition(|m| !whole.contains(&m.tensor));
-    plan.mirrored = kept;
-    for m in dropped {
-        schedules.retain(|(r, _)| *r != m.reader);
-        plan.fell_back.push(FellBack {
-            tensor: m.tensor,
-            reader: m.reader,
-            reason: MirrorError::OtherReader,
-        });
-    }
-    for (r, schedule) in schedules {
-        p.kernels[r].schedule = Some(schedule);
-    }
-    for s in plan.saved.iter().filter(|s| s.tape_only) {
-        if s.readers.iter().all(|&r| plan.mirrors(r, s.tensor)) {
-            let per_cpe = per_cpe_elements(p, s.producer, s.tensor, target.cpes);
-            plan.records.push(Record {
+        let schedules = mirrored.into_iter().map(|m| m.expect("checked above"));
+        for (&r, schedule) in s.readers.iter().zip(schedules) {
+            taken.push(r);
+            p.kernels[r].schedule = Some(schedule);
+            plan.mirrored.push(Mirrored {
                 tensor: s.tensor,
                 producer: s.producer,
-                per_cpe,
-                elements: per_cpe * target.cpes,
+                reader: r,
             });
         }
+        let per_cpe = per_cpe_elements(p, s.producer, s.tensor, target.cpes);
+        plan.records.push(Record {
+            tensor: s.tensor,
+            producer: s.producer,
+            per_cpe,
+            elements: per_cpe * target.cpes,
+        });
     }
     Ok(plan)
 }
