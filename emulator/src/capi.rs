@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 use crate::cpe;
-use crate::machine::{Direction, KernelFn, Machine, Violation};
+use crate::machine::{exit_with, Direction, KernelFn, Machine, Violation};
 use crate::report;
 use crate::tape::DmaClass;
 use crate::timing::{Ops, Spec};
@@ -26,8 +26,7 @@ static TRACE: Mutex<Option<TraceWriter>> = Mutex::new(None);
 
 /// Stops the program with a message (the C side cannot take errors back).
 fn die(message: &str) -> ! {
-    eprintln!("error: {message}");
-    std::process::exit(1)
+    exit_with(message)
 }
 
 /// Stops the program with a violation (the C side cannot take errors back).
@@ -38,10 +37,7 @@ fn stop(v: &Violation) -> ! {
 fn machine() -> &'static Machine {
     match MACHINE.get() {
         Some(m) => m,
-        None => {
-            eprintln!("error: the core group is used before athread_init (or CRTS_init)");
-            std::process::exit(1)
-        }
+        None => die("the core group is used before athread_init (or CRTS_init)"),
     }
 }
 
@@ -62,8 +58,7 @@ unsafe fn text(s: *const c_char, what: &str) -> String {
 fn size(v: c_long, what: &str) -> usize {
     usize::try_from(v).unwrap_or_else(|_| {
         let me = cpe::cpe_id().map_or(String::new(), |c| format!(" (CPE {c})"));
-        eprintln!("error: {what} is negative ({v}){me}");
-        std::process::exit(1)
+        die(&format!("{what} is negative ({v}){me}"))
     })
 }
 

@@ -226,10 +226,21 @@ pub struct Machine {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// Stops the program with a violation (the C side cannot unwind).
-fn fatal(v: &Violation) -> ! {
-    eprintln!("error: {v}");
+/// Held by the thread that is stopping the program.
+static STOPPING: Mutex<()> = Mutex::new(());
+
+/// Prints `error: {message}` and ends the program with exit code 1 (the C side cannot
+/// unwind). Only the first thread to fail prints: CPEs that fail at the same moment wait for
+/// the exit instead of adding lines, possibly cut short, to its one message.
+pub(crate) fn exit_with(message: &str) -> ! {
+    let _only = STOPPING.lock().unwrap_or_else(|e| e.into_inner());
+    eprintln!("error: {message}");
     std::process::exit(1)
+}
+
+/// Stops the program with a violation.
+fn fatal(v: &Violation) -> ! {
+    exit_with(&v.to_string())
 }
 
 impl Machine {

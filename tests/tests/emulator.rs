@@ -118,15 +118,15 @@ fn dma_classes_from_c_reach_the_tape_counters_and_the_stack_check() {
         "error: kernel 'bwd' on CPE 5: tape stream get of 1024 bytes at offset 7680 of tape is not the \
          last pushed layer (512 bytes at offset 8704 of tape, pushed by kernel 'fwd')\n"
     );
-    // Every CPE finds nothing to pop; the first to report stops the program.
+    // Every CPE finds nothing to pop; the first to report stops the program, alone.
     let reset = run("reset", None);
     assert_eq!(reset.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&reset.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
     assert!(
-        stderr.lines().count() > 0
-            && stderr.lines().all(|l| l.starts_with("error: kernel 'bwd' on CPE ")
-                && l.contains(": tape stream get of 512 bytes at offset ")
-                && l.ends_with(" of tape pops no layer: none is outstanding")),
+        matches!(lines.as_slice(), [l] if l.starts_with("error: kernel 'bwd' on CPE ")
+            && l.contains(": tape stream get of 512 bytes at offset ")
+            && l.ends_with(" of tape pops no layer: none is outstanding")),
         "{stderr}"
     );
     let root = workspace_root();
