@@ -11,12 +11,12 @@
 //!
 //! The tape travels in one of two ways ([`TapeMode`]):
 //! - `per-tensor`: every saved tensor is read back in each backward kernel's own tiling;
-//! - `regions`: a backward kernel reading a tape-only tensor mirrors its producer: it takes
-//!   the producer's partition and tiles over the tensor's dimensions ([`mirror`]), so it reads
-//!   back exactly the boxes the producer wrote, CPE by CPE, in the same order. When every
-//!   reader mirrors, the tensor is stored as *records* ([`Record`]): each CPE's boxes packed
-//!   one after another, in the order it writes them, so each box moves in one contiguous
-//!   transfer each way.
+//! - `regions`: a tape-only tensor whose backward readers can all *mirror* its producer (take
+//!   the producer's partition and tiles over the tensor's dimensions, [`mirror`], so that each
+//!   reads back exactly the boxes the producer wrote, CPE by CPE, in the same order) is stored
+//!   as *records* ([`Record`]): each CPE's boxes packed one after another, in the order it
+//!   writes them, so each box moves in one contiguous transfer each way. Every other saved
+//!   tensor travels as in `per-tensor`.
 //!
 //! Every mode computes the same values bit for bit: tiling changes which boxes move, never
 //! the order in which a reduction folds its values.
