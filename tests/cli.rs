@@ -466,6 +466,32 @@ fn inspect_grad_reports_the_tape() {
     assert!(bytes("forward_peak_bytes") <= bytes("forward_intermediate_bytes"));
 }
 
+/// `--tape` chooses how a gradient program's tape travels: `schedule --grad --json` reports
+/// the plan in either mode, and the option is refused where nothing takes it.
+#[test]
+fn the_tape_mode_is_reported_and_refused_where_unused() {
+    let model = "examples/lenet/model.onnx";
+    for mode in ["per-tensor", "regions"] {
+        let out = swflow(&["schedule", model, "--grad", "--loss", "sum", "--tape", mode, "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let tape = &report["tape"];
+        assert_eq!(tape["mode"], mode, "{tape}");
+        let n = |k: &str| tape[k].as_u64().unwrap_or_else(|| panic!("no {k} in {tape}"));
+        assert!(n("forward_kernels") > 0 && n("backward_kernels") > 0, "{tape}");
+        assert!(n("saved_bytes") >= n("tape_only_bytes"), "{tape}");
+        assert_eq!(n("tape_only_bytes"), n("record_bytes") + n("fell_back_bytes"), "{tape}");
+    }
+    assert_fails(
+        &swflow(&["schedule", model, "--tape", "regions"]),
+        &["--tape applies with --grad or --train"],
+    );
+    assert_fails(
+        &swflow(&["run", model, "--grad", "--loss", "sum", "--tape", "regions"]),
+        &["--tape applies with --engine loops or jit"],
+    );
+}
+
 /// `compile --grad` builds a program whose run writes what `run --grad` writes, with the
 /// parameters' initial values in its parameter file; its gradients are jax's.
 #[test]

@@ -55,18 +55,13 @@ impl PipelineArgs {
         let tape = match (gradient, self.tape.as_deref()) {
             (false, Some(_)) => bail!("--tape applies with --grad or --train"),
             (false, None) => None,
-            (true, mode) => Some(TapeOptions {
-                loss: g
-                    .outputs
-                    .first()
-                    .context("a gradient program has a loss output")?
-                    .name
-                    .clone(),
-                mode: match mode {
+            (true, mode) => {
+                let mode = match mode {
                     Some("per-tensor") => TapeMode::PerTensor,
                     _ => TapeMode::Regions,
-                },
-            }),
+                };
+                Some(TapeOptions::for_gradient(g, mode).context("a gradient program has a loss output")?)
+            }
         };
         Ok(Options { fuse, tape })
     }

@@ -112,15 +112,8 @@ pub fn with_tape(
     target: &swflow_scheduler::target::Target,
     mode: swflow_scheduler::tape::TapeMode,
 ) -> Result<swflow_scheduler::loops::Program> {
-    let tape = swflow_scheduler::tape::TapeOptions {
-        loss: g
-            .outputs
-            .first()
-            .context("a gradient program has a loss output")?
-            .name
-            .clone(),
-        mode,
-    };
+    let tape =
+        swflow_scheduler::tape::TapeOptions::for_gradient(g, mode).context("a gradient program has a loss output")?;
     let options = swflow_scheduler::pipeline::Options {
         fuse: swflow_scheduler::pipeline::Fuse::Default,
         tape: Some(tape),

@@ -56,6 +56,15 @@ pub struct TapeOptions {
     pub mode: TapeMode,
 }
 
+impl TapeOptions {
+    /// The options for gradient or training program `g`, whose first output is the loss (none
+    /// when it has no output).
+    pub fn for_gradient(g: &swflow_frontend::ir::Graph, mode: TapeMode) -> Option<TapeOptions> {
+        let loss = g.outputs.first()?.name.clone();
+        Some(TapeOptions { loss, mode })
+    }
+}
+
 /// Which pass a kernel belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
