@@ -805,15 +805,21 @@ impl Gen<'_> {
         // tile loop around its transfers is at its last tile.
         let mut put = self.dma(i, true, Half::Single, None);
         put.push(self.wait(i));
-        let last = self.last_tiles(&self.s.order[..depth]);
+        self.at_last_tiles(out, &self.s.order[..depth], put);
+    }
+
+    /// `body`, run only when every reduction loop among `loops` is at its last tile (always,
+    /// when there is none).
+    fn at_last_tiles(&self, out: &mut Vec<Stmt>, loops: &[usize], body: Vec<Stmt>) {
+        let last = self.last_tiles(loops);
         if last.is_empty() {
-            out.extend(put);
+            out.extend(body);
             return;
         }
         charge_once(out, int(2 * last.len() as u32) + branch(1));
         out.push(Stmt::If {
             cond: Cond::All(last),
-            then: put,
+            then: body,
             otherwise: Vec::new(),
         });
     }
@@ -946,18 +952,7 @@ impl Gen<'_> {
         let mut body = vec![Stmt::Comment("The epilogue, on the reduced values.".into())];
         self.charge_nest(&mut body, &parallel, ops);
         body.extend(self.point_loops(&parallel, stmts));
-        // The last reduction tiles: those that end at their loop's extent.
-        let last = self.last_tiles(&self.s.order);
-        if last.is_empty() {
-            out.extend(body);
-            return;
-        }
-        charge_once(out, int(2 * last.len() as u32) + branch(1));
-        out.push(Stmt::If {
-            cond: Cond::All(last),
-            then: body,
-            otherwise: Vec::new(),
-        });
+        self.at_last_tiles(out, &self.s.order, body);
     }
 
     /// Charges a nest of point loops over `loops` (outermost first) whose innermost body does
