@@ -108,11 +108,16 @@ pub fn run(args: Args) -> Result<()> {
         let layout = GradientLayout {
             files,
             index: serde_json::to_string_pretty(&index)? + "\n",
-            params: program
-                .parameters
-                .iter()
-                .map(|(n, v)| (n.clone(), std::sync::Arc::new(v.clone())))
-                .collect(),
+            params: {
+                // By name: the folder must not depend on the map's order.
+                let mut params: Vec<_> = program
+                    .parameters
+                    .iter()
+                    .map(|(n, v)| (n.clone(), std::sync::Arc::new(v.clone())))
+                    .collect();
+                params.sort_by(|a, b| a.0.cmp(&b.0));
+                params
+            },
         };
         let out = swflow_codegen::generate_gradient(&p, &target, lib_text, &layout)?;
         (program.graph, p, out)
