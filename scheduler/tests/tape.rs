@@ -39,6 +39,7 @@ fn compile(g: &Graph, mode: TapeMode) -> Program {
     let tape = TapeOptions {
         loss: "loss".into(),
         mode,
+        arena_bytes: None,
     };
     let options = Options {
         fuse: Fuse::Default,
@@ -131,6 +132,7 @@ fn a_loss_that_is_not_an_output_is_an_error() {
         tape: Some(TapeOptions {
             loss: "nothing".into(),
             mode: TapeMode::Regions,
+            arena_bytes: None,
         }),
     };
     let e = compile_with(&g, &Target::sw26010(), options).unwrap_err();

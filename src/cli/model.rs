@@ -38,9 +38,15 @@ pub struct PipelineArgs {
     /// with --grad or --train: `per-tensor` reads every saved tensor back in each backward
     /// kernel's own tiling; `regions` stores a value only the backward needs as per-CPE
     /// records moved whole, when every backward kernel reading it can take the partition and
-    /// tiles of the kernel that wrote it (each then does) [default: regions]
-    #[arg(long, value_parser = ["per-tensor", "regions"])]
+    /// tiles of the kernel that wrote it (each then does); `stream` moves such a value, when
+    /// one backward kernel reads it, through a tape arena in LDM in layers that the reader
+    /// pops in reverse order [default: stream]
+    #[arg(long, value_parser = ["per-tensor", "regions", "stream"])]
     pub tape: Option<String>,
+    /// Bytes of each CPE's tape arena in `--tape stream` (taken from the LDM of the kernels
+    /// that stream) [default: an eighth of the target's LDM]
+    #[arg(long, value_name = "BYTES")]
+    pub tape_arena: Option<usize>,
 }
 
 impl PipelineArgs {
@@ -54,13 +60,22 @@ impl PipelineArgs {
         };
         let tape = match (gradient, self.tape.as_deref()) {
             (false, Some(_)) => bail!("--tape applies with --grad or --train"),
+            (false, None) if self.tape_arena.is_some() => bail!("--tape-arena applies with --grad or --train"),
             (false, None) => None,
             (true, mode) => {
-                let mode = match mode {
-                    Some("per-tensor") => TapeMode::PerTensor,
-                    _ => TapeMode::Regions,
-                };
-                Some(TapeOptions::for_gradient(g, mode).context("a gradient program has a loss output")?)
+                let mode = mode.map_or(Some(TapeMode::default()), TapeMode::parse);
+                let mode = mode.context("the tape mode is one of those listed")?;
+                if self.tape_arena.is_some() && mode != TapeMode::Stream {
+                    bail!("--tape-arena applies with --tape stream");
+                }
+                if self.tape_arena == Some(0) {
+                    bail!("--tape-arena must be a positive number of bytes");
+                }
+                let options = TapeOptions::for_gradient(g, mode).context("a gradient program has a loss output")?;
+                Some(TapeOptions {
+                    arena_bytes: self.tape_arena,
+                    ..options
+                })
             }
         };
         Ok(Options { fuse, tape })

@@ -149,8 +149,8 @@ fn execute(args: &Args, g: &Graph, inputs: &[Tensor], gradient: bool) -> Result<
         "loops" => run_loops(g, inputs, &args.target, options),
         "jit" => run_jit(g, inputs, &args.target, options),
         _ => {
-            if args.pipeline.tape.is_some() {
-                bail!("--tape applies with --engine loops or jit: the graph engine runs the graph as imported");
+            if args.pipeline.tape.is_some() || args.pipeline.tape_arena.is_some() {
+                bail!("--tape and --tape-arena apply with --engine loops or jit: the graph engine runs the graph as imported");
             }
             let start = Instant::now();
             let outputs = interp::run(g, inputs)?;

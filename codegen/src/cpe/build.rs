@@ -85,6 +85,43 @@ struct BufVars {
     half: Option<Var>,
     /// For a tensor stored as records: the one-dimensional box of its next record.
     record: Option<RecordVars>,
+    /// For a streamed tensor: the arena's state (`buf` is then the arena).
+    stream: Option<StreamVars>,
+}
+
+/// The state of a streamed tensor's arena in its producer (which pushes layers) or its
+/// reader (which pops them); see `swflow_scheduler::tape::stream` for the stack's layout.
+struct StreamVars {
+    push: bool,
+    /// The stream's index, and whether it is the program's first (its producer starts the
+    /// stacks empty).
+    index: usize,
+    first: bool,
+    /// Elements of one arena half.
+    half: i64,
+    /// Elements of one CPE's share of the tape.
+    share: i64,
+    values: Field,
+    stack: Field,
+    /// Stack entries per CPE, and the entry of layer 0.
+    slots: i64,
+    layer_slot: i64,
+    /// Every entry lies in `0..bound` (checked as it is read).
+    bound: usize,
+    /// The values as one dimension, and the layer's place and length in them.
+    shape: Array,
+    layer: Array,
+    layer_n: Array,
+    /// The half being filled or read, and the place of the next box in it.
+    h: Var,
+    pos: Var,
+    /// Layers outstanding on this CPE's stack, and the end of its tape.
+    layers: Var,
+    top: Var,
+    /// A reader's first layer, and the half and length of the layer it fetches next.
+    base: Option<Var>,
+    next_h: Option<Var>,
+    next_n: Option<Var>,
 }
 
 /// The record transfers of an access to a tensor stored as records: the storage as one
@@ -123,6 +160,10 @@ struct Gen<'a> {
     pos: Vec<Option<usize>>,
     /// Per access: its transfers carry the gradient tape.
     tape: Vec<bool>,
+    /// A reader of a streamed tensor walks the boxes of it in reverse: the counters of its
+    /// backward loops, the segments' and, per loop around the box, its tiles'.
+    seg_r: Option<Var>,
+    tile_r: Vec<Option<Var>>,
 }
 
 /// The CPE program of scheduled kernel `k` whose parameter struct has `fields`.
@@ -195,6 +236,21 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
             _ => None,
         })
         .collect();
+    let streams: Vec<Option<&swflow_scheduler::tape::Stream>> = (0..all.len())
+        .map(|i| match (&p.tape, index) {
+            (Some(plan), Some(at)) => plan.stream_of(p, at, i),
+            _ => None,
+        })
+        .collect();
+    let stream_tape = p.tape.as_ref().and_then(|t| t.stream_tape.as_ref());
+    let operand_field = |t: TensorId| {
+        let at = k
+            .operands
+            .iter()
+            .position(|&x| x == t)
+            .expect("a streaming kernel has the tape's tensors");
+        fields.of_operand[at]
+    };
     let mut buf_scope = Names::default();
     let mut reply = vec![0; all.len()];
     let mut bufs = Vec::new();
@@ -214,12 +270,25 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
             dims.join("x")
         };
         let double = if b.double { ", double-buffered" } else { "" };
-        f.bufs.push(BufDecl {
-            name: name.clone(),
-            dtype: info.ty.dtype,
-            elements: b.elements(),
-            double: b.double,
-            note: format!("'{}': tile {tile}{double}", comment(&info.name)),
+        f.bufs.push(match streams[i] {
+            Some(x) => BufDecl {
+                name: buf_scope.fresh(&format!("{}_arena", info.name), "t_"),
+                dtype: info.ty.dtype,
+                elements: x.half,
+                double: true,
+                note: format!(
+                    "'{}': tape arena, two halves of {} elements (tiles up to {tile})",
+                    comment(&info.name),
+                    x.half
+                ),
+            },
+            None => BufDecl {
+                name: name.clone(),
+                dtype: info.ty.dtype,
+                elements: b.elements(),
+                double: b.double,
+                note: format!("'{}': tile {tile}{double}", comment(&info.name)),
+            },
         });
         let buf = Buf(f.bufs.len() as u32 - 1);
         reply[i] = f.replies;
@@ -256,9 +325,12 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
             info.ty.shape.iter().map(|&d| d as i64).collect()
         };
         // A tensor stored as records moves only whole records: its storage is one dimension.
-        let shape = match records[i] {
-            Some((_, elements)) => array(&mut f, format!("{name}_records"), vec![1], Some(vec![elements])),
-            None => array(&mut f, format!("{name}_shape"), vec![rank], Some(shape)),
+        // A streamed tensor moves only whole layers of the tape.
+        let tape_elements = stream_tape.map(|t| p.tensor(t.values).ty.numel() as i64);
+        let shape = match (records[i], streams[i], tape_elements) {
+            (_, Some(_), Some(total)) => array(&mut f, format!("{name}_tape"), vec![1], Some(vec![total])),
+            (Some((_, elements)), _, _) => array(&mut f, format!("{name}_records"), vec![1], Some(vec![elements])),
+            _ => array(&mut f, format!("{name}_shape"), vec![rank], Some(shape)),
         };
         f.decl_lines.push(vec![Local::Array(shape)]);
         let record = records[i].map(|(per_cpe, _)| {
@@ -275,6 +347,51 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
                 per_cpe,
             }
         });
+        let stream = streams[i].map(|x| {
+            let tape = stream_tape.expect("a program with streams has a streamed tape");
+            let total = p.tensor(tape.values).ty.numel() as i64;
+            let layer = array(&mut f, format!("{name}_layer"), vec![1], None);
+            let layer_n = array(&mut f, format!("{name}_layer_n"), vec![1], None);
+            let push = is_written(k, i);
+            let mut vars = |suffix: &str| var(&mut f, format!("{name}_{suffix}"), None);
+            let (h, pos, layers, top) = (vars("h"), vars("pos"), vars("layers"), vars("top"));
+            let reader = |vars: &mut dyn FnMut(&str) -> Var, suffix: &str| (!push).then(|| vars(suffix));
+            let base = reader(&mut vars, "base");
+            let next_h = reader(&mut vars, "next_h");
+            let next_n = reader(&mut vars, "next_n");
+            let mut line = vec![Local::Array(layer), Local::Array(layer_n)];
+            line.extend(
+                [h, pos, layers, top]
+                    .into_iter()
+                    .chain(base)
+                    .chain(next_h)
+                    .chain(next_n)
+                    .map(Local::Var),
+            );
+            f.decl_lines.push(line);
+            StreamVars {
+                push,
+                index: x.index,
+                first: x.index == 0,
+                half: x.half as i64,
+                share: tape.share as i64,
+                values: operand_field(tape.values),
+                stack: operand_field(tape.stack),
+                slots: tape.slots as i64,
+                layer_slot: tape.layer_slot(0) as i64,
+                bound: total as usize + 1,
+                shape,
+                layer,
+                layer_n,
+                h,
+                pos,
+                layers,
+                top,
+                base,
+                next_h,
+                next_n,
+            }
+        });
         fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense();
         bufs.push(Some(BufVars {
             buf,
@@ -285,7 +402,29 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
             issued,
             half,
             record,
+            stream,
         }));
+    }
+    // A reader of a streamed tensor walks the boxes of it backwards: its segments, and the
+    // tile loops around the box.
+    let reversed = (0..all.len())
+        .filter(|&i| streams[i].is_some() && !is_written(k, i))
+        .map(|i| s.buffers[i].depth)
+        .max();
+    let seg_r = reversed
+        .filter(|_| !s.partition.is_empty())
+        .map(|_| var(&mut f, "seg_r".into(), None));
+    let mut tile_r = vec![None; k.loops.len()];
+    for &l in &s.order[..reversed.unwrap_or(0)] {
+        tile_r[l] = Some(var(&mut f, format!("{}_r", loop_names[l]), None));
+    }
+    let counters: Vec<Local> = seg_r
+        .into_iter()
+        .chain(tile_r.iter().flatten().copied())
+        .map(Local::Var)
+        .collect();
+    if !counters.is_empty() {
+        f.decl_lines.push(counters);
     }
     let e = fill_loop.then(|| {
         let e = var(&mut f, "e".into(), None);
@@ -297,6 +436,8 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
         pos[l] = Some(i);
     }
     let g = Gen {
+        seg_r,
+        tile_r,
         tape,
         p,
         k,
@@ -423,6 +564,9 @@ impl Gen<'_> {
                 out.push(Stmt::Set(r.next, Int::Cpe * Int::Const(r.per_cpe)));
             }
         }
+        for i in 0..self.all.len() {
+            self.stream_start(&mut out, i);
+        }
         let points = s.partition_points as i64;
         out.push(Stmt::Comment(format!(
             "This CPE's chunk of the {points} points of the partition loops ({}).",
@@ -492,13 +636,36 @@ impl Gen<'_> {
         self.fills(&mut seg, 0);
         self.level(&mut seg, 0);
         self.write_back(&mut seg, 0);
-        out.push(Stmt::For {
-            var: self.f,
-            from: Int::Var(self.first),
-            to: Int::Var(self.last),
-            step: Int::Var(self.seg_len),
-            body: seg,
-        });
+        match self.seg_r {
+            None => out.push(Stmt::For {
+                var: self.f,
+                from: Int::Var(self.first),
+                to: Int::Var(self.last),
+                step: Int::Var(self.seg_len),
+                body: seg,
+            }),
+            Some(r) => {
+                // Backwards: each segment ends where the one after it begins, and begins at
+                // the start of its row of the innermost partition loop, or at `first`.
+                out.push(Stmt::Comment("The segments, last first.".into()));
+                let ext = Int::Const(extents[*s.partition.last().expect("a partition") as usize] as i64);
+                let end = Int::Var(self.last) - Int::Var(r);
+                let row = (end - Int::Const(1)) / ext.clone() * ext;
+                let mut body = Vec::new();
+                charged(&mut body, vec![Stmt::Set(self.f, max(Int::Var(self.first), row))]);
+                body.extend(seg);
+                out.push(Stmt::For {
+                    var: r,
+                    from: Int::Const(0),
+                    to: Int::Var(self.last) - Int::Var(self.first),
+                    step: Int::Var(self.seg_len),
+                    body,
+                });
+            }
+        }
+        for i in 0..self.all.len() {
+            self.stream_end(&mut out, i);
+        }
         out
     }
 }
@@ -528,13 +695,29 @@ impl Gen<'_> {
                 body.push(Stmt::Set(h, Int::Const(1) - Int::Var(h)));
             }
         }
-        out.push(Stmt::For {
-            var: self.origin[l],
-            from: lo,
-            to: hi,
-            step: t,
-            body,
-        });
+        match self.tile_r[l] {
+            None => out.push(Stmt::For {
+                var: self.origin[l],
+                from: lo,
+                to: hi,
+                step: t,
+                body,
+            }),
+            Some(r) => {
+                // Backwards: from the last tile's origin down to `lo`.
+                let last = lo.clone() + (hi.clone() - lo.clone() - Int::Const(1)) / t.clone() * t.clone();
+                let mut tile = Vec::new();
+                charged(&mut tile, vec![Stmt::Set(self.origin[l], last - Int::Var(r))]);
+                tile.extend(body);
+                out.push(Stmt::For {
+                    var: r,
+                    from: Int::Const(0),
+                    to: hi - lo,
+                    step: t,
+                    body: tile,
+                });
+            }
+        }
     }
 
     /// Statements setting row `row` of access `i`'s box arrays to the box it spans over the
@@ -674,6 +857,252 @@ impl Gen<'_> {
         }
     }
 
+    fn stream(&self, i: usize) -> Option<&StreamVars> {
+        self.bufs[i].as_ref().and_then(|v| v.stream.as_ref())
+    }
+
+    /// This CPE's stack entry `slot`.
+    fn stack_place(&self, st: &StreamVars, slot: Int, write: bool) -> Place {
+        Place::Main {
+            field: st.stack,
+            index: Int::Cpe * Int::Const(st.slots) + slot,
+            write,
+        }
+    }
+
+    fn stack_read(&self, st: &StreamVars, slot: Int) -> Int {
+        Int::Gather(Box::new(Value::Load(self.stack_place(st, slot, false))), st.bound)
+    }
+
+    fn stack_write(&self, st: &StreamVars, slot: Int, value: Int) -> Stmt {
+        Stmt::Store {
+            place: self.stack_place(st, slot, true),
+            value: Value::Index(value),
+        }
+    }
+
+    /// Stack entry `field` (0 place, 1 arena offset, 2 length) of layer `layer`.
+    fn layer_slot(&self, st: &StreamVars, layer: Int, field: i64) -> Int {
+        Int::Const(st.layer_slot + field) + Int::Const(3) * layer
+    }
+
+    /// Elements of access `i`'s current box.
+    fn box_elements(&self, i: usize) -> Int {
+        let v = self.buf_vars(i);
+        Int::product(
+            (0..self.rank(i))
+                .map(|d| Int::Elem(v.extent, vec![Int::Const(d as i64)]))
+                .collect(),
+        )
+    }
+
+    /// Before the walk: a producer finds the end of this CPE's tape and records where its
+    /// layers begin; a reader finds its layers and fetches the last.
+    fn stream_start(&self, out: &mut Vec<Stmt>, i: usize) {
+        let Some(st) = self.stream(i) else { return };
+        let tensor = comment(self.tensor_name(i));
+        let layers = Int::Var(st.layers);
+        let mut stmts = vec![Stmt::Set(st.pos, Int::Const(0)), Stmt::Set(st.h, Int::Const(0))];
+        if st.push {
+            out.push(Stmt::Comment(format!(
+                "'{tensor}' streams out: its layers go to the end of this CPE's tape."
+            )));
+            if st.first {
+                stmts.push(Stmt::Set(st.layers, Int::Const(0)));
+                stmts.push(Stmt::Set(st.top, Int::Cpe * Int::Const(st.share)));
+            } else {
+                stmts.push(Stmt::Set(st.layers, self.stack_read(st, Int::Const(0))));
+                stmts.push(Stmt::Set(st.top, self.stack_read(st, Int::Const(1))));
+            }
+            let base = Int::Const(swflow_scheduler::tape::StreamTape::base_slot(st.index) as i64);
+            stmts.push(self.stack_write(st, base, layers));
+            charged(out, stmts);
+            return;
+        }
+        out.push(Stmt::Comment(format!(
+            "'{tensor}' streams back in: this CPE's layers of it, last first."
+        )));
+        let base = st.base.expect("a reader has its first layer");
+        let slot = Int::Const(swflow_scheduler::tape::StreamTape::base_slot(st.index) as i64);
+        stmts.push(Stmt::Set(st.layers, self.stack_read(st, Int::Const(0))));
+        stmts.push(Stmt::Set(st.top, self.stack_read(st, Int::Const(1))));
+        stmts.push(Stmt::Set(base, self.stack_read(st, slot)));
+        stmts.push(Stmt::Set(st.next_h.expect("a reader has a next half"), Int::Const(0)));
+        charged(out, stmts);
+        let fetch = self.fetch(i, layers - Int::Const(1), Int::Const(0));
+        charge_once(out, int(1) + branch(1));
+        out.push(Stmt::If {
+            cond: Cond::Lt(Int::Var(base), Int::Var(st.layers)),
+            then: fetch,
+            otherwise: Vec::new(),
+        });
+    }
+
+    /// After the walk: a producer pushes its last layer and waits for its puts; both leave
+    /// the stack's size and the tape's end for the next stream.
+    fn stream_end(&self, out: &mut Vec<Stmt>, i: usize) {
+        let Some(st) = self.stream(i) else { return };
+        let v = self.buf_vars(i);
+        if st.push {
+            charge_once(out, branch(1));
+            out.push(Stmt::If {
+                cond: Cond::Lt(Int::Const(0), Int::Var(st.pos)),
+                then: self.flush(i),
+                otherwise: Vec::new(),
+            });
+        }
+        let stmts = vec![
+            Stmt::Wait {
+                reply: self.reply[i],
+                count: Int::Var(v.issued),
+            },
+            self.stack_write(st, Int::Const(0), Int::Var(st.layers)),
+            self.stack_write(st, Int::Const(1), Int::Var(st.top)),
+        ];
+        charged(out, stmts);
+    }
+
+    /// A producer's push of the current half as a layer: once the other half's put is
+    /// complete (its half is filled next), one put to the end of this CPE's tape and its
+    /// entries on the stack.
+    fn flush(&self, i: usize) -> Vec<Stmt> {
+        let st = self.stream(i).expect("a streamed access");
+        let v = self.buf_vars(i);
+        let (pos, h, layers, top) = (Int::Var(st.pos), Int::Var(st.h), Int::Var(st.layers), Int::Var(st.top));
+        let mut out = Vec::new();
+        charged(
+            &mut out,
+            vec![
+                Stmt::Wait {
+                    reply: self.reply[i],
+                    count: Int::Var(v.issued),
+                },
+                Stmt::SetElem(st.layer, vec![Int::Const(0)], top.clone()),
+                Stmt::SetElem(st.layer_n, vec![Int::Const(0)], pos.clone()),
+                Stmt::Dma(BoxDma {
+                    put: true,
+                    padded: false,
+                    buf: v.buf,
+                    half: Half::At(h.clone()),
+                    field: st.values,
+                    shape: st.shape,
+                    start: st.layer,
+                    extent: st.layer_n,
+                    row: None,
+                    issued: v.issued,
+                    reply: self.reply[i],
+                    class: super::DmaClass::TapeStream,
+                }),
+                self.stack_write(st, self.layer_slot(st, layers.clone(), 0), top.clone()),
+                self.stack_write(
+                    st,
+                    self.layer_slot(st, layers.clone(), 1),
+                    h.clone() * Int::Const(st.half),
+                ),
+                self.stack_write(st, self.layer_slot(st, layers.clone(), 2), pos.clone()),
+                Stmt::Set(st.layers, layers + Int::Const(1)),
+                Stmt::Set(st.top, top + pos),
+                Stmt::Set(st.pos, Int::Const(0)),
+                Stmt::Set(st.h, Int::Const(1) - h),
+            ],
+        );
+        out
+    }
+
+    /// A reader's get of layer `layer` into half `half`.
+    fn fetch(&self, i: usize, layer: Int, half: Int) -> Vec<Stmt> {
+        let st = self.stream(i).expect("a streamed access");
+        let v = self.buf_vars(i);
+        let next_n = st.next_n.expect("a reader has a next length");
+        let mut out = Vec::new();
+        charged(
+            &mut out,
+            vec![
+                Stmt::Set(next_n, self.stack_read(st, self.layer_slot(st, layer.clone(), 2))),
+                Stmt::SetElem(
+                    st.layer,
+                    vec![Int::Const(0)],
+                    self.stack_read(st, self.layer_slot(st, layer, 0)),
+                ),
+                Stmt::SetElem(st.layer_n, vec![Int::Const(0)], Int::Var(next_n)),
+                Stmt::Dma(BoxDma {
+                    put: false,
+                    padded: false,
+                    buf: v.buf,
+                    half: Half::At(half),
+                    field: st.values,
+                    shape: st.shape,
+                    start: st.layer,
+                    extent: st.layer_n,
+                    row: None,
+                    issued: v.issued,
+                    reply: self.reply[i],
+                    class: super::DmaClass::TapeStream,
+                }),
+            ],
+        );
+        out
+    }
+
+    /// At the start of a box of a streamed tensor: a producer pushes the current half when
+    /// the box does not fit in it; a reader pops the next layer when the current one is used
+    /// up, then steps back over the box.
+    fn stream_box(&self, out: &mut Vec<Stmt>, i: usize) {
+        let st = self.stream(i).expect("a streamed access");
+        let n = self.box_elements(i);
+        let pos = Int::Var(st.pos);
+        if st.push {
+            charge_once(out, int_ops(&n) + int(1) + branch(1));
+            out.push(Stmt::If {
+                cond: Cond::Lt(Int::Const(st.half), pos + n),
+                then: self.flush(i),
+                otherwise: Vec::new(),
+            });
+            return;
+        }
+        let v = self.buf_vars(i);
+        let (base, next_h) = (
+            st.base.expect("a reader has its first layer"),
+            st.next_h.expect("a reader has a next half"),
+        );
+        let mut pop = Vec::new();
+        charged(
+            &mut pop,
+            vec![
+                Stmt::Set(st.layers, Int::Var(st.layers) - Int::Const(1)),
+                Stmt::Wait {
+                    reply: self.reply[i],
+                    count: Int::Var(v.issued),
+                },
+                Stmt::Set(st.h, Int::Var(next_h)),
+                Stmt::Set(st.pos, Int::Var(st.next_n.expect("a reader has a next length"))),
+                Stmt::Set(st.top, Int::Elem(st.layer, vec![Int::Const(0)])),
+            ],
+        );
+        let mut prefetch = Vec::new();
+        charged(&mut prefetch, vec![Stmt::Set(next_h, Int::Const(1) - Int::Var(st.h))]);
+        prefetch.extend(self.fetch(i, Int::Var(st.layers) - Int::Const(1), Int::Var(next_h)));
+        charge_once(&mut pop, int(1) + branch(1));
+        pop.push(Stmt::If {
+            cond: Cond::Lt(Int::Var(base), Int::Var(st.layers)),
+            then: prefetch,
+            otherwise: Vec::new(),
+        });
+        charge_once(out, branch(1));
+        out.push(Stmt::If {
+            cond: Cond::Eq(pos.clone(), Int::Const(0)),
+            then: pop,
+            otherwise: Vec::new(),
+        });
+        charged(out, vec![Stmt::Set(st.pos, pos - n)]);
+    }
+
+    /// After a producer's box of a streamed tensor is complete: the next box follows it.
+    fn stream_advance(&self, out: &mut Vec<Stmt>, i: usize) {
+        let st = self.stream(i).expect("a streamed access");
+        charged(out, vec![Stmt::Set(st.pos, Int::Var(st.pos) + self.box_elements(i))]);
+    }
+
     /// Fills of the buffers placed at `depth`.
     fn fills(&self, out: &mut Vec<Stmt>, depth: usize) {
         let here = |l: usize| (self.origin(l), self.extent(l));
@@ -689,6 +1118,14 @@ impl Gen<'_> {
                 out.push(Stmt::Comment(format!("'{tensor}' (kept reduced value)")));
                 let ops = self.box_lines(out, i, None, &here);
                 charge_once(out, ops);
+                if self.stream(i).is_some() {
+                    self.stream_box(out, i);
+                }
+            } else if self.stream(i).is_some() {
+                out.push(Stmt::Comment(format!("'{tensor}': the box before, in the arena.")));
+                let ops = self.box_lines(out, i, None, &here);
+                charge_once(out, ops);
+                self.stream_box(out, i);
             } else if self.double(i) {
                 let h = self.buf_vars(i).half.expect("a double buffer has a half");
                 let l = self.s.order[depth - 1];
@@ -747,6 +1184,9 @@ impl Gen<'_> {
         out.push(Stmt::Comment(format!("'{}' (target)", comment(self.tensor_name(0)))));
         let ops = self.box_lines(out, 0, None, here);
         charge_once(out, ops);
+        if self.stream(0).is_some() {
+            self.stream_box(out, 0);
+        }
         let get_and_wait = |out: &mut Vec<Stmt>| {
             out.extend(self.dma(0, false, Half::Single, None));
             out.push(self.wait(0));
@@ -768,17 +1208,25 @@ impl Gen<'_> {
                 ..int(1) + LOOP
             };
             charge(out, fill, elems.clone());
+            let place = match &v.stream {
+                Some(st) => Place::Ldm {
+                    buf: v.buf,
+                    half: Half::At(Int::Var(st.h)),
+                    index: Int::Var(st.pos) + Int::Var(e),
+                },
+                None => Place::Ldm {
+                    buf: v.buf,
+                    half: Half::Single,
+                    index: Int::Var(e),
+                },
+            };
             out.push(Stmt::For {
                 var: e,
                 from: Int::Const(0),
                 to: elems.clone(),
                 step: Int::Const(1),
                 body: vec![Stmt::Store {
-                    place: Place::Ldm {
-                        buf: v.buf,
-                        half: Half::Single,
-                        index: Int::Var(e),
-                    },
+                    place,
                     value: Value::Const(r.init),
                 }],
             });
@@ -798,13 +1246,22 @@ impl Gen<'_> {
         if !self.buffered(0) || self.s.buffers[0].depth != depth {
             return;
         }
-        out.extend(self.dma(0, true, Half::Single, None));
-        out.push(self.wait(0));
+        if self.stream(0).is_some() {
+            self.stream_advance(out, 0);
+        } else {
+            out.extend(self.dma(0, true, Half::Single, None));
+            out.push(self.wait(0));
+        }
         let Some(i) = keep_index(self.k) else { return };
         // The kept value leaves once its box's reduction is complete: when every reduction
         // tile loop around its transfers is at its last tile.
-        let mut put = self.dma(i, true, Half::Single, None);
-        put.push(self.wait(i));
+        let mut put = Vec::new();
+        if self.stream(i).is_some() {
+            self.stream_advance(&mut put, i);
+        } else {
+            put = self.dma(i, true, Half::Single, None);
+            put.push(self.wait(i));
+        }
         self.at_last_tiles(out, &self.s.order[..depth], put);
     }
 
@@ -1028,10 +1485,22 @@ impl Gen<'_> {
                     }
                 });
             }
-            let place = Place::Ldm {
-                buf: v.buf,
-                half,
-                index: idx.unwrap_or(Int::Const(0)),
+            let idx = idx.unwrap_or(Int::Const(0));
+            let place = match &v.stream {
+                // A box of a streamed tensor lies in the arena's current half, at `pos`.
+                Some(st) => {
+                    ops += int(1);
+                    Place::Ldm {
+                        buf: v.buf,
+                        half: Half::At(Int::Var(st.h)),
+                        index: Int::Var(st.pos) + idx,
+                    }
+                }
+                None => Place::Ldm {
+                    buf: v.buf,
+                    half,
+                    index: idx,
+                },
             };
             (place, ops)
         } else {
@@ -1157,4 +1626,66 @@ fn linear(terms: Vec<(i64, Int)>, k: i64) -> Int {
         Some(a) if k > 0 => a + Int::Const(k),
         Some(a) => a,
     }
+}
+
+/// Integer operators of `e` as the C evaluates it (a minimum is a compare and a select; a
+/// gathered position adds its helper's range checks).
+fn int_ops(e: &Int) -> Ops {
+    match e {
+        Int::Const(_) | Int::Var(_) | Int::Cpe => Ops::default(),
+        Int::Elem(_, index) => index.iter().map(int_ops).fold(Ops::default(), |a, b| a + b),
+        Int::Add(a, b) | Int::Sub(a, b) | Int::Mul(a, b) => int_ops(a) + int_ops(b) + int(1),
+        Int::Div(a, b) | Int::Rem(a, b) => {
+            int_ops(a)
+                + int_ops(b)
+                + Ops {
+                    div: 1,
+                    ..Ops::default()
+                }
+        }
+        Int::Min(a, b) => int_ops(a) + int_ops(b) + int(2),
+        Int::Gather(v, _) => value_int_ops(v) + int(3) + branch(2),
+    }
+}
+
+/// Integer operators of the subscripts in `v` (its loads are charged where they happen: a
+/// direct access by the emulator).
+fn value_int_ops(v: &Value) -> Ops {
+    match v {
+        Value::Load(Place::Ldm { index, .. } | Place::Main { index, .. }) => int_ops(index),
+        Value::Index(e) => int_ops(e),
+        Value::Const(_) => Ops::default(),
+        Value::Unary(_, _, a) | Value::Cast(_, _, a) => value_int_ops(a),
+        Value::Binary(_, _, a, b) => value_int_ops(a) + value_int_ops(b),
+        Value::Select(c, a, b) => value_int_ops(c) + value_int_ops(a) + value_int_ops(b),
+    }
+}
+
+/// Appends straight-line `stmts` (assignments, stack entries, waits, DMA) after a charge of
+/// their integer work and local stores.
+fn charged(out: &mut Vec<Stmt>, stmts: Vec<Stmt>) {
+    let mut ops = Ops::default();
+    for st in &stmts {
+        ops += match st {
+            Stmt::Set(_, e) => int_ops(e),
+            Stmt::SetElem(_, index, e) => {
+                index.iter().map(int_ops).fold(int_ops(e), |a, b| a + b)
+                    + Ops {
+                        store: 1,
+                        ..Ops::default()
+                    }
+            }
+            Stmt::Store { place, value } => value_int_ops(&Value::Load(place.clone())) + value_int_ops(value),
+            Stmt::Wait { count, .. } => int_ops(count),
+            Stmt::Dma(_) | Stmt::Comment(_) => Ops::default(),
+            other => unreachable!("not a straight-line statement: {other:?}"),
+        };
+    }
+    charge_once(out, ops);
+    out.extend(stmts);
+}
+
+/// The larger of `a` and `b`.
+fn max(a: Int, b: Int) -> Int {
+    a.clone() + b.clone() - Int::min(a, b)
 }

@@ -227,6 +227,8 @@ pub enum Value {
     Select(Box<Value>, Box<Value>, Box<Value>),
     /// From the first type to the second.
     Cast(DType, DType, Box<Value>),
+    /// An integer expression's value, as an i64 element (a tape stack's entry).
+    Index(Int),
 }
 
 /// A box of a tensor moved between main memory and an LDM buffer (runtime-c's

@@ -7,6 +7,7 @@ use super::{Cond, DmaClass, Func, Half, Int, Local, Place, Stmt, Value};
 use crate::cost::charge;
 use crate::scalar::{binary, cast, ctype, fold, literal, unary};
 use crate::writer::Writer;
+use swflow_frontend::ir::DType;
 
 /// Members of the kernel's LDM struct (after `para`, before `reply`), one per line.
 pub fn print_ldm_members(f: &Func) -> Vec<String> {
@@ -319,6 +320,7 @@ impl Printer<'_> {
             Value::Binary(op, d, a, b) => binary(*op, *d, &self.value(a), &self.value(b)),
             Value::Select(c, a, b) => format!("({} ? {} : {})", self.value(c), self.value(a), self.value(b)),
             Value::Cast(from, to, a) => cast(*from, *to, &self.value(a)),
+            Value::Index(e) => format!("({}){}", ctype(DType::I64), self.int(e, ATOM)),
         }
     }
 }

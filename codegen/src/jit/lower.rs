@@ -682,6 +682,7 @@ impl Lower<'_, '_> {
                 let a = self.value(a);
                 self.cast(*from, *to, a)
             }
+            Value::Index(e) => self.int(e),
         }
     }
 
@@ -696,6 +697,7 @@ impl Lower<'_, '_> {
             },
             Value::Select(_, a, _) => self.value_type(a),
             Value::Cast(_, to, _) => ty(*to),
+            Value::Index(_) => I64,
         }
     }
 
@@ -909,6 +911,7 @@ fn has_effects(v: &Value) -> bool {
         Value::Load(Place::Main { .. }) => true,
         Value::Load(Place::Ldm { index, half, .. }) => int(index) || matches!(half, Half::At(h) if int(h)),
         Value::Const(_) => false,
+        Value::Index(e) => int(e),
         Value::Unary(_, _, a) | Value::Cast(_, _, a) => has_effects(a),
         Value::Binary(_, _, a, b) => has_effects(a) || has_effects(b),
         Value::Select(c, a, b) => has_effects(c) || has_effects(a) || has_effects(b),
@@ -1182,6 +1185,7 @@ fn value_uses(v: &Value, vars: &[Var]) -> bool {
         }
         Value::Load(Place::Main { index, .. }) => uses(index, vars),
         Value::Const(_) => false,
+        Value::Index(e) => uses(e, vars),
         Value::Unary(_, _, a) | Value::Cast(_, _, a) => value_uses(a, vars),
         Value::Binary(_, _, a, b) => value_uses(a, vars) || value_uses(b, vars),
         Value::Select(c, a, b) => value_uses(c, vars) || value_uses(a, vars) || value_uses(b, vars),
@@ -1234,7 +1238,7 @@ fn konst(e: &Int) -> Option<i64> {
 fn ldm_places<'a>(v: &'a Value, out: &mut Vec<&'a Place>) {
     match v {
         Value::Load(p) => ldm_places_of_place(p, out),
-        Value::Const(_) => {}
+        Value::Const(_) | Value::Index(_) => {}
         Value::Unary(_, _, a) | Value::Cast(_, _, a) => ldm_places(a, out),
         Value::Binary(_, _, a, b) => {
             ldm_places(a, out);

@@ -11,7 +11,7 @@
 use swflow_frontend::ir::{strides, Data, Tensor};
 
 use super::eval::{affine_place, Locate, PatternCache, Place, Target};
-use super::walk::{count, target_read_first, walk, Event, Traffic};
+use super::walk::{count, target_read_first, walk, Event, Moves, Traffic};
 use super::{eval_statement, fill, get_clipped, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::clip::Clipped;
@@ -33,7 +33,8 @@ pub struct KernelStats {
 }
 
 /// The statistics of a scheduled kernel, from its tile walk (without running it). A box of a
-/// tensor stored as tape records (see [`crate::tape`]) moves in one transfer.
+/// tensor stored as tape records (see [`crate::tape`]) moves in one transfer, and a streamed
+/// tensor moves in layers.
 pub fn kernel_stats(p: &Program, k: &Kernel, s: &Schedule, machine: &Machine) -> KernelStats {
     let all = accesses(k);
     let shapes: Vec<Vec<usize>> = all
@@ -41,15 +42,22 @@ pub fn kernel_stats(p: &Program, k: &Kernel, s: &Schedule, machine: &Machine) ->
         .map(|a| p.tensor(k.operands[a.operand]).ty.shape.clone())
         .collect();
     let at = p.kernels.iter().position(|x| x.name == k.name);
-    let records: Vec<bool> = (0..all.len())
+    let moves: Vec<Moves> = (0..all.len())
         .map(|i| match (&p.tape, at) {
-            (Some(plan), Some(at)) => plan.record_of(p, at, i).is_some(),
-            _ => false,
+            (Some(plan), Some(at)) => match (plan.stream_of(p, at, i), plan.record_of(p, at, i)) {
+                (Some(x), _) => Moves::Layers {
+                    half: x.half,
+                    first: x.index == 0,
+                },
+                (None, Some(_)) => Moves::Records,
+                (None, None) => Moves::Boxes,
+            },
+            _ => Moves::Boxes,
         })
         .collect();
     KernelStats {
         kernel: k.name.clone(),
-        traffic: count(k, &shapes, &records, s, machine.cpes),
+        traffic: count(k, &shapes, &moves, s, machine.cpes),
         ldm_bytes: s.ldm_bytes(k, machine),
         balance: s.balance(machine.cpes),
         points: k.points(),

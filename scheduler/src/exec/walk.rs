@@ -211,23 +211,46 @@ pub struct Traffic {
     pub direct_elements: usize,
 }
 
+/// How an access's boxes move (see [`crate::tape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Moves {
+    /// Each box by itself, in the transfers its shape needs.
+    Boxes,
+    /// Each box in one transfer (a tape tensor stored as records).
+    Records,
+    /// In layers of up to `half` elements, one transfer each (a streamed tape tensor); the
+    /// stack's entries are read and written directly. `first` marks the program's first
+    /// stream's producer, which starts the stacks empty instead of reading them.
+    Layers { half: usize, first: bool },
+}
+
 /// The DMA a scheduled kernel performs on all CPEs, without running it. `shapes` are the
-/// tensors' shapes per access; an access marked in `records` moves each box in one transfer
-/// (a tape tensor stored as records).
-pub fn count(k: &Kernel, shapes: &[Vec<usize>], records: &[bool], s: &Schedule, cpes: usize) -> Traffic {
-    let transfers = |access: usize, extent: &[usize]| {
-        if records[access] {
-            1
-        } else {
-            dma_ops(&shapes[access], extent)
-        }
+/// tensors' shapes per access, and `moves` says how each access's boxes move.
+pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, cpes: usize) -> Traffic {
+    let transfers = |access: usize, extent: &[usize]| match moves[access] {
+        Moves::Boxes => dma_ops(&shapes[access], extent),
+        Moves::Records => 1,
+        Moves::Layers { .. } => 0,
     };
     let mut t = Traffic::default();
     let direct = |i: usize| s.buffers[i].residence == Residence::Direct;
     let direct_reads = (1..s.buffers.len()).filter(|&i| direct(i) && !is_written(k, i)).count();
     let pads: Vec<bool> = accesses(k).iter().map(|a| a.pad.is_some()).collect();
     for cpe in 0..cpes {
+        // Per streamed access: the elements in the arena's current half, and the layers.
+        let mut layers: Vec<(usize, usize)> = vec![(0, 0); moves.len()];
         let counted = walk(k, s, cpe, &mut |e| {
+            let mut layer = |access: usize, extent: &[usize]| {
+                if let Moves::Layers { half, .. } = moves[access] {
+                    let n: usize = extent.iter().product();
+                    let (fill, count) = &mut layers[access];
+                    if *fill + n > half {
+                        *count += 1;
+                        *fill = 0;
+                    }
+                    *fill += n;
+                }
+            };
             match e {
                 Event::Fill {
                     access,
@@ -242,11 +265,13 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], records: &[bool], s: &Schedule, 
                         t.gets += c.transfers(&shapes[access], extent).len();
                         t.get_bytes += c.extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                     } else if !is_written(k, access) || (access == 0 && target_read_first(k, first_visit)) {
+                        layer(access, extent);
                         t.gets += transfers(access, extent);
                         t.get_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                     }
                 }
                 Event::WriteBack { access, extent, .. } => {
+                    layer(access, extent);
                     t.puts += transfers(access, extent);
                     t.put_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
                 }
@@ -273,6 +298,26 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], records: &[bool], s: &Schedule, 
             Ok(())
         });
         counted.expect("counting callbacks never fail");
+        for (i, &(fill, count)) in layers.iter().enumerate() {
+            let Moves::Layers { first, .. } = moves[i] else {
+                continue;
+            };
+            let count = count + usize::from(fill > 0);
+            // The stack's entries: a producer reads the stack's size and end (unless it starts
+            // the stacks), writes its first layer, three entries per layer, the size and the
+            // end; a reader reads the size, the end and its first layer, two entries per
+            // layer, and writes the size and the end.
+            t.direct_elements += if is_written(k, i) {
+                2 * usize::from(!first) + 3 + 3 * count
+            } else {
+                3 + 2 * count + 2
+            };
+            if is_written(k, i) {
+                t.puts += count;
+            } else {
+                t.gets += count;
+            }
+        }
     }
     t
 }

@@ -9,7 +9,7 @@
 //! backward reads (a pre-activation that a fused kernel keeps, for example) exists for the
 //! tape alone and is *tape-only*.
 //!
-//! The tape travels in one of two ways ([`TapeMode`]):
+//! The tape travels in one of three ways ([`TapeMode`]):
 //! - `per-tensor`: every saved tensor is read back in each backward kernel's own tiling;
 //! - `regions`: a tape-only tensor whose backward readers can all *mirror* its producer (take
 //!   the producer's partition and tiles over the tensor's dimensions, [`mirror`], so that each
@@ -17,26 +17,35 @@
 //!   as *records* ([`Record`]): each CPE's boxes packed one after another, in the order it
 //!   writes them, so each box moves in one contiguous transfer each way. Every other saved
 //!   tensor travels as in `per-tensor`.
+//! - `stream`: as `regions`, but a tape-only tensor with one reader that can mirror its
+//!   producer beside a tape arena in LDM is *streamed* ([`stream`]): its boxes gather in the
+//!   arena and leave in layers, one contiguous transfer each, pushed on a per-CPE stack that
+//!   the reader, walking backwards, pops. The others are stored as records where they can be.
 //!
 //! Every mode computes the same values bit for bit: tiling changes which boxes move, never
 //! the order in which a reduction folds its values.
 
 mod mirror;
+pub mod stream;
 
 use std::fmt::Write;
 
-use crate::loops::{Kernel, Program, TensorId};
+use swflow_frontend::ir::{DType, TensorType};
+
+use crate::loops::{Kernel, Program, TensorId, TensorInfo, TensorKind};
 use crate::schedule::{accesses, is_written, Schedule};
 use crate::target::Target;
 
 pub use mirror::{mirror_schedule, MirrorError};
+pub use stream::{Stream, StreamError, StreamTape};
 
 /// How the tape travels (see the module documentation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TapeMode {
     PerTensor,
-    #[default]
     Regions,
+    #[default]
+    Stream,
 }
 
 impl TapeMode {
@@ -44,7 +53,15 @@ impl TapeMode {
         match self {
             TapeMode::PerTensor => "per-tensor",
             TapeMode::Regions => "regions",
+            TapeMode::Stream => "stream",
         }
+    }
+
+    /// The mode named `name` (as [`TapeMode::name`] writes it).
+    pub fn parse(name: &str) -> Option<TapeMode> {
+        [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream]
+            .into_iter()
+            .find(|m| m.name() == name)
     }
 }
 
@@ -54,6 +71,9 @@ pub struct TapeOptions {
     /// The program output holding the loss: the forward pass is what it depends on.
     pub loss: String,
     pub mode: TapeMode,
+    /// Bytes of each CPE's tape arena in `stream` mode ([`stream::default_arena_bytes`] when
+    /// none is given).
+    pub arena_bytes: Option<usize>,
 }
 
 impl TapeOptions {
@@ -61,7 +81,11 @@ impl TapeOptions {
     /// when it has no output).
     pub fn for_gradient(g: &swflow_frontend::ir::Graph, mode: TapeMode) -> Option<TapeOptions> {
         let loss = g.outputs.first()?.name.clone();
-        Some(TapeOptions { loss, mode })
+        Some(TapeOptions {
+            loss,
+            mode,
+            arena_bytes: None,
+        })
     }
 }
 
@@ -129,6 +153,14 @@ pub struct TapePlan {
     pub fell_back: Vec<FellBack>,
     /// Tape-only tensors stored as records (every reader mirrors).
     pub records: Vec<Record>,
+    /// Bytes of each CPE's tape arena (in the kernels that stream).
+    pub arena_bytes: usize,
+    /// Tape-only tensors streamed through the arena (in `stream` mode), in producer order.
+    pub streams: Vec<Stream>,
+    /// Tape-only tensors that could not stream, and why.
+    pub not_streamed: Vec<(TensorId, StreamError)>,
+    /// The tensors holding the streamed tape, when anything streams.
+    pub stream_tape: Option<StreamTape>,
 }
 
 /// Storage tensors kernel `k` writes: its target, and its kept value.
@@ -222,6 +254,12 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
         mirrored: Vec::new(),
         fell_back: Vec::new(),
         records: Vec::new(),
+        arena_bytes: options
+            .arena_bytes
+            .unwrap_or_else(|| stream::default_arena_bytes(target)),
+        streams: Vec::new(),
+        not_streamed: Vec::new(),
+        stream_tape: None,
     };
     if options.mode == TapeMode::PerTensor {
         return Ok(plan);
@@ -230,6 +268,21 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
     candidates.sort_by_key(|s| (std::cmp::Reverse(s.bytes), s.tensor));
     let mut taken: Vec<usize> = Vec::new();
     for s in candidates {
+        if options.mode == TapeMode::Stream {
+            match try_stream(p, &plan, &s, &taken, target) {
+                Ok(stream) => {
+                    taken.push(stream.reader);
+                    plan.mirrored.push(Mirrored {
+                        tensor: s.tensor,
+                        producer: s.producer,
+                        reader: stream.reader,
+                    });
+                    plan.streams.push(stream);
+                    continue;
+                }
+                Err(e) => plan.not_streamed.push((s.tensor, e)),
+            }
+        }
         // Each reader's mirrored schedule, or why it cannot mirror.
         let mirrored: Vec<Result<Schedule, MirrorError>> = s
             .readers
@@ -273,7 +326,107 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
             elements: per_cpe * target.cpes,
         });
     }
+    finish_streams(p, &mut plan, target.cpes);
     Ok(plan)
+}
+
+/// Streams saved tensor `s` if it can (see [`stream::stream_schedules`]), giving its producer
+/// and reader their schedules; `taken` readers already mirror another producer.
+fn try_stream(
+    p: &mut Program,
+    plan: &TapePlan,
+    s: &Saved,
+    taken: &[usize],
+    target: &Target,
+) -> Result<Stream, StreamError> {
+    let busy = |k: usize| {
+        taken.contains(&k)
+            || plan.streams.iter().any(|x| x.producer == k)
+            || plan.records.iter().any(|r| r.producer == k)
+    };
+    if s.writers > 1 {
+        return Err(StreamError::Mirror(MirrorError::ProducerLayout));
+    }
+    if s.readers.iter().any(|&r| busy(r)) || busy(s.producer) {
+        return Err(StreamError::KernelTaken);
+    }
+    if let [reader] = s.readers[..] {
+        if let Some(x) = plan
+            .streams
+            .iter()
+            .find(|x| !stream::nests(s.producer, reader, x.producer, x.reader))
+        {
+            return Err(StreamError::NotLifo(p.tensor(x.tensor).name.clone()));
+        }
+    }
+    let (fs, rs) = stream::stream_schedules(p, s, target, plan.arena_bytes)?;
+    let reader = s.readers[0];
+    p.kernels[s.producer].schedule = Some(fs);
+    p.kernels[reader].schedule = Some(rs);
+    let half = plan.arena_bytes / 2 / p.tensor(s.tensor).ty.dtype.size_bytes();
+    Ok(Stream {
+        tensor: s.tensor,
+        producer: s.producer,
+        reader,
+        index: 0,
+        half,
+        elements: Vec::new(),
+        layers: Vec::new(),
+    })
+}
+
+/// Orders the streams by producer, counts their layers, and adds the tensors holding the
+/// streamed tape to the program, as operands of every streaming kernel.
+fn finish_streams(p: &mut Program, plan: &mut TapePlan, cpes: usize) {
+    if plan.streams.is_empty() {
+        return;
+    }
+    plan.streams.sort_by_key(|x| x.producer);
+    for (index, x) in plan.streams.iter_mut().enumerate() {
+        let (elements, layers) = stream::layers(p, x.producer, x.tensor, x.half, cpes);
+        x.index = index;
+        x.elements = elements;
+        x.layers = layers;
+    }
+    let per_cpe = |f: &dyn Fn(&Stream) -> &Vec<usize>| {
+        (0..cpes)
+            .map(|c| plan.streams.iter().map(|x| f(x)[c]).sum::<usize>())
+            .max()
+            .unwrap_or(0)
+    };
+    let share = per_cpe(&|x| &x.elements).max(1);
+    let layers = per_cpe(&|x| &x.layers);
+    let mut tape = StreamTape {
+        values: TensorId(0),
+        stack: TensorId(0),
+        share,
+        slots: 0,
+        streams: plan.streams.len(),
+    };
+    tape.slots = tape.layer_slot(layers);
+    let mut add = |name: &str, dtype: DType, elements: usize| {
+        let mut unique = name.to_string();
+        while p.tensors.iter().any(|t| t.name == unique) {
+            unique.push('_');
+        }
+        p.tensors.push(TensorInfo {
+            name: unique,
+            ty: TensorType {
+                dtype,
+                shape: vec![elements],
+            },
+            kind: TensorKind::Temp,
+        });
+        TensorId(p.tensors.len() as u32 - 1)
+    };
+    tape.values = add("tape/values", DType::F32, share * cpes);
+    tape.stack = add("tape/stack", DType::I64, tape.slots * cpes);
+    for x in &plan.streams {
+        for k in [x.producer, x.reader] {
+            p.kernels[k].operands.extend([tape.values, tape.stack]);
+        }
+    }
+    plan.stream_tape = Some(tape);
 }
 
 /// The most elements of `tensor` that one CPE of kernel `producer` writes.
@@ -341,13 +494,27 @@ impl TapePlan {
             .find(|r| r.tensor == t && if written { r.producer == k } else { self.mirrors(k, t) })
     }
 
-    /// Bytes of the storage of `t`: its records' when it is stored as records.
+    /// Bytes of the storage of `t`: its records' when it is stored as records, none when it is
+    /// streamed (its values travel in the streamed tape).
     pub fn storage_bytes(&self, p: &Program, t: TensorId) -> usize {
         let ty = &p.tensor(t).ty;
+        if self.streams.iter().any(|x| x.tensor == t) {
+            return 0;
+        }
         match self.records.iter().find(|r| r.tensor == t) {
             Some(r) => r.elements * ty.dtype.size_bytes(),
             None => ty.size_bytes(),
         }
+    }
+
+    /// The stream that access `i` (in [`accesses`] order) of kernel `k` pushes or pops, if any.
+    pub fn stream_of(&self, p: &Program, k: usize, i: usize) -> Option<&Stream> {
+        let kernel = &p.kernels[k];
+        let t = p.storage(kernel.operands[accesses(kernel)[i].operand]);
+        let written = is_written(kernel, i);
+        self.streams
+            .iter()
+            .find(|x| x.tensor == t && if written { x.producer == k } else { x.reader == k })
     }
 
     /// Whether backward kernel `reader` mirrors the producer of `tensor`.
@@ -381,14 +548,27 @@ impl TapePlan {
                     format!("{}{how}", p.kernels[r].name)
                 })
                 .collect();
-            let kind = match (sv.tape_only, self.records.iter().any(|r| r.tensor == sv.tensor)) {
-                (true, true) => " tape-only, in records",
-                (true, false) => " tape-only",
-                _ => "",
+            let streamed = self.streams.iter().find(|x| x.tensor == sv.tensor);
+            let kind = match (
+                sv.tape_only,
+                self.records.iter().any(|r| r.tensor == sv.tensor),
+                streamed,
+            ) {
+                (true, _, Some(x)) => format!(
+                    " tape-only, streamed in up to {} layers per CPE",
+                    x.layers.iter().max().unwrap_or(&0)
+                ),
+                (true, true, None) => " tape-only, in records".to_string(),
+                (true, false, None) => " tape-only".to_string(),
+                _ => String::new(),
+            };
+            let not_streamed = match self.not_streamed.iter().find(|(t, _)| *t == sv.tensor) {
+                Some((_, e)) => format!(" (not streamed: {e})"),
+                None => String::new(),
             };
             let _ = writeln!(
                 s,
-                "  {} {} B{kind} from {} to {}",
+                "  {} {} B{kind}{not_streamed} from {} to {}",
                 crate::loops::quoted_name(&p.tensor(sv.tensor).name),
                 sv.bytes,
                 p.kernels[sv.producer].name,

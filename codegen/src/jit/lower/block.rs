@@ -486,7 +486,7 @@ fn extreme_op(kind: ReduceKind) -> BinaryOp {
 fn count_loads(v: &Value) -> usize {
     match v {
         Value::Load(_) => 1,
-        Value::Const(_) => 0,
+        Value::Const(_) | Value::Index(_) => 0,
         Value::Unary(_, _, a) | Value::Cast(_, _, a) => count_loads(a),
         Value::Binary(_, _, a, b) => count_loads(a) + count_loads(b),
         Value::Select(c, a, b) => count_loads(c) + count_loads(a) + count_loads(b),

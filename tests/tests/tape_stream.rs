@@ -1,0 +1,193 @@
+//! Streamed tape through the generated C and the JIT: the gradient of a two-layer network
+//! whose first product keeps its pre-activation for the backward pass alone, so that the
+//! pre-activation streams through the tape arena from the forward kernel to the one backward
+//! kernel that reads it. Small arenas cut it into many layers per CPE, which the reader pops
+//! walking its boxes backwards; the emulator checks that every CPE's layers come back in the
+//! reverse order they went out (a violation stops the run).
+
+use swflow_frontend::autodiff::gradient_program;
+use swflow_frontend::interp;
+use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::exec::cpe::kernel_stats;
+use swflow_scheduler::loops::Program;
+use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
+use swflow_scheduler::tape::{TapeMode, TapeOptions};
+use swflow_scheduler::target::Target;
+use swflow_tests::cbuild::{emulator_lib, make, run_model, run_with_stats, scratch};
+use swflow_tests::{seeded_inputs, with_tape};
+
+/// `sum(relu(x @ w1 + b) @ w2)` and its gradients with respect to `w1`, `b` and `w2`.
+fn two_layers() -> Graph {
+    let mut g = Graph::new("two_layers");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let x = g.add_input("x", ty(vec![96, 200]));
+    let w1 = g.add_input("w1", ty(vec![200, 160]));
+    let b = g.add_input("b", ty(vec![160]));
+    let w2 = g.add_input("w2", ty(vec![160, 10]));
+    let h = g.add_node("h", Op::MatMul, vec![x, w1], None).unwrap();
+    let hb = g.add_node("hb", Op::Binary(BinaryOp::Add), vec![h, b], None).unwrap();
+    let r = g.add_node("r", Op::Unary(UnaryOp::Relu), vec![hb], None).unwrap();
+    let y = g.add_node("y", Op::MatMul, vec![r, w2], None).unwrap();
+    let sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0, 1],
+    };
+    let loss = g.add_node("loss", sum, vec![y], None).unwrap();
+    g.outputs.push(Output {
+        name: "loss".into(),
+        node: loss,
+    });
+    gradient_program(&g, &[w1, b, w2], &[]).unwrap().graph
+}
+
+fn streamed(g: &Graph, target: &Target, arena_bytes: usize) -> Program {
+    let tape = TapeOptions {
+        loss: "loss".into(),
+        mode: TapeMode::Stream,
+        arena_bytes: Some(arena_bytes),
+    };
+    let options = Options {
+        fuse: Fuse::Default,
+        tape: Some(tape),
+    };
+    compile_with(g, target, options).unwrap()
+}
+
+#[test]
+fn a_stream_of_many_layers_through_c_and_the_jit() {
+    let g = two_layers();
+    let inputs = seeded_inputs(&g, 3);
+    let want = interp::run(&g, &inputs).unwrap();
+    let lib = emulator_lib().unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = with_tape(&g, &target, TapeMode::PerTensor).unwrap();
+        let per_tensor = swflow_codegen::jit::compile(&p, &target)
+            .unwrap()
+            .run(&p, &target, &inputs)
+            .unwrap();
+        for arena in [256, 1024] {
+            let what = format!("{} with an arena of {arena} B", target.name);
+            let p = streamed(&g, &target, arena);
+            let plan = p.tape.as_ref().unwrap();
+            let [x] = plan.streams.as_slice() else {
+                panic!("{what}: one tensor streams: {}", plan.describe(&p))
+            };
+            let layers = *x.layers.iter().max().unwrap();
+            assert!(layers > 1, "{what}: {layers} layer per CPE");
+            let reader = p.kernels[x.reader].schedule.as_ref().unwrap();
+            assert!(!reader.order.is_empty(), "{what}: the reader walks several tiles");
+
+            let run = swflow_codegen::jit::compile(&p, &target)
+                .unwrap()
+                .run(&p, &target, &inputs)
+                .unwrap();
+            for ((o, got), (base, w)) in g
+                .outputs
+                .iter()
+                .zip(&run.outputs)
+                .zip(per_tensor.outputs.iter().zip(&want))
+            {
+                compare(got, base, Comparison::Exact).unwrap_or_else(|m| panic!("{what}: {}: {}", o.name, m.message));
+                compare(got, w, Comparison::Model).unwrap_or_else(|m| panic!("{what}: {}: {}", o.name, m.message));
+            }
+
+            let dir = scratch("tape-stream", &format!("{}-{arena}", target.name));
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+            swflow_codegen::generate(&p, &target, lib.to_str().unwrap())
+                .unwrap()
+                .write_to(&dir)
+                .unwrap();
+            make(&dir, &[]).unwrap();
+            let c_outputs = run_model(&dir, &g, &inputs, &[]).unwrap();
+            let c_stats = run_with_stats(&dir).unwrap();
+            std::fs::remove_dir_all(&dir).unwrap();
+            for ((o, c), j) in g.outputs.iter().zip(&c_outputs).zip(&run.outputs) {
+                compare(c, j, Comparison::Exact).unwrap_or_else(|m| panic!("{what}: C {}: {}", o.name, m.message));
+            }
+            let j = serde_json::to_value(&run.report).unwrap();
+            assert_eq!(j["kernels"], c_stats["kernels"], "{what}: per-kernel counters");
+
+            // The streaming kernels' transfers and direct accesses are those the walk counts:
+            // one transfer per layer, and the stack's entries.
+            let names = swflow_codegen::kernel_function_names(&p);
+            for k in [x.producer, x.reader] {
+                let kernel = &p.kernels[k];
+                let walked = kernel_stats(&p, kernel, kernel.schedule.as_ref().unwrap(), &target).traffic;
+                let row = j["kernels"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["kernel"] == names[k].as_str())
+                    .unwrap_or_else(|| panic!("{what}: no counters of {}", names[k]));
+                let count = |key: &str| row[key].as_u64().unwrap() as usize;
+                assert_eq!(
+                    (
+                        count("gets"),
+                        count("puts"),
+                        count("get_bytes"),
+                        count("put_bytes"),
+                        count("direct_reads") + count("direct_writes")
+                    ),
+                    (
+                        walked.gets,
+                        walked.puts,
+                        walked.get_bytes,
+                        walked.put_bytes,
+                        walked.direct_elements
+                    ),
+                    "{what}: {}",
+                    kernel.name
+                );
+            }
+            let pushed = x.layers.iter().sum::<usize>();
+            let tape_puts: u64 = j["kernels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["tape_puts"].as_u64().unwrap())
+                .sum();
+            assert!(
+                tape_puts as usize >= pushed,
+                "{what}: {tape_puts} tape puts, {pushed} layers"
+            );
+        }
+    }
+}
+
+/// The arena comes out of the streaming kernels' LDM: their buffers and the arena fit the
+/// target together, and an arena too small for one element of a box is refused for
+/// streaming, with records taking its place.
+#[test]
+fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
+    let g = two_layers();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let arena = 8192;
+        let p = streamed(&g, &target, arena);
+        let plan = p.tape.as_ref().unwrap();
+        let [x] = plan.streams.as_slice() else {
+            panic!("one tensor streams")
+        };
+        for k in [x.producer, x.reader] {
+            let kernel = &p.kernels[k];
+            let ldm = kernel.schedule.as_ref().unwrap().ldm_bytes(kernel, &target);
+            assert!(
+                ldm + arena <= target.ldm_budget(),
+                "{}: {ldm} B of buffers beside a {arena} B arena",
+                kernel.name
+            );
+        }
+        let p = streamed(&g, &target, 4);
+        let plan = p.tape.as_ref().unwrap();
+        assert!(plan.streams.is_empty(), "{}", plan.describe(&p));
+        assert_eq!(plan.records.len(), 1, "{}", plan.describe(&p));
+        assert!(
+            plan.describe(&p)
+                .contains("not streamed: the arena cannot hold one box"),
+            "{}",
+            plan.describe(&p)
+        );
+    }
+}
