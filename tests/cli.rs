@@ -467,28 +467,81 @@ fn inspect_grad_reports_the_tape() {
 }
 
 /// `--tape` chooses how a gradient program's tape travels: `schedule --grad --json` reports
-/// the plan in either mode, and the option is refused where nothing takes it.
+/// the plan in every mode (`stream` when none is given), and the option is refused where
+/// nothing takes it, as is `--tape-arena` outside `stream`.
 #[test]
 fn the_tape_mode_is_reported_and_refused_where_unused() {
     let model = "examples/lenet/model.onnx";
-    for mode in ["per-tensor", "regions"] {
-        let out = swflow(&["schedule", model, "--grad", "--loss", "sum", "--tape", mode, "--json"]);
+    for mode in ["per-tensor", "regions", "stream", "default"] {
+        let mut args = vec!["schedule", model, "--grad", "--loss", "sum", "--json"];
+        if mode != "default" {
+            args.extend(["--tape", mode]);
+        }
+        let out = swflow(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let tape = &report["tape"];
-        assert_eq!(tape["mode"], mode, "{tape}");
+        assert_eq!(tape["mode"], if mode == "default" { "stream" } else { mode }, "{tape}");
         let n = |k: &str| tape[k].as_u64().unwrap_or_else(|| panic!("no {k} in {tape}"));
         assert!(n("forward_kernels") > 0 && n("backward_kernels") > 0, "{tape}");
         assert!(n("saved_bytes") >= n("tape_only_bytes"), "{tape}");
-        assert_eq!(n("tape_only_bytes"), n("record_bytes") + n("fell_back_bytes"), "{tape}");
+        assert_eq!(
+            n("tape_only_bytes"),
+            n("record_bytes") + n("streamed_bytes") + n("fell_back_bytes"),
+            "{tape}"
+        );
+        // LeNet's dense pre-activations stream in `stream` mode, in records in `regions`.
+        let streaming = matches!(mode, "stream" | "default");
+        assert_eq!(n("streamed_bytes") > 0, streaming, "{tape}");
+        assert_eq!(n("record_bytes") > 0, mode == "regions", "{tape}");
+        assert_eq!(n("tape_arena_bytes") > 0, streaming, "{tape}");
+        let arenas = report["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["tape_arena_bytes"] != 0)
+            .count();
+        assert_eq!(arenas > 0, streaming, "{report}");
     }
+    let small = [
+        "schedule",
+        model,
+        "--grad",
+        "--loss",
+        "sum",
+        "--json",
+        "--tape-arena",
+        "4096",
+    ];
+    let out = swflow(&small);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["tape"]["tape_arena_bytes"], 4096, "{report}");
+    assert_fails(
+        &swflow(&[
+            "schedule",
+            model,
+            "--grad",
+            "--loss",
+            "sum",
+            "--tape",
+            "regions",
+            "--tape-arena",
+            "4096",
+        ]),
+        &["--tape-arena applies with --tape stream"],
+    );
+    assert_fails(
+        &swflow(&["schedule", model, "--tape-arena", "4096"]),
+        &["--tape-arena applies with --grad or --train"],
+    );
     assert_fails(
         &swflow(&["schedule", model, "--tape", "regions"]),
         &["--tape applies with --grad or --train"],
     );
     assert_fails(
         &swflow(&["run", model, "--grad", "--loss", "sum", "--tape", "regions"]),
-        &["--tape applies with --engine loops or jit"],
+        &["--tape and --tape-arena apply with --engine loops or jit"],
     );
 }
 

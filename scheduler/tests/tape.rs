@@ -107,7 +107,7 @@ fn gradients_are_bit_identical_in_every_mode() {
     let g = two_layers();
     let target = Target::sw26010();
     let mut results = Vec::new();
-    for mode in [TapeMode::PerTensor, TapeMode::Regions] {
+    for mode in [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream] {
         let p = compile(&g, mode);
         let inputs: Vec<_> = p
             .inputs
@@ -122,6 +122,42 @@ fn gradients_are_bit_identical_in_every_mode() {
             assert!(a.bit_eq(b));
         }
     }
+}
+
+/// In `stream` mode the kept product streams: each CPE's layers hold what it writes, the
+/// streamed tape's tensors are operands of the producer and the reader, and the memory plan
+/// gives them storage instead of the product.
+#[test]
+fn the_kept_pre_activation_streams_through_the_arena() {
+    let g = two_layers();
+    let target = Target::sw26010();
+    let p = compile(&g, TapeMode::Stream);
+    let plan = p.tape.as_ref().unwrap();
+    let [x] = plan.streams.as_slice() else {
+        panic!("one stream: {}", plan.describe(&p))
+    };
+    assert_eq!(p.tensor(x.tensor).name, "h");
+    assert!(plan.records.is_empty(), "{}", plan.describe(&p));
+    assert_eq!(x.elements.iter().sum::<usize>(), 96 * 160);
+    assert_eq!(x.half, plan.arena_bytes / 2 / 4);
+    for (c, (&n, &layers)) in x.elements.iter().zip(&x.layers).enumerate() {
+        assert!(
+            layers * x.half >= n && (n == 0) == (layers == 0),
+            "CPE {c}: {n} elements in {layers} layers"
+        );
+    }
+    let tape = plan.stream_tape.as_ref().unwrap();
+    for k in [x.producer, x.reader] {
+        assert!(p.kernels[k].operands.ends_with(&[tape.values, tape.stack]));
+    }
+    assert_eq!(plan.arena_of(x.producer), plan.arena_bytes);
+    assert_eq!(p.tensor(tape.values).ty.numel(), tape.share * target.cpes);
+    assert_eq!(tape.share, *x.elements.iter().max().unwrap());
+    assert_eq!(tape.slots, 2 + 1 + 3 * x.layers.iter().max().unwrap());
+    assert_eq!(plan.storage_bytes(&p, x.tensor), 0);
+    let memory = swflow_scheduler::memplan::plan(&p, &target);
+    swflow_scheduler::memplan::check(&p, &memory).unwrap();
+    assert!(memory.bytes[tape.values.index()] >= tape.share * target.cpes * 4);
 }
 
 #[test]

@@ -41,7 +41,10 @@ struct Row {
     op: String,
     /// The graph nodes fused into the kernel besides its own.
     fused: Vec<String>,
+    /// LDM of the working buffers (and reply counters).
     ldm_bytes: usize,
+    /// LDM of the tape arena, in a kernel that streams tape.
+    tape_arena_bytes: usize,
     dma_transfers: usize,
     dma_bytes: usize,
     direct_elements: usize,
@@ -70,15 +73,23 @@ struct TapeReport {
     tape_only_bytes: usize,
     /// Tape-only tensors stored as records (every reader mirrors its producer).
     record_bytes: usize,
+    /// Tape-only tensors streamed through the tape arena.
+    streamed_bytes: usize,
     /// Tape-only tensors with a reader that cannot mirror: read in that reader's own tiling.
     fell_back_bytes: usize,
+    /// Bytes of each CPE's tape arena in the kernels that stream.
+    tape_arena_bytes: usize,
+    /// The most layers one CPE pushes, over all streams.
+    layers_per_cpe: usize,
 }
 
 impl TapeReport {
     fn of(plan: &TapePlan) -> TapeReport {
         let forward = plan.passes.iter().filter(|&&x| x == Pass::Forward).count();
         let recorded = |t| plan.records.iter().any(|r| r.tensor == t);
+        let streamed = |t| plan.streams.iter().any(|x| x.tensor == t);
         let tape_only = || plan.saved.iter().filter(|s| s.tape_only);
+        let cpes = plan.streams.first().map_or(0, |x| x.layers.len());
         TapeReport {
             mode: plan.mode.name(),
             forward_kernels: forward,
@@ -87,7 +98,16 @@ impl TapeReport {
             saved_bytes: plan.saved_bytes(),
             tape_only_bytes: plan.tape_only_bytes(),
             record_bytes: tape_only().filter(|s| recorded(s.tensor)).map(|s| s.bytes).sum(),
-            fell_back_bytes: tape_only().filter(|s| !recorded(s.tensor)).map(|s| s.bytes).sum(),
+            streamed_bytes: tape_only().filter(|s| streamed(s.tensor)).map(|s| s.bytes).sum(),
+            fell_back_bytes: tape_only()
+                .filter(|s| !recorded(s.tensor) && !streamed(s.tensor))
+                .map(|s| s.bytes)
+                .sum(),
+            tape_arena_bytes: if plan.streams.is_empty() { 0 } else { plan.arena_bytes },
+            layers_per_cpe: (0..cpes)
+                .map(|c| plan.streams.iter().map(|x| x.layers[c]).sum::<usize>())
+                .max()
+                .unwrap_or(0),
         }
     }
 }
@@ -109,13 +129,15 @@ pub fn run(args: Args) -> Result<()> {
     let kernels: Vec<Row> = p
         .kernels
         .iter()
-        .map(|k| {
+        .enumerate()
+        .map(|(i, k)| {
             let s = kernel_stats(&p, k, k.schedule.as_ref().expect("scheduled"), &target);
             Row {
                 kernel: k.name.clone(),
                 op: k.op.clone(),
                 fused: k.fused.clone(),
                 ldm_bytes: s.ldm_bytes,
+                tape_arena_bytes: p.tape.as_ref().map_or(0, |t| t.arena_of(i)),
                 dma_transfers: s.traffic.gets + s.traffic.puts,
                 dma_bytes: s.traffic.get_bytes + s.traffic.put_bytes,
                 direct_elements: s.traffic.direct_elements,
@@ -163,8 +185,18 @@ pub fn run(args: Args) -> Result<()> {
     );
     if let Some(t) = &report.tape {
         println!(
-            "tape ({}): {} forward and {} backward kernels; {} saved tensors, {} bytes, {} of them tape-only: {} in records, {} read in their readers' own tiling",
-            t.mode, t.forward_kernels, t.backward_kernels, t.saved_tensors, t.saved_bytes, t.tape_only_bytes, t.record_bytes, t.fell_back_bytes
+            "tape ({}): {} forward and {} backward kernels; {} saved tensors, {} bytes, {} of them tape-only: {} in records, {} streamed ({} B arena, up to {} layers per CPE), {} read in their readers' own tiling",
+            t.mode,
+            t.forward_kernels,
+            t.backward_kernels,
+            t.saved_tensors,
+            t.saved_bytes,
+            t.tape_only_bytes,
+            t.record_bytes,
+            t.streamed_bytes,
+            t.tape_arena_bytes,
+            t.layers_per_cpe,
+            t.fell_back_bytes
         );
     }
     Ok(())

@@ -116,7 +116,7 @@ fn check(case: &Case, engine: &str, got: &[Tensor]) -> f64 {
     worst
 }
 
-const MODES: [TapeMode; 2] = [TapeMode::PerTensor, TapeMode::Regions];
+const MODES: [TapeMode; 3] = [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream];
 
 /// The case's gradient program scheduled for `target` with its tape moved by `mode`.
 fn scheduled(case: &Case, target: &Target, mode: TapeMode) -> Program {
@@ -155,13 +155,14 @@ fn graph_interpreter_and_loop_executor_match_jax() {
 
 #[test]
 fn jit_matches_jax_bit_identically_from_run_to_run_and_in_every_tape_mode() {
-    let mut records = 0;
+    let (mut records, mut streams) = (0, 0);
     for case in cases() {
         for target in [Target::sw26010(), Target::sw26010pro()] {
             let mut runs = Vec::new();
             for mode in MODES {
                 let p = scheduled(&case, &target, mode);
                 records += p.tape.as_ref().map_or(0, |t| t.records.len());
+                streams += p.tape.as_ref().map_or(0, |t| t.streams.len());
                 let program = swflow_codegen::jit::compile(&p, &target).unwrap();
                 let first = program.run(&p, &target, &case.inputs).unwrap();
                 check(
@@ -179,6 +180,7 @@ fn jit_matches_jax_bit_identically_from_run_to_run_and_in_every_tape_mode() {
         }
     }
     assert!(records > 0, "no model stores tape records: the modes were not compared");
+    assert!(streams > 0, "no model streams tape: the modes were not compared");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The Tapeflow benchmarks (`scripts/tapeflow/models.py`, written by
 //! `scripts/setup-tapeflow.sh`) as gradient programs: on both targets, the JIT gives the same
-//! loss and gradients bit for bit with the tape moved per tensor and in records, and they
-//! agree with the graph interpreter within the whole-model tolerance.
+//! loss and gradients bit for bit with the tape moved per tensor, in records and streamed,
+//! and they agree with the graph interpreter within the whole-model tolerance.
 
 use anyhow::{bail, Result};
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
@@ -22,8 +22,9 @@ const MODELS: [&str; 8] = [
     "massspring",
 ];
 
-/// Checks one model; returns how many tensors its programs store as tape records.
-fn check(name: &str) -> Result<usize> {
+/// Checks one model; returns how many tensors its programs store as tape records and how
+/// many they stream.
+fn check(name: &str) -> Result<(usize, usize)> {
     let dir = workspace_root().join(".cache/tapeflow");
     if !dir.join("STAMP").exists() {
         bail!(
@@ -41,12 +42,13 @@ fn check(name: &str) -> Result<usize> {
         .map(|(id, random)| program.parameters.get(&g.node(id).name).cloned().unwrap_or(random))
         .collect();
     let want = swflow_frontend::interp::run(g, &inputs)?;
-    let mut records = 0;
+    let (mut records, mut streams) = (0, 0);
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let mut runs = Vec::new();
-        for mode in [TapeMode::PerTensor, TapeMode::Regions] {
+        for mode in [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream] {
             let p = with_tape(g, &target, mode)?;
             records += p.tape.as_ref().map_or(0, |t| t.records.len());
+            streams += p.tape.as_ref().map_or(0, |t| t.streams.len());
             let run = swflow_codegen::jit::compile(&p, &target)?.run(&p, &target, &inputs)?;
             for ((o, got), w) in g.outputs.iter().zip(&run.outputs).zip(&want) {
                 compare(got, w, Comparison::Model).map_err(|m| {
@@ -55,25 +57,31 @@ fn check(name: &str) -> Result<usize> {
             }
             runs.push(run.outputs);
         }
-        for ((o, a), b) in g.outputs.iter().zip(&runs[0]).zip(&runs[1]) {
-            compare(a, b, Comparison::Exact).map_err(|m| {
-                anyhow::anyhow!("{name} on {}: {}: the modes differ: {}", target.name, o.name, m.message)
-            })?;
+        for run in &runs[1..] {
+            for ((o, a), b) in g.outputs.iter().zip(&runs[0]).zip(run) {
+                compare(a, b, Comparison::Exact).map_err(|m| {
+                    anyhow::anyhow!("{name} on {}: {}: the modes differ: {}", target.name, o.name, m.message)
+                })?;
+            }
         }
     }
-    Ok(records)
+    Ok((records, streams))
 }
 
 #[test]
 fn gradients_agree_with_the_interpreter_and_across_tape_modes() {
     let mut failures = Vec::new();
-    let mut records = 0;
+    let (mut records, mut streams) = (0, 0);
     for m in MODELS {
         match check(m) {
-            Ok(n) => records += n,
+            Ok((r, s)) => {
+                records += r;
+                streams += s;
+            }
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(records > 0, "no model stores tape records: the modes were not compared");
+    assert!(streams > 0, "no model streams tape: the modes were not compared");
 }

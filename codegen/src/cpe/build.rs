@@ -648,7 +648,7 @@ impl Gen<'_> {
                 // Backwards: each segment ends where the one after it begins, and begins at
                 // the start of its row of the innermost partition loop, or at `first`.
                 out.push(Stmt::Comment("The segments, last first.".into()));
-                let ext = Int::Const(extents[*s.partition.last().expect("a partition") as usize] as i64);
+                let ext = Int::Const(extents[*s.partition.last().expect("a partition")] as i64);
                 let end = Int::Var(self.last) - Int::Var(r);
                 let row = (end - Int::Const(1)) / ext.clone() * ext;
                 let mut body = Vec::new();

@@ -517,6 +517,16 @@ impl TapePlan {
             .find(|x| x.tensor == t && if written { x.producer == k } else { x.reader == k })
     }
 
+    /// Bytes of the tape arena kernel `k` keeps in each CPE's LDM: the arena when it pushes or
+    /// pops a stream, else none.
+    pub fn arena_of(&self, k: usize) -> usize {
+        if self.streams.iter().any(|x| x.producer == k || x.reader == k) {
+            self.arena_bytes
+        } else {
+            0
+        }
+    }
+
     /// Whether backward kernel `reader` mirrors the producer of `tensor`.
     pub fn mirrors(&self, reader: usize, tensor: TensorId) -> bool {
         self.mirrored.iter().any(|m| m.reader == reader && m.tensor == tensor)

@@ -225,3 +225,19 @@ pub fn nests(producer: usize, reader: usize, p2: usize, r2: usize) -> bool {
     let inside = |a: (usize, usize), b: (usize, usize)| b.0 < a.0 && a.1 < b.1;
     inside((producer, reader), (p2, r2)) || inside((p2, r2), (producer, reader)) || reader < p2 || r2 < producer
 }
+
+#[cfg(test)]
+mod tests {
+    use super::nests;
+
+    #[test]
+    fn streams_nest_when_the_later_producer_has_the_earlier_reader() {
+        assert!(nests(2, 7, 1, 9));
+        assert!(nests(1, 9, 2, 7));
+        assert!(nests(1, 3, 4, 6));
+        assert!(nests(4, 6, 1, 3));
+        // The second stream pushed would be popped second: its layers are not on top.
+        assert!(!nests(1, 7, 2, 9));
+        assert!(!nests(2, 9, 1, 7));
+    }
+}
