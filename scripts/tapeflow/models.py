@@ -1,6 +1,7 @@
 """The benchmarks of the Tapeflow thesis (Table 4.1) as small ONNX training models.
 
 Usage: models.py OUT_DIR
+       models.py --batch N OUT_DIR   (nn and lenet5 on N inputs, as nn_bN and lenet5_bN)
 
 Each model computes its own scalar objective, output "loss", from its parameters (float
 initializers) and its data (graph inputs, which `swflow bench` fills with pseudo-random
@@ -89,8 +90,8 @@ class Model:
     def gemm(self, x, w, b):
         return self.node("Gemm", [x, w, b])
 
-    def cross_entropy(self, logits):
-        labels = self.data("label", [1], TensorProto.INT64)
+    def cross_entropy(self, logits, batch=1):
+        labels = self.data("label", [batch], TensorProto.INT64)
         return self.node("SoftmaxCrossEntropyLoss", [logits, labels], reduction="mean")
 
 
@@ -110,17 +111,17 @@ def matd():
     return m, m.sum_of_squares(r)
 
 
-def nn():
-    m = Model("nn", 3)
-    x = m.data("x", [1, 784])
+def nn(batch=1):
+    m = Model("nn" if batch == 1 else f"nn_b{batch}", 3)
+    x = m.data("x", [batch, 784])
     h = m.node("Relu", [m.gemm(x, m.param("w1", [784, 128], 784 ** -0.5), m.param("b1", [128], 0.01))])
     logits = m.gemm(h, m.param("w2", [128, 10], 128 ** -0.5), m.param("b2", [10], 0.01))
-    return m, m.cross_entropy(logits)
+    return m, m.cross_entropy(logits, batch)
 
 
-def lenet5():
-    m = Model("lenet5", 4)
-    x = m.data("x", [1, 1, 32, 32])
+def lenet5(batch=1):
+    m = Model("lenet5" if batch == 1 else f"lenet5_b{batch}", 4)
+    x = m.data("x", [batch, 1, 32, 32])
     h = m.node("Conv", [x, m.param("c1.w", [6, 1, 5, 5], 0.2), m.param("c1.b", [6], 0.01)])
     h = m.node("AveragePool", [m.node("Relu", [h])], kernel_shape=[2, 2], strides=[2, 2])
     h = m.node("Conv", [h, m.param("c2.w", [16, 6, 5, 5], 150 ** -0.5), m.param("c2.b", [16], 0.01)])
@@ -130,7 +131,7 @@ def lenet5():
         w = m.param(f"f{i}.w", [fan_in, fan_out], fan_in ** -0.5)
         h = m.node("Relu", [m.gemm(h, w, m.param(f"f{i}.b", [fan_out], 0.01))])
     logits = m.gemm(h, m.param("f2.w", [84, 10], 84 ** -0.5), m.param("f2.b", [10], 0.01))
-    return m, m.cross_entropy(logits)
+    return m, m.cross_entropy(logits, batch)
 
 
 def mttkrp():
@@ -217,5 +218,14 @@ def main(out):
         f.write("\n".join(lines) + "\n")
 
 
+def main_batch(batch, out):
+    for make in (nn, lenet5):
+        m, loss = make(batch)
+        print(m.save(out, loss))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--batch":
+        main_batch(int(sys.argv[2]), sys.argv[3])
+    else:
+        main(sys.argv[1])

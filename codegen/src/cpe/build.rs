@@ -652,7 +652,13 @@ impl Gen<'_> {
                 let end = Int::Var(self.last) - Int::Var(r);
                 let row = (end - Int::Const(1)) / ext.clone() * ext;
                 let mut body = Vec::new();
-                charged(&mut body, vec![Stmt::Set(self.f, max(Int::Var(self.first), row))]);
+                charged(&mut body, vec![Stmt::Set(self.f, row)]);
+                charge_once(&mut body, branch(1));
+                body.push(Stmt::If {
+                    cond: Cond::Lt(Int::Var(self.f), Int::Var(self.first)),
+                    then: vec![Stmt::Set(self.f, Int::Var(self.first))],
+                    otherwise: Vec::new(),
+                });
                 body.extend(seg);
                 out.push(Stmt::For {
                     var: r,
@@ -1683,9 +1689,4 @@ fn charged(out: &mut Vec<Stmt>, stmts: Vec<Stmt>) {
     }
     charge_once(out, ops);
     out.extend(stmts);
-}
-
-/// The larger of `a` and `b`.
-fn max(a: Int, b: Int) -> Int {
-    a.clone() + b.clone() - Int::min(a, b)
 }
