@@ -158,8 +158,8 @@ fn a_stream_of_many_layers_through_c_and_the_jit() {
 }
 
 /// The arena comes out of the streaming kernels' LDM: their buffers and the arena fit the
-/// target together, and an arena too small for one element of a box is refused for
-/// streaming, with records taking its place.
+/// target together, and an arena too small for one element of a box, or as large as the
+/// LDM, is refused for streaming, with records taking its place where they can.
 #[test]
 fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
     let g = two_layers();
@@ -186,6 +186,15 @@ fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
         assert!(
             plan.describe(&p)
                 .contains("not streamed: the arena cannot hold one box"),
+            "{}",
+            plan.describe(&p)
+        );
+        // An arena as large as the LDM leaves no room for the buffers.
+        let p = streamed(&g, &target, target.ldm_bytes);
+        let plan = p.tape.as_ref().unwrap();
+        assert!(plan.streams.is_empty(), "{}", plan.describe(&p));
+        assert!(
+            plan.describe(&p).contains("the arena takes all"),
             "{}",
             plan.describe(&p)
         );

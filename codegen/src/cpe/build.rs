@@ -985,20 +985,7 @@ impl Gen<'_> {
                 },
                 Stmt::SetElem(st.layer, vec![Int::Const(0)], top.clone()),
                 Stmt::SetElem(st.layer_n, vec![Int::Const(0)], pos.clone()),
-                Stmt::Dma(BoxDma {
-                    put: true,
-                    padded: false,
-                    buf: v.buf,
-                    half: Half::At(h.clone()),
-                    field: st.values,
-                    shape: st.shape,
-                    start: st.layer,
-                    extent: st.layer_n,
-                    row: None,
-                    issued: v.issued,
-                    reply: self.reply[i],
-                    class: super::DmaClass::TapeStream,
-                }),
+                self.layer_dma(i, true, h.clone()),
                 self.stack_write(st, self.layer_slot(st, layers.clone(), 0), top.clone()),
                 self.stack_write(
                     st,
@@ -1015,10 +1002,29 @@ impl Gen<'_> {
         out
     }
 
+    /// The transfer of the layer its arrays describe, between arena half `half` and the tape.
+    fn layer_dma(&self, i: usize, put: bool, half: Int) -> Stmt {
+        let st = self.stream(i).expect("a streamed access");
+        let v = self.buf_vars(i);
+        Stmt::Dma(BoxDma {
+            put,
+            padded: false,
+            buf: v.buf,
+            half: Half::At(half),
+            field: st.values,
+            shape: st.shape,
+            start: st.layer,
+            extent: st.layer_n,
+            row: None,
+            issued: v.issued,
+            reply: self.reply[i],
+            class: super::DmaClass::TapeStream,
+        })
+    }
+
     /// A reader's get of layer `layer` into half `half`.
     fn fetch(&self, i: usize, layer: Int, half: Int) -> Vec<Stmt> {
         let st = self.stream(i).expect("a streamed access");
-        let v = self.buf_vars(i);
         let next_n = st.next_n.expect("a reader has a next length");
         let mut out = Vec::new();
         charged(
@@ -1031,20 +1037,7 @@ impl Gen<'_> {
                     self.stack_read(st, self.layer_slot(st, layer, 0)),
                 ),
                 Stmt::SetElem(st.layer_n, vec![Int::Const(0)], Int::Var(next_n)),
-                Stmt::Dma(BoxDma {
-                    put: false,
-                    padded: false,
-                    buf: v.buf,
-                    half: Half::At(half),
-                    field: st.values,
-                    shape: st.shape,
-                    start: st.layer,
-                    extent: st.layer_n,
-                    row: None,
-                    issued: v.issued,
-                    reply: self.reply[i],
-                    class: super::DmaClass::TapeStream,
-                }),
+                self.layer_dma(i, false, half),
             ],
         );
         out

@@ -535,8 +535,12 @@ impl TapePlan {
     /// The plan as text: the passes' kernel counts, then one line per saved tensor.
     pub fn describe(&self, p: &Program) -> String {
         let forward = self.passes.iter().filter(|&&x| x == Pass::Forward).count();
+        let arena = match self.mode {
+            TapeMode::Stream => format!(" ({} B arena)", self.arena_bytes),
+            _ => String::new(),
+        };
         let mut s = format!(
-            "tape {}: {forward} forward kernels, {} backward; {} saved tensors, {} bytes ({} tape-only)\n",
+            "tape {}{arena}: {forward} forward kernels, {} backward; {} saved tensors, {} bytes ({} tape-only)\n",
             self.mode.name(),
             self.passes.len() - forward,
             self.saved.len(),

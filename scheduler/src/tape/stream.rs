@@ -139,6 +139,12 @@ pub fn stream_schedules(
         return Err(StreamError::DType);
     }
     let half = arena_bytes / 2 / dtype.size_bytes();
+    if arena_bytes >= target.ldm_budget() {
+        return Err(StreamError::Producer(format!(
+            "the arena takes all {} bytes of LDM the buffers may use",
+            target.ldm_budget()
+        )));
+    }
     let beside = beside_arena(target, arena_bytes);
     let f = &p.kernels[s.producer];
     let fi = written_access(p, f, s.tensor).ok_or(StreamError::Mirror(MirrorError::ProducerLayout))?;
