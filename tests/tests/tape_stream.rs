@@ -17,6 +17,42 @@ use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{emulator_lib, make, run_model, run_with_stats, scratch};
 use swflow_tests::{seeded_inputs, with_tape};
 
+/// A multi-layer perceptron on `dims[0]` inputs of a batch of `batch`, with ReLU after every
+/// hidden layer of `dims[1..]` and one output, summed: the loss, and its gradients with
+/// respect to every weight and bias. Each hidden layer's product keeps its pre-activation for
+/// the backward pass alone.
+fn mlp(batch: usize, dims: &[usize]) -> Graph {
+    let mut g = Graph::new("mlp");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let mut h = g.add_input("x", ty(vec![batch, dims[0]]));
+    let mut wrt = Vec::new();
+    let widths: Vec<usize> = dims.iter().copied().chain([1]).collect();
+    for (i, pair) in widths.windows(2).enumerate() {
+        let w = g.add_input(&format!("w{i}"), ty(vec![pair[0], pair[1]]));
+        let b = g.add_input(&format!("b{i}"), ty(vec![pair[1]]));
+        wrt.extend([w, b]);
+        let mm = g.add_node(&format!("mm{i}"), Op::MatMul, vec![h, w], None).unwrap();
+        h = g
+            .add_node(&format!("add{i}"), Op::Binary(BinaryOp::Add), vec![mm, b], None)
+            .unwrap();
+        if i + 2 < widths.len() {
+            h = g
+                .add_node(&format!("relu{i}"), Op::Unary(UnaryOp::Relu), vec![h], None)
+                .unwrap();
+        }
+    }
+    let sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0, 1],
+    };
+    let loss = g.add_node("loss", sum, vec![h], None).unwrap();
+    g.outputs.push(Output {
+        name: "loss".into(),
+        node: loss,
+    });
+    gradient_program(&g, &wrt, &[]).unwrap().graph
+}
+
 /// `sum(relu(x @ w1 + b) @ w2)` and its gradients with respect to `w1`, `b` and `w2`.
 fn two_layers() -> Graph {
     let mut g = Graph::new("two_layers");
@@ -199,4 +235,55 @@ fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
             plan.describe(&p)
         );
     }
+}
+
+/// Networks of random sizes, with arenas from a few elements to many layers' worth: the JIT's
+/// loss and gradients are those of the per-tensor tape, bit for bit, whatever streams (the
+/// emulator checks every stack). Nested streams (one per hidden layer) occur.
+#[test]
+fn random_networks_stream_bit_identically() {
+    let mut state = 0x5eed_u64;
+    let mut next = |n: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    };
+    let (mut layered, mut nested) = (0, 0);
+    for case in 0..16u64 {
+        let target = if case % 2 == 0 {
+            Target::sw26010()
+        } else {
+            Target::sw26010pro()
+        };
+        let batch = 1 + next(48);
+        let dims: Vec<usize> = (0..2 + next(2)).map(|_| 4 + next(120)).collect();
+        let arena = [64, 128, 512, 2048, 8192][next(5)];
+        let what = format!(
+            "case {case}: batch {batch}, layers {dims:?}, arena {arena} B on {}",
+            target.name
+        );
+        let g = mlp(batch, &dims);
+        let inputs = seeded_inputs(&g, case);
+        let p = with_tape(&g, &target, TapeMode::PerTensor).unwrap();
+        let want = swflow_codegen::jit::compile(&p, &target)
+            .unwrap()
+            .run(&p, &target, &inputs)
+            .unwrap();
+        let p = streamed(&g, &target, arena);
+        let plan = p.tape.as_ref().unwrap();
+        layered += usize::from(plan.streams.iter().any(|x| x.layers.iter().any(|&n| n > 1)));
+        nested += usize::from(plan.streams.len() > 1);
+        let got = swflow_codegen::jit::compile(&p, &target)
+            .unwrap()
+            .run(&p, &target, &inputs)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        for ((o, a), b) in g.outputs.iter().zip(&got.outputs).zip(&want.outputs) {
+            compare(a, b, Comparison::Exact).unwrap_or_else(|m| panic!("{what}: {}: {}", o.name, m.message));
+        }
+    }
+    assert!(
+        layered > 0 && nested > 0,
+        "{layered} cases with several layers, {nested} with nested streams"
+    );
 }
