@@ -28,16 +28,16 @@ fn mlp(batch: usize, dims: &[usize]) -> Graph {
     let mut wrt = Vec::new();
     let widths: Vec<usize> = dims.iter().copied().chain([1]).collect();
     for (i, pair) in widths.windows(2).enumerate() {
-        let w = g.add_input(&format!("w{i}"), ty(vec![pair[0], pair[1]]));
-        let b = g.add_input(&format!("b{i}"), ty(vec![pair[1]]));
+        let w = g.add_input(format!("w{i}"), ty(vec![pair[0], pair[1]]));
+        let b = g.add_input(format!("b{i}"), ty(vec![pair[1]]));
         wrt.extend([w, b]);
-        let mm = g.add_node(&format!("mm{i}"), Op::MatMul, vec![h, w], None).unwrap();
+        let mm = g.add_node(format!("mm{i}"), Op::MatMul, vec![h, w], None).unwrap();
         h = g
-            .add_node(&format!("add{i}"), Op::Binary(BinaryOp::Add), vec![mm, b], None)
+            .add_node(format!("add{i}"), Op::Binary(BinaryOp::Add), vec![mm, b], None)
             .unwrap();
         if i + 2 < widths.len() {
             h = g
-                .add_node(&format!("relu{i}"), Op::Unary(UnaryOp::Relu), vec![h], None)
+                .add_node(format!("relu{i}"), Op::Unary(UnaryOp::Relu), vec![h], None)
                 .unwrap();
         }
     }
