@@ -1183,9 +1183,6 @@ impl Gen<'_> {
         out.push(Stmt::Comment(format!("'{}' (target)", comment(self.tensor_name(0)))));
         let ops = self.box_lines(out, 0, None, here);
         charge_once(out, ops);
-        if self.stream(0).is_some() {
-            self.stream_box(out, 0);
-        }
         let get_and_wait = |out: &mut Vec<Stmt>| {
             out.extend(self.dma(0, false, Half::Single, None));
             out.push(self.wait(0));
@@ -1207,25 +1204,17 @@ impl Gen<'_> {
                 ..int(1) + LOOP
             };
             charge(out, fill, elems.clone());
-            let place = match &v.stream {
-                Some(st) => Place::Ldm {
-                    buf: v.buf,
-                    half: Half::At(Int::Var(st.h)),
-                    index: Int::Var(st.pos) + Int::Var(e),
-                },
-                None => Place::Ldm {
-                    buf: v.buf,
-                    half: Half::Single,
-                    index: Int::Var(e),
-                },
-            };
             out.push(Stmt::For {
                 var: e,
                 from: Int::Const(0),
                 to: elems.clone(),
                 step: Int::Const(1),
                 body: vec![Stmt::Store {
-                    place,
+                    place: Place::Ldm {
+                        buf: v.buf,
+                        half: Half::Single,
+                        index: Int::Var(e),
+                    },
                     value: Value::Const(r.init),
                 }],
             });
@@ -1245,12 +1234,8 @@ impl Gen<'_> {
         if !self.buffered(0) || self.s.buffers[0].depth != depth {
             return;
         }
-        if self.stream(0).is_some() {
-            self.stream_advance(out, 0);
-        } else {
-            out.extend(self.dma(0, true, Half::Single, None));
-            out.push(self.wait(0));
-        }
+        out.extend(self.dma(0, true, Half::Single, None));
+        out.push(self.wait(0));
         let Some(i) = keep_index(self.k) else { return };
         // The kept value leaves once its box's reduction is complete: when every reduction
         // tile loop around its transfers is at its last tile.

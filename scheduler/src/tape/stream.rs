@@ -1,5 +1,6 @@
-//! Streamed tape: a tape-only tensor that leaves its producer and returns to its one reader
-//! through a tape arena in LDM, in layers, on a per-CPE stack in main memory.
+//! Streamed tape: a tape-only tensor, kept by its producer, that leaves the producer and
+//! returns to its one reader through a tape arena in LDM, in layers, on a per-CPE stack in
+//! main memory.
 //!
 //! Each CPE of the producer writes its boxes of the tensor straight into the current half of
 //! its arena, one after another. When the next box would not fit, the half is one *layer*:
@@ -27,7 +28,7 @@ use crate::loops::{Index, Kernel, LoopKind, Program, TensorId};
 use crate::schedule::dma::plan_buffers;
 use crate::schedule::reorder::best_order;
 use crate::schedule::sizing::halve;
-use crate::schedule::{accesses, is_written, schedule_kernel, verify_schedule, Residence, Schedule};
+use crate::schedule::{accesses, is_written, keep_index, schedule_kernel, verify_schedule, Residence, Schedule};
 use crate::target::Target;
 
 use super::{mirror_schedule, MirrorError, Saved};
@@ -99,6 +100,8 @@ pub enum StreamError {
     Mirror(MirrorError),
     #[error("the reader reduces over a tile loop it would walk backwards")]
     ReversedReduction,
+    #[error("it is its producer's result, and only a kept value streams")]
+    NotKept,
 }
 
 /// The access of kernel `k` that writes `tensor`.
@@ -121,8 +124,8 @@ pub fn beside_arena(target: &Target, arena_bytes: usize) -> Target {
     }
 }
 
-/// The schedules of the producer and the reader of saved tensor `s` (tape-only, one reader)
-/// when it streams through an arena of `arena_bytes`: the producer scheduled beside the arena
+/// The schedules of the producer and the reader of saved tensor `s` (tape-only, one reader,
+/// kept by its producer) when it streams through an arena of `arena_bytes`: the producer scheduled beside the arena
 /// with boxes of the tensor no larger than half of it, the reader mirroring it without double
 /// buffers (it walks backwards, so no tile has a next one to prefetch in the forward sense).
 pub fn stream_schedules(
@@ -148,6 +151,11 @@ pub fn stream_schedules(
     let beside = beside_arena(target, arena_bytes);
     let f = &p.kernels[s.producer];
     let fi = written_access(p, f, s.tensor).ok_or(StreamError::Mirror(MirrorError::ProducerLayout))?;
+    // A forward kernel's result is what the forward pass reads; a result only the backward
+    // reads does not arise from gradient programs, so only kept values stream.
+    if keep_index(f) != Some(fi) {
+        return Err(StreamError::NotKept);
+    }
     let mut fs = schedule_kernel(f, p, &beside).map_err(|e| StreamError::Producer(e.reason))?;
     // Halve the largest tile of the tensor's box until the box fits half the arena.
     let box_loops: Vec<usize> = accesses(f)[fi]
