@@ -153,7 +153,7 @@ fn the_kept_pre_activation_streams_through_the_arena() {
     assert_eq!(plan.arena_of(x.producer), plan.arena_bytes);
     assert_eq!(p.tensor(tape.values).ty.numel(), tape.share * target.cpes);
     assert_eq!(tape.share, *x.elements.iter().max().unwrap());
-    assert_eq!(tape.slots, 2 + 1 + 3 * x.layers.iter().max().unwrap());
+    assert_eq!(tape.slots, 2 + 1 + 2 * x.layers.iter().max().unwrap());
     assert_eq!(plan.storage_bytes(&p, x.tensor), 0);
     let memory = swflow_scheduler::memplan::plan(&p, &target);
     swflow_scheduler::memplan::check(&p, &memory).unwrap();

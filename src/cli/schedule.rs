@@ -41,7 +41,8 @@ struct Row {
     op: String,
     /// The graph nodes fused into the kernel besides its own.
     fused: Vec<String>,
-    /// LDM of the working buffers (and reply counters).
+    /// LDM of the working buffers (and reply counters), without the boxes a tape arena
+    /// replaces.
     ldm_bytes: usize,
     /// LDM of the tape arena, in a kernel that streams tape.
     tape_arena_bytes: usize,
@@ -136,7 +137,7 @@ pub fn run(args: Args) -> Result<()> {
                 kernel: k.name.clone(),
                 op: k.op.clone(),
                 fused: k.fused.clone(),
-                ldm_bytes: s.ldm_bytes,
+                ldm_bytes: s.ldm_bytes - p.tape.as_ref().map_or(0, |t| t.replaced_by_arena(&p, i)),
                 tape_arena_bytes: p.tape.as_ref().map_or(0, |t| t.arena_of(i)),
                 dma_transfers: s.traffic.gets + s.traffic.puts,
                 dma_bytes: s.traffic.get_bytes + s.traffic.put_bytes,

@@ -90,6 +90,42 @@ fn streamed(g: &Graph, target: &Target, arena_bytes: usize) -> Program {
     compile_with(g, target, options).unwrap()
 }
 
+/// Checks that the emulator's gets, puts, their bytes and the direct accesses of every
+/// streaming kernel in `report` (a run's JSON report) are those the walk counts.
+fn counts_are_the_walks(p: &Program, target: &Target, report: &serde_json::Value, what: &str) {
+    let plan = p.tape.as_ref().unwrap();
+    let names = swflow_codegen::kernel_function_names(p);
+    for k in plan.streams.iter().flat_map(|x| [x.producer, x.reader]) {
+        let kernel = &p.kernels[k];
+        let walked = kernel_stats(p, kernel, kernel.schedule.as_ref().unwrap(), target).traffic;
+        let row = report["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["kernel"] == names[k].as_str())
+            .unwrap_or_else(|| panic!("{what}: no counters of {}", names[k]));
+        let count = |key: &str| row[key].as_u64().unwrap() as usize;
+        assert_eq!(
+            (
+                count("gets"),
+                count("puts"),
+                count("get_bytes"),
+                count("put_bytes"),
+                count("direct_reads") + count("direct_writes")
+            ),
+            (
+                walked.gets,
+                walked.puts,
+                walked.get_bytes,
+                walked.put_bytes,
+                walked.direct_elements
+            ),
+            "{what}: {}",
+            kernel.name
+        );
+    }
+}
+
 #[test]
 fn a_stream_of_many_layers_through_c_and_the_jit() {
     let g = two_layers();
@@ -148,36 +184,7 @@ fn a_stream_of_many_layers_through_c_and_the_jit() {
 
             // The streaming kernels' transfers and direct accesses are those the walk counts:
             // one transfer per layer, and the stack's entries.
-            let names = swflow_codegen::kernel_function_names(&p);
-            for k in [x.producer, x.reader] {
-                let kernel = &p.kernels[k];
-                let walked = kernel_stats(&p, kernel, kernel.schedule.as_ref().unwrap(), &target).traffic;
-                let row = j["kernels"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|r| r["kernel"] == names[k].as_str())
-                    .unwrap_or_else(|| panic!("{what}: no counters of {}", names[k]));
-                let count = |key: &str| row[key].as_u64().unwrap() as usize;
-                assert_eq!(
-                    (
-                        count("gets"),
-                        count("puts"),
-                        count("get_bytes"),
-                        count("put_bytes"),
-                        count("direct_reads") + count("direct_writes")
-                    ),
-                    (
-                        walked.gets,
-                        walked.puts,
-                        walked.get_bytes,
-                        walked.put_bytes,
-                        walked.direct_elements
-                    ),
-                    "{what}: {}",
-                    kernel.name
-                );
-            }
+            counts_are_the_walks(&p, &target, &j, &what);
             let pushed = x.layers.iter().sum::<usize>();
             let tape_puts: u64 = j["kernels"]
                 .as_array()
@@ -239,7 +246,8 @@ fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
 
 /// Networks of random sizes, with arenas from a few elements to many layers' worth: the JIT's
 /// loss and gradients are those of the per-tensor tape, bit for bit, whatever streams (the
-/// emulator checks every stack). Nested streams (one per hidden layer) occur.
+/// emulator checks every stack), and the streaming kernels' counters are the walk's. Nested
+/// streams (one per hidden layer) occur.
 #[test]
 fn random_networks_stream_bit_identically() {
     let mut state = 0x5eed_u64;
@@ -281,6 +289,7 @@ fn random_networks_stream_bit_identically() {
         for ((o, a), b) in g.outputs.iter().zip(&got.outputs).zip(&want.outputs) {
             compare(a, b, Comparison::Exact).unwrap_or_else(|m| panic!("{what}: {}: {}", o.name, m.message));
         }
+        counts_are_the_walks(&p, &target, &serde_json::to_value(&got.report).unwrap(), &what);
     }
     assert!(
         layered > 0 && nested > 0,

@@ -93,10 +93,8 @@ struct BufVars {
 /// reader (which pops them); see `swflow_scheduler::tape::stream` for the stack's layout.
 struct StreamVars {
     push: bool,
-    /// The stream's index, and whether it is the program's first (its producer starts the
-    /// stacks empty).
+    /// The stream's index (the program's first stream's producer starts the stacks empty).
     index: usize,
-    first: bool,
     /// Elements of one arena half.
     half: i64,
     /// Elements of one CPE's share of the tape.
@@ -372,7 +370,6 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
             StreamVars {
                 push,
                 index: x.index,
-                first: x.index == 0,
                 half: x.half as i64,
                 share: tape.share as i64,
                 values: operand_field(tape.values),
@@ -652,8 +649,9 @@ impl Gen<'_> {
                 let end = Int::Var(self.last) - Int::Var(r);
                 let row = (end - Int::Const(1)) / ext.clone() * ext;
                 let mut body = Vec::new();
+                // The loop's bound and the clamp's compare, with the row start.
+                charge_once(&mut body, int(2) + branch(1));
                 charged(&mut body, vec![Stmt::Set(self.f, row)]);
-                charge_once(&mut body, branch(1));
                 body.push(Stmt::If {
                     cond: Cond::Lt(Int::Var(self.f), Int::Var(self.first)),
                     then: vec![Stmt::Set(self.f, Int::Var(self.first))],
@@ -713,6 +711,8 @@ impl Gen<'_> {
                 // Backwards: from the last tile's origin down to `lo`.
                 let last = lo.clone() + (hi.clone() - lo.clone() - Int::Const(1)) / t.clone() * t.clone();
                 let mut tile = Vec::new();
+                // The loop's bound, and the origin.
+                charge_once(&mut tile, int_ops(&(hi.clone() - lo.clone())));
                 charged(&mut tile, vec![Stmt::Set(self.origin[l], last - Int::Var(r))]);
                 tile.extend(body);
                 out.push(Stmt::For {
@@ -887,9 +887,9 @@ impl Gen<'_> {
         }
     }
 
-    /// Stack entry `field` (0 place, 1 arena offset, 2 length) of layer `layer`.
+    /// Stack entry `field` (0 place, 1 length) of layer `layer`.
     fn layer_slot(&self, st: &StreamVars, layer: Int, field: i64) -> Int {
-        Int::Const(st.layer_slot + field) + Int::Const(3) * layer
+        Int::Const(st.layer_slot + field) + Int::Const(2) * layer
     }
 
     /// Elements of access `i`'s current box.
@@ -913,7 +913,7 @@ impl Gen<'_> {
             out.push(Stmt::Comment(format!(
                 "'{tensor}' streams out: its layers go to the end of this CPE's tape."
             )));
-            if st.first {
+            if st.index == 0 {
                 stmts.push(Stmt::Set(st.layers, Int::Const(0)));
                 stmts.push(Stmt::Set(st.top, Int::Cpe * Int::Const(st.share)));
             } else {
@@ -950,7 +950,7 @@ impl Gen<'_> {
         let Some(st) = self.stream(i) else { return };
         let v = self.buf_vars(i);
         if st.push {
-            charge_once(out, branch(1));
+            charge_once(out, int(1) + branch(1));
             out.push(Stmt::If {
                 cond: Cond::Lt(Int::Const(0), Int::Var(st.pos)),
                 then: self.flush(i),
@@ -987,12 +987,7 @@ impl Gen<'_> {
                 Stmt::SetElem(st.layer_n, vec![Int::Const(0)], pos.clone()),
                 self.layer_dma(i, true, h.clone()),
                 self.stack_write(st, self.layer_slot(st, layers.clone(), 0), top.clone()),
-                self.stack_write(
-                    st,
-                    self.layer_slot(st, layers.clone(), 1),
-                    h.clone() * Int::Const(st.half),
-                ),
-                self.stack_write(st, self.layer_slot(st, layers.clone(), 2), pos.clone()),
+                self.stack_write(st, self.layer_slot(st, layers.clone(), 1), pos.clone()),
                 Stmt::Set(st.layers, layers + Int::Const(1)),
                 Stmt::Set(st.top, top + pos),
                 Stmt::Set(st.pos, Int::Const(0)),
@@ -1030,7 +1025,7 @@ impl Gen<'_> {
         charged(
             &mut out,
             vec![
-                Stmt::Set(next_n, self.stack_read(st, self.layer_slot(st, layer.clone(), 2))),
+                Stmt::Set(next_n, self.stack_read(st, self.layer_slot(st, layer.clone(), 1))),
                 Stmt::SetElem(
                     st.layer,
                     vec![Int::Const(0)],
@@ -1051,7 +1046,7 @@ impl Gen<'_> {
         let n = self.box_elements(i);
         let pos = Int::Var(st.pos);
         if st.push {
-            charge_once(out, int_ops(&n) + int(1) + branch(1));
+            charge_once(out, int_ops(&n) + int(2) + branch(1));
             out.push(Stmt::If {
                 cond: Cond::Lt(Int::Const(st.half), pos + n),
                 then: self.flush(i),
@@ -1087,7 +1082,7 @@ impl Gen<'_> {
             then: prefetch,
             otherwise: Vec::new(),
         });
-        charge_once(out, branch(1));
+        charge_once(out, int(1) + branch(1));
         out.push(Stmt::If {
             cond: Cond::Eq(pos.clone(), Int::Const(0)),
             then: pop,
@@ -1471,9 +1466,10 @@ impl Gen<'_> {
             }
             let idx = idx.unwrap_or(Int::Const(0));
             let place = match &v.stream {
-                // A box of a streamed tensor lies in the arena's current half, at `pos`.
+                // A box of a streamed tensor lies in the arena's current half, at `pos`: the
+                // half's row and `pos` add to the index.
                 Some(st) => {
-                    ops += int(1);
+                    ops += int(3);
                     Place::Ldm {
                         buf: v.buf,
                         half: Half::At(Int::Var(st.h)),

@@ -6,6 +6,7 @@
 use crate::loops::{Access, Index, Kernel, LoopKind};
 use crate::schedule::clip::Clipped;
 use crate::schedule::{accesses, is_written, keep_index, partition, Residence, Schedule};
+use crate::tape::stream::Layering;
 
 /// One step of the walk.
 pub enum Event<'w> {
@@ -237,18 +238,18 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
     let direct_reads = (1..s.buffers.len()).filter(|&i| direct(i) && !is_written(k, i)).count();
     let pads: Vec<bool> = accesses(k).iter().map(|a| a.pad.is_some()).collect();
     for cpe in 0..cpes {
-        // Per streamed access: the elements in the arena's current half, and the layers.
-        let mut layers: Vec<(usize, usize)> = vec![(0, 0); moves.len()];
+        // Per streamed access: its layers.
+        let mut layers: Vec<Layering> = moves
+            .iter()
+            .map(|m| match *m {
+                Moves::Layers { half, .. } => Layering::new(half),
+                _ => Layering::new(0),
+            })
+            .collect();
         let counted = walk(k, s, cpe, &mut |e| {
             let mut layer = |access: usize, extent: &[usize]| {
-                if let Moves::Layers { half, .. } = moves[access] {
-                    let n: usize = extent.iter().product();
-                    let (fill, count) = &mut layers[access];
-                    if *fill + n > half {
-                        *count += 1;
-                        *fill = 0;
-                    }
-                    *fill += n;
+                if let Moves::Layers { .. } = moves[access] {
+                    layers[access].add(extent.iter().product());
                 }
             };
             match e {
@@ -298,17 +299,17 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
             Ok(())
         });
         counted.expect("counting callbacks never fail");
-        for (i, &(fill, count)) in layers.iter().enumerate() {
+        for (i, layering) in layers.iter().enumerate() {
             let Moves::Layers { first, .. } = moves[i] else {
                 continue;
             };
-            let count = count + usize::from(fill > 0);
+            let count = layering.layers();
             // The stack's entries: a producer reads the stack's size and end (unless it starts
-            // the stacks), writes its first layer, three entries per layer, the size and the
+            // the stacks), writes its first layer, two entries per layer, the size and the
             // end; a reader reads the size, the end and its first layer, two entries per
             // layer, and writes the size and the end.
             t.direct_elements += if is_written(k, i) {
-                2 * usize::from(!first) + 3 + 3 * count
+                2 * usize::from(!first) + 3 + 2 * count
             } else {
                 3 + 2 * count + 2
             };

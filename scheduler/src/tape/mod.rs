@@ -147,7 +147,7 @@ pub struct TapePlan {
     /// The pass of every kernel.
     pub passes: Vec<Pass>,
     pub saved: Vec<Saved>,
-    /// Readers that mirror their producer (in `regions` mode).
+    /// Readers that mirror their producer (in `regions` and `stream` mode).
     pub mirrored: Vec<Mirrored>,
     /// Readers of tape-only tensors that read in their own tiling instead.
     pub fell_back: Vec<FellBack>,
@@ -234,10 +234,11 @@ pub fn saved(p: &Program, passes: &[Pass]) -> Vec<Saved> {
     out
 }
 
-/// Plans the tape of scheduled program `p` and, in `regions` mode, stores as records every
+/// Plans the tape of scheduled program `p`. In `regions` mode it stores as records every
 /// tape-only tensor whose readers can all mirror its producer, giving them the mirrored
 /// schedules; tensors are taken largest first, and a reader mirrors one producer at most.
-/// (Mirroring a reader of a tensor that stays whole would only constrain its tiles.)
+/// (Mirroring a reader of a tensor that stays whole would only constrain its tiles.) In
+/// `stream` mode it first tries to stream each tensor ([`stream`]), then stores it as records.
 pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Result<TapePlan, String> {
     let loss = p
         .outputs
@@ -433,10 +434,7 @@ fn finish_streams(p: &mut Program, plan: &mut TapePlan, cpes: usize) {
 fn per_cpe_elements(p: &Program, producer: usize, tensor: TensorId, cpes: usize) -> usize {
     let k = &p.kernels[producer];
     let s = k.schedule.as_ref().expect("a mirrored producer is scheduled");
-    let all = accesses(k);
-    let i = (0..all.len())
-        .find(|&i| is_written(k, i) && p.storage(k.operands[all[i].operand]) == tensor)
-        .expect("the producer writes its tensor");
+    let i = stream::written_access(p, k, tensor).expect("the producer writes its tensor");
     (0..cpes)
         .map(|cpe| {
             let mut n = 0;
@@ -525,6 +523,17 @@ impl TapePlan {
         } else {
             0
         }
+    }
+
+    /// Bytes of the LDM buffers of kernel `k` that its tape arena replaces: the boxes of the
+    /// tensors it streams, which the schedule still counts (see [`stream::stream_schedules`]).
+    pub fn replaced_by_arena(&self, p: &Program, k: usize) -> usize {
+        let kernel = &p.kernels[k];
+        let Some(s) = kernel.schedule.as_ref() else { return 0 };
+        (0..s.buffers.len())
+            .filter(|&i| self.stream_of(p, k, i).is_some())
+            .map(|i| s.buffers[i].ldm_bytes())
+            .sum()
     }
 
     /// Whether backward kernel `reader` mirrors the producer of `tensor`.

@@ -18,9 +18,9 @@
 //! [0]                   layers outstanding
 //! [1]                   the end of this CPE's tape (an element offset into the values)
 //! [2 + s]               the first layer of stream s (in producer order)
-//! [2 + S + 3 j ..]      layer j: its element offset in the values, its element offset in
-//!                       the arena, its length in elements
+//! [2 + S + 2 j ..]      layer j: its element offset in the values, its length in elements
 //! ```
+//! (A layer's place in the arena needs no entry: each reader fills the halves in turn.)
 //! The first stream's producer starts each CPE's stack empty. Streams must nest (a stream
 //! produced later is read earlier), so every reader finds its layers on top.
 
@@ -75,9 +75,9 @@ impl StreamTape {
         2 + s
     }
 
-    /// Slot of the first of layer `j`'s three entries.
+    /// Slot of the first of layer `j`'s two entries.
     pub fn layer_slot(&self, j: usize) -> usize {
-        2 + self.streams + 3 * j
+        2 + self.streams + 2 * j
     }
 }
 
@@ -86,9 +86,9 @@ impl StreamTape {
 pub enum StreamError {
     #[error("it has {0} backward readers, and a stream is popped once")]
     Readers(usize),
-    #[error("only f32 tensors stream")]
+    #[error("only f32 tensors with dimensions stream")]
     DType,
-    #[error("its producer or reader already streams another tensor, or its producer writes records")]
+    #[error("its producer or reader already streams another tensor or takes part in records")]
     KernelTaken,
     #[error("its producer and reader do not nest with those of '{0}', so the stacks would not pop in order")]
     NotLifo(String),
@@ -125,9 +125,11 @@ pub fn beside_arena(target: &Target, arena_bytes: usize) -> Target {
 }
 
 /// The schedules of the producer and the reader of saved tensor `s` (tape-only, one reader,
-/// kept by its producer) when it streams through an arena of `arena_bytes`: the producer scheduled beside the arena
-/// with boxes of the tensor no larger than half of it, the reader mirroring it without double
-/// buffers (it walks backwards, so no tile has a next one to prefetch in the forward sense).
+/// kept by its producer) when it streams through an arena of `arena_bytes`: the producer
+/// scheduled beside the arena with boxes of the tensor no larger than half of it, the reader
+/// mirroring it without double buffers (it walks backwards, so no tile has a next one to
+/// prefetch in the forward sense). Both schedules still count the tensor's box buffer, which
+/// the arena replaces: they are conservative by that box, at most half the arena.
 pub fn stream_schedules(
     p: &mut Program,
     s: &Saved,
@@ -137,8 +139,9 @@ pub fn stream_schedules(
     let &[reader] = s.readers.as_slice() else {
         return Err(StreamError::Readers(s.readers.len()));
     };
-    let dtype = p.tensor(s.tensor).ty.dtype;
-    if dtype != swflow_frontend::ir::DType::F32 {
+    let ty = &p.tensor(s.tensor).ty;
+    let dtype = ty.dtype;
+    if dtype != swflow_frontend::ir::DType::F32 || ty.shape.is_empty() {
         return Err(StreamError::DType);
     }
     let half = arena_bytes / 2 / dtype.size_bytes();
@@ -183,7 +186,7 @@ pub fn stream_schedules(
     }
     if fs.buffers[fi].residence != Residence::Buffer {
         return Err(StreamError::BoxTooLarge(format!(
-            "with tiles small enough for {half} elements, the box has no LDM buffer"
+            "the producer keeps no LDM buffer of it with tiles for {half} elements"
         )));
     }
     verify_schedule(f, p, &fs, &beside).map_err(StreamError::Producer)?;
@@ -212,25 +215,58 @@ pub fn layers(p: &Program, producer: usize, tensor: TensorId, half: usize, cpes:
     let i = written_access(p, k, tensor).expect("the producer writes its tensor");
     (0..cpes)
         .map(|cpe| {
-            let (mut elements, mut layers, mut fill) = (0, 0, 0);
+            let mut layering = Layering::new(half);
             let walked = crate::exec::walk::walk(k, s, cpe, &mut |e| {
                 if let crate::exec::walk::Event::WriteBack { access, extent, .. } = e {
                     if access == i {
-                        let n: usize = extent.iter().product();
-                        if fill + n > half {
-                            layers += 1;
-                            fill = 0;
-                        }
-                        fill += n;
-                        elements += n;
+                        layering.add(extent.iter().product());
                     }
                 }
                 Ok(())
             });
             walked.expect("counting callbacks never fail");
-            (elements, layers + usize::from(fill > 0))
+            (layering.elements, layering.layers())
         })
         .unzip()
+}
+
+/// Boxes cut into layers of at most `half` elements: a layer ends when the next box would not
+/// fit (the rule of the generated code).
+#[derive(Clone, Copy, Debug)]
+pub struct Layering {
+    half: usize,
+    /// Elements of the layer being filled.
+    fill: usize,
+    /// Layers complete.
+    full: usize,
+    /// Elements of every box so far.
+    pub elements: usize,
+}
+
+impl Layering {
+    pub fn new(half: usize) -> Layering {
+        Layering {
+            half,
+            fill: 0,
+            full: 0,
+            elements: 0,
+        }
+    }
+
+    /// Adds a box of `n` elements.
+    pub fn add(&mut self, n: usize) {
+        if self.fill + n > self.half {
+            self.full += 1;
+            self.fill = 0;
+        }
+        self.fill += n;
+        self.elements += n;
+    }
+
+    /// Layers, the last one included.
+    pub fn layers(&self) -> usize {
+        self.full + usize::from(self.fill > 0)
+    }
 }
 
 /// Whether a stream from kernel `producer` to kernel `reader` nests with one from `p2` to
