@@ -1,5 +1,5 @@
-//! Streamed tape through the generated C and the JIT: the gradient of a two-layer network
-//! whose first product keeps its pre-activation for the backward pass alone, so that the
+//! Streamed tape through the generated C and the JIT: the gradient of multi-layer perceptrons
+//! whose hidden products keep their pre-activations for the backward pass alone, so that each
 //! pre-activation streams through the tape arena from the forward kernel to the one backward
 //! kernel that reads it. Small arenas cut it into many layers per CPE, which the reader pops
 //! walking its boxes backwards; the emulator checks that every CPE's layers come back in the
@@ -53,28 +53,9 @@ fn mlp(batch: usize, dims: &[usize]) -> Graph {
     gradient_program(&g, &wrt, &[]).unwrap().graph
 }
 
-/// `sum(relu(x @ w1 + b) @ w2)` and its gradients with respect to `w1`, `b` and `w2`.
+/// A network of one hidden layer of 160 on 200 inputs, batch 96.
 fn two_layers() -> Graph {
-    let mut g = Graph::new("two_layers");
-    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
-    let x = g.add_input("x", ty(vec![96, 200]));
-    let w1 = g.add_input("w1", ty(vec![200, 160]));
-    let b = g.add_input("b", ty(vec![160]));
-    let w2 = g.add_input("w2", ty(vec![160, 10]));
-    let h = g.add_node("h", Op::MatMul, vec![x, w1], None).unwrap();
-    let hb = g.add_node("hb", Op::Binary(BinaryOp::Add), vec![h, b], None).unwrap();
-    let r = g.add_node("r", Op::Unary(UnaryOp::Relu), vec![hb], None).unwrap();
-    let y = g.add_node("y", Op::MatMul, vec![r, w2], None).unwrap();
-    let sum = Op::Reduce {
-        kind: ReduceKind::Sum,
-        axes: vec![0, 1],
-    };
-    let loss = g.add_node("loss", sum, vec![y], None).unwrap();
-    g.outputs.push(Output {
-        name: "loss".into(),
-        node: loss,
-    });
-    gradient_program(&g, &[w1, b, w2], &[]).unwrap().graph
+    mlp(96, &[200, 160])
 }
 
 fn streamed(g: &Graph, target: &Target, arena_bytes: usize) -> Program {
