@@ -163,6 +163,16 @@ pub struct TapePlan {
     pub stream_tape: Option<StreamTape>,
 }
 
+/// The storage tensor of access `i` (in [`accesses`] order) of kernel `k`, and whether the
+/// access writes it.
+fn storage_of(p: &Program, k: usize, i: usize) -> (TensorId, bool) {
+    let kernel = &p.kernels[k];
+    (
+        p.storage(kernel.operands[accesses(kernel)[i].operand]),
+        is_written(kernel, i),
+    )
+}
+
 /// Storage tensors kernel `k` writes: its target, and its kept value.
 fn writes(p: &Program, k: &Kernel) -> Vec<TensorId> {
     accesses(k)
@@ -468,10 +478,7 @@ impl TapePlan {
     /// a backward kernel's reads of a saved tensor, and a forward kernel's writes of a
     /// tape-only one.
     pub fn carries(&self, p: &Program, k: usize, i: usize) -> bool {
-        let kernel = &p.kernels[k];
-        let a = accesses(kernel)[i];
-        let t = p.storage(kernel.operands[a.operand]);
-        let written = is_written(kernel, i);
+        let (t, written) = storage_of(p, k, i);
         self.saved.iter().any(|s| {
             s.tensor == t
                 && match self.passes[k] {
@@ -484,9 +491,7 @@ impl TapePlan {
     /// The record that access `i` (in [`accesses`] order) of kernel `k` moves, if it moves one:
     /// the producer's write of a recorded tensor, or a mirrored reader's read of it.
     pub fn record_of(&self, p: &Program, k: usize, i: usize) -> Option<&Record> {
-        let kernel = &p.kernels[k];
-        let t = p.storage(kernel.operands[accesses(kernel)[i].operand]);
-        let written = is_written(kernel, i);
+        let (t, written) = storage_of(p, k, i);
         self.records
             .iter()
             .find(|r| r.tensor == t && if written { r.producer == k } else { self.mirrors(k, t) })
@@ -507,9 +512,7 @@ impl TapePlan {
 
     /// The stream that access `i` (in [`accesses`] order) of kernel `k` pushes or pops, if any.
     pub fn stream_of(&self, p: &Program, k: usize, i: usize) -> Option<&Stream> {
-        let kernel = &p.kernels[k];
-        let t = p.storage(kernel.operands[accesses(kernel)[i].operand]);
-        let written = is_written(kernel, i);
+        let (t, written) = storage_of(p, k, i);
         self.streams
             .iter()
             .find(|x| x.tensor == t && if written { x.producer == k } else { x.reader == k })
