@@ -15,22 +15,8 @@
 # Runs the JIT engine, which reports the same counts and times as the generated C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup-training.sh > /dev/null
-bash scripts/setup-tapeflow.sh > /dev/null
-bench_dir=.cache/tapeflow
-cargo build --release --quiet
-swflow=target/release/swflow
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-
-# Model file and loss options of each model.
-models=()
-for m in mlp lenet residual_bn depthwise_separable transformer_block; do
-    loss=$(python3 -c "import json; print(json.load(open('.cache/training/$m/case.json'))['loss'])")
-    models+=("$m|.cache/training/$m/model.onnx|--loss $loss")
-done
-for m in logsum matd nn lenet5 mttkrp gravity pathfinder massspring; do
-    models+=("$m|$bench_dir/$m/model.onnx|--loss-output loss")
-done
+# shellcheck source=scripts/gradient-models.sh
+source scripts/gradient-models.sh
 
 printf '%-20s %-10s %-10s %9s %9s %9s %9s %6s %9s %8s %8s %8s %8s %7s %6s %6s %6s %8s\n' \
     model target mode saved_B tape_only records streamed layers tape_KB xfers mean_B tape_us tape/dma bwd/fwd \

@@ -541,7 +541,57 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
     );
     assert_fails(
         &swflow(&["run", model, "--grad", "--loss", "sum", "--tape", "regions"]),
-        &["--tape and --tape-arena apply with --engine loops or jit"],
+        &["--tape, --tape-arena and --recompute apply with --engine loops or jit"],
+    );
+}
+
+/// `--recompute` chooses which cheap forward values a gradient program stores rather than
+/// recomputes: `timed` (the default) reports, in `schedule --json`, both modelled times of
+/// each decision, stores a value where that is faster and recomputes it where that is, and
+/// the time it settles on is the one `bench` models for the program it compiles; `rule`
+/// reports nothing; the option is refused where nothing takes it.
+#[test]
+fn the_recompute_choice_is_reported_and_refused_where_unused() {
+    let model = "examples/lenet/model.onnx";
+    let grad = ["--grad", "--loss", "sum", "--json"];
+    let out = swflow(&[&["schedule", model][..], &grad].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &report["recompute"];
+    let secs = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"));
+    let decisions = c["decisions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no decisions in {report}"));
+    assert!(!decisions.is_empty(), "{c}");
+    let stored = c["stored"].as_array().unwrap();
+    for d in decisions {
+        let (recompute, store) = (secs(d, "recompute_seconds"), secs(d, "store_seconds"));
+        assert!(recompute > 0.0 && store > 0.0, "{d}");
+        if store != recompute {
+            assert_eq!(d["stored"], store < recompute, "{d}");
+        }
+        assert_eq!(stored.contains(&d["value"]), d["stored"] == true, "{c}");
+    }
+    let chosen = secs(c, "chosen_seconds");
+    assert!(
+        chosen <= secs(c, "rule_seconds") && chosen <= secs(c, "all_stored_seconds"),
+        "{c}"
+    );
+    let out = swflow(&[&["bench", model][..], &grad].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bench: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(secs(&bench, "total_modelled_seconds"), chosen, "{}", bench["recompute"]);
+    let out = swflow(&[&["schedule", model, "--recompute", "rule"][..], &grad].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["recompute"].is_null(), "{}", report["recompute"]);
+    assert_fails(
+        &swflow(&["schedule", model, "--recompute", "rule"]),
+        &["--recompute applies with --grad or --train"],
+    );
+    assert_fails(
+        &swflow(&["run", model, "--grad", "--loss", "sum", "--recompute", "timed"]),
+        &["--tape, --tape-arena and --recompute apply with --engine loops or jit"],
     );
 }
 

@@ -25,6 +25,7 @@ pub mod cpe;
 pub mod jit;
 pub mod names;
 mod params;
+pub mod saved;
 mod scalar;
 mod writer;
 

@@ -11,7 +11,8 @@ use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
 use swflow_scheduler::tape::{Pass, TapeMode, TapeOptions};
 use swflow_scheduler::target::Target;
 
-/// `sum(relu(x @ w1 + b) @ w2)` and its gradients with respect to `w1`, `b` and `w2`.
+/// `sum(relu(x @ w1 + b) @ w2)` and its gradients with respect to `w1`, `b` and `w2`, with
+/// the ReLU's output stored rather than recomputed.
 fn two_layers() -> Graph {
     let mut g = Graph::new("two_layers");
     let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
@@ -32,7 +33,7 @@ fn two_layers() -> Graph {
         name: "loss".into(),
         node: loss,
     });
-    gradient_program(&g, &[w1, b, w2], &[]).unwrap().graph
+    gradient_program(&g, &[w1, b, w2], &[]).unwrap().storing_all().graph
 }
 
 fn compile(g: &Graph, mode: TapeMode) -> Program {

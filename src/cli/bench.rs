@@ -19,6 +19,7 @@ use super::compile::{emulator_lib, makefile_path};
 use super::grad::{self, GradArgs, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs};
 use super::roofline;
+use super::saved::{print_recompute, RecomputeReport, Timing};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -85,6 +86,9 @@ struct Report {
     total_modelled_seconds: f64,
     total: Value,
     tape: Tape,
+    /// For a gradient program with `--recompute timed`: the values it stores rather than
+    /// recomputes, and the modelled times behind that choice.
+    recompute: Option<RecomputeReport>,
     kernels: Vec<KernelRow>,
     /// Compiling the kernels (JIT) or building the folder with `make` (C).
     build_seconds: f64,
@@ -141,7 +145,11 @@ impl Drop for TempDir {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    let g = grad::graph(&args.model, &args.grad, &args.train)?;
+    let timing = Timing {
+        target: &target,
+        pipeline: &args.pipeline,
+    };
+    let (g, recompute) = grad::graph(&args.model, &args.grad, &args.train, timing)?;
     if args.engine == "jit" && (args.output.is_some() || args.jobs.is_some()) {
         bail!("--output and --jobs apply to --engine c");
     }
@@ -191,6 +199,7 @@ pub fn run(args: Args) -> Result<()> {
             .context("the statistics have no modelled time")?,
         total: stats["total"].clone(),
         tape: Tape::of(&stats["total"])?,
+        recompute,
         kernels,
         build_seconds,
         run_seconds,
@@ -320,6 +329,9 @@ fn print_table(r: &Report) {
             "tape: {} bytes in {} transfers ({:.1} bytes each), modelled {:.6} s of the DMA queue",
             r.tape.bytes, r.tape.transfers, r.tape.mean_transfer_bytes, r.tape.modelled_seconds
         );
+    }
+    if let Some(c) = &r.recompute {
+        print_recompute(c);
     }
     println!(
         "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}",

@@ -7,8 +7,9 @@ use anyhow::{bail, Context, Result};
 use swflow_codegen::{GradientLayout, TrainingSpec};
 use swflow_scheduler::target::Target;
 
-use super::grad::{GradArgs, TrainArgs};
+use super::grad::{GradArgs, Step, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs};
+use super::saved::Timing;
 
 /// File name of the emulator's static library, which cargo builds next to `swflow`.
 const EMULATOR_LIB: &str = "libswflow_emulator.a";
@@ -78,8 +79,17 @@ pub fn run(args: Args) -> Result<()> {
     let lib = emulator_lib(args.emulator_lib.clone())?;
     let lib_text = makefile_path(&lib)?;
     let start = Instant::now();
+    let timing = Timing {
+        target: &target,
+        pipeline: &args.pipeline,
+    };
     let (g, p, out) = if args.train.train {
-        let (step, program, optimizer) = args.train.step(&args.model, &args.grad)?;
+        let Step {
+            step,
+            program,
+            optimizer,
+            ..
+        } = args.train.step(&args.model, &args.grad, timing)?;
         let options = args.pipeline.options(&step.graph, true)?;
         let mut p = swflow_scheduler::pipeline::compile_with(&step.graph, &target, options)?;
         p.set_updates(&step.updates()).map_err(|e| anyhow::anyhow!(e))?;
@@ -95,7 +105,9 @@ pub fn run(args: Args) -> Result<()> {
         (step.graph, p, out)
     } else if args.grad.grad {
         args.train.unused()?;
-        let (_, program) = args.grad.prepare(&args.model, std::collections::HashMap::new())?;
+        let (_, program, _) = args
+            .grad
+            .prepare(&args.model, std::collections::HashMap::new(), Some(timing))?;
         let options = args.pipeline.options(&program.graph, true)?;
         let p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, options)?;
         let names = swflow_frontend::npy::output_file_names(program.wrt.iter().map(String::as_str));

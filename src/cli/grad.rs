@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use swflow_frontend::ir::Tensor;
+use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::npy;
 use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
 use swflow_frontend::training::optim::{training_step, Optimizer, Settings, TrainingStep};
 use swflow_frontend::training::{check_classes, gradient_program_of, GradProgram};
 
 use super::model::ModelArgs;
+use super::saved::{decide, RecomputeReport, Timing};
 
 #[derive(clap::Args, Debug)]
 pub struct GradArgs {
@@ -50,9 +51,15 @@ impl GradArgs {
     }
 
     /// Imports the model as a gradient program; `given` holds the values of inputs known now
-    /// (those an op needs statically are frozen to them).
-    pub fn prepare(&self, model: &ModelArgs, given: HashMap<String, Tensor>) -> Result<(ModelFile, GradProgram)> {
-        self.prepare_for(model, given, false)
+    /// (those an op needs statically are frozen to them). With `timing`, the values it stores
+    /// rather than recomputes are chosen there (`--recompute`); otherwise by the rule.
+    pub fn prepare(
+        &self,
+        model: &ModelArgs,
+        given: HashMap<String, Tensor>,
+        timing: Option<Timing>,
+    ) -> Result<(ModelFile, GradProgram, Option<RecomputeReport>)> {
+        self.prepare_for(model, given, false, timing)
     }
 
     /// [`GradArgs::prepare`]; for a training step (`train`) the program also carries the
@@ -63,7 +70,8 @@ impl GradArgs {
         model: &ModelArgs,
         given: HashMap<String, Tensor>,
         train: bool,
-    ) -> Result<(ModelFile, GradProgram)> {
+        timing: Option<Timing>,
+    ) -> Result<(ModelFile, GradProgram, Option<RecomputeReport>)> {
         let file = ModelFile::read(&model.model)?;
         let opts = ImportOptions {
             values: given,
@@ -75,17 +83,23 @@ impl GradArgs {
         for name in &p.frozen {
             tracing::info!("initializer '{name}' is used statically: no gradient");
         }
-        Ok((file, p))
+        let (p, report) = match timing {
+            Some(at) => decide(p, at)?,
+            None => (p, None),
+        };
+        Ok((file, p, report))
     }
 
     /// The graph a verb that compiles without values works on: the model as imported, or
-    /// with `--grad` its gradient program (forward, backward, loss and gradients as outputs).
-    pub fn graph(&self, model: &ModelArgs) -> Result<swflow_frontend::ir::Graph> {
+    /// with `--grad` its gradient program (forward, backward, loss and gradients as outputs),
+    /// with the choice of stored values made at `timing`.
+    pub fn graph(&self, model: &ModelArgs, timing: Timing) -> Result<(Graph, Option<RecomputeReport>)> {
         if !self.grad {
             self.unused()?;
-            return Ok(model.load()?.1);
+            return Ok((model.load()?.1, None));
         }
-        Ok(self.prepare(model, HashMap::new())?.1.graph)
+        let (_, p, report) = self.prepare(model, HashMap::new(), Some(timing))?;
+        Ok((p.graph, report))
     }
 
     /// Refuses the loss options where neither --grad nor --train uses them.
@@ -189,21 +203,42 @@ impl TrainArgs {
         Ok(())
     }
 
-    /// The model's training step, with its gradient program and optimizer.
-    pub fn step(&self, model: &ModelArgs, grad: &GradArgs) -> Result<(TrainingStep, GradProgram, Optimizer)> {
+    /// The model's training step, with its gradient program (its stored values chosen at
+    /// `timing`), the measurements behind that choice, and its optimizer.
+    pub fn step(&self, model: &ModelArgs, grad: &GradArgs, timing: Timing) -> Result<Step> {
         let optimizer = self.optimizer()?;
-        let (_, program) = grad.prepare_for(model, HashMap::new(), true)?;
+        let (_, program, recompute) = grad.prepare_for(model, HashMap::new(), true, Some(timing))?;
         let step = training_step(&program, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
-        Ok((step, program, optimizer))
+        Ok(Step {
+            step,
+            program,
+            optimizer,
+            recompute,
+        })
     }
 }
 
+/// A model's training step, as [`TrainArgs::step`] makes it.
+pub struct Step {
+    pub step: TrainingStep,
+    pub program: GradProgram,
+    pub optimizer: Optimizer,
+    pub recompute: Option<RecomputeReport>,
+}
+
 /// The graph a verb that compiles without values works on: the model, its gradient program
-/// (`--grad`) or its training step (`--train`).
-pub fn graph(model: &ModelArgs, grad: &GradArgs, train: &TrainArgs) -> Result<swflow_frontend::ir::Graph> {
+/// (`--grad`) or its training step (`--train`), with the measurements behind the choice of
+/// the gradient program's stored values (made at `timing`).
+pub fn graph(
+    model: &ModelArgs,
+    grad: &GradArgs,
+    train: &TrainArgs,
+    timing: Timing,
+) -> Result<(Graph, Option<RecomputeReport>)> {
     if train.train {
-        return Ok(train.step(model, grad)?.0.graph);
+        let step = train.step(model, grad, timing)?;
+        return Ok((step.step.graph, step.recompute));
     }
     train.unused()?;
-    grad.graph(model)
+    grad.graph(model, timing)
 }

@@ -92,7 +92,7 @@ pub fn run(args: Args) -> Result<()> {
     let summary = Summary {
         gradient: match args.grad.grad {
             true => {
-                let (_, p) = args.grad.prepare(&args.model, HashMap::new())?;
+                let (_, p, _) = args.grad.prepare(&args.model, HashMap::new(), None)?;
                 Some(Gradient {
                     wrt: p.wrt.len(),
                     primitives: p.graph.nodes().len(),

@@ -8,6 +8,7 @@ mod inspect;
 mod model;
 mod roofline;
 mod run;
+mod saved;
 mod schedule;
 
 use clap::{Parser, Subcommand};

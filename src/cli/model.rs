@@ -47,9 +47,20 @@ pub struct PipelineArgs {
     /// that stream) [default: an eighth of the target's LDM]
     #[arg(long, value_name = "BYTES")]
     pub tape_arena: Option<usize>,
+    /// Which cheap forward values a gradient program recomputes in its backward pass, with
+    /// --grad or --train: `rule` recomputes every elementwise value it reads from values kept
+    /// anyway; `timed` stores each of those, largest first, when the program is then modelled
+    /// faster on the target (measured with the JIT on the timed emulator) [default: timed]
+    #[arg(long, value_parser = ["rule", "timed"])]
+    pub recompute: Option<String>,
 }
 
 impl PipelineArgs {
+    /// Whether `--recompute` asks for the timed choice.
+    pub fn recompute_timed(&self) -> bool {
+        self.recompute.as_deref() != Some("rule")
+    }
+
     /// The pipeline options for `g`, a gradient or training program (whose first output is
     /// the loss) when `gradient`.
     pub fn options(&self, g: &Graph, gradient: bool) -> Result<Options> {
@@ -58,6 +69,9 @@ impl PipelineArgs {
             "simplify" => Fuse::Simplify,
             _ => Fuse::Default,
         };
+        if !gradient && self.recompute.is_some() {
+            bail!("--recompute applies with --grad or --train");
+        }
         let tape = match (gradient, self.tape.as_deref()) {
             (false, Some(_)) => bail!("--tape applies with --grad or --train"),
             (false, None) if self.tape_arena.is_some() => bail!("--tape-arena applies with --grad or --train"),

@@ -13,6 +13,7 @@ use swflow_scheduler::pipeline::Options;
 
 use super::grad::GradArgs;
 use super::model::{split_assignment, ModelArgs, PipelineArgs};
+use super::saved::Timing;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -76,7 +77,13 @@ pub fn run(args: Args) -> Result<()> {
 /// `run --grad`: the loss and its gradients, written as `DIR/loss.npy`, `DIR/grad/*.npy` and
 /// `DIR/gradients.json` (tensor name -> file relative to DIR).
 fn run_gradient(args: &Args, mut given: HashMap<String, Tensor>) -> Result<()> {
-    let (file, p) = args.grad.prepare(&args.model, given.clone())?;
+    let target = swflow_scheduler::target::Target::resolve(&args.target)?;
+    // The graph engine runs the gradient program the rule gives: it has no target to time.
+    let timing = (args.engine != "graph").then_some(Timing {
+        target: &target,
+        pipeline: &args.pipeline,
+    });
+    let (file, p, _) = args.grad.prepare(&args.model, given.clone(), timing)?;
     for name in frozen_inputs(&file.proto, &p.graph) {
         if given.remove(&name).is_some() {
             tracing::info!("input '{name}' is needed statically: frozen to the value given");
@@ -149,8 +156,8 @@ fn execute(args: &Args, g: &Graph, inputs: &[Tensor], gradient: bool) -> Result<
         "loops" => run_loops(g, inputs, &args.target, options),
         "jit" => run_jit(g, inputs, &args.target, options),
         _ => {
-            if args.pipeline.tape.is_some() || args.pipeline.tape_arena.is_some() {
-                bail!("--tape and --tape-arena apply with --engine loops or jit: the graph engine runs the graph as imported");
+            if args.pipeline.tape.is_some() || args.pipeline.tape_arena.is_some() || args.pipeline.recompute.is_some() {
+                bail!("--tape, --tape-arena and --recompute apply with --engine loops or jit: the graph engine runs the graph as imported");
             }
             let start = Instant::now();
             let outputs = interp::run(g, inputs)?;

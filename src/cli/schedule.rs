@@ -12,6 +12,7 @@ use swflow_scheduler::target::Target;
 
 use super::grad::{self, GradArgs, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs};
+use super::saved::{print_recompute, RecomputeReport, Timing};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -61,6 +62,9 @@ struct Report {
     naive_bytes: usize,
     /// For a gradient program: its tape (see `swflow_scheduler::tape`).
     tape: Option<TapeReport>,
+    /// For a gradient program with `--recompute timed`: the values it stores rather than
+    /// recomputes, and the modelled times behind that choice.
+    recompute: Option<RecomputeReport>,
 }
 
 #[derive(Serialize)]
@@ -115,7 +119,11 @@ impl TapeReport {
 
 pub fn run(args: Args) -> Result<()> {
     let target = Target::resolve(&args.target)?;
-    let g = grad::graph(&args.model, &args.grad, &args.train)?;
+    let timing = Timing {
+        target: &target,
+        pipeline: &args.pipeline,
+    };
+    let (g, recompute) = grad::graph(&args.model, &args.grad, &args.train, timing)?;
     let start = Instant::now();
     let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
     let p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
@@ -153,6 +161,7 @@ pub fn run(args: Args) -> Result<()> {
         arena_bytes: plan.arena_bytes,
         naive_bytes: plan.naive_bytes,
         tape: p.tape.as_ref().map(TapeReport::of),
+        recompute,
     };
     if args.emit.as_deref() == Some("loops") {
         for k in &p.kernels {
@@ -199,6 +208,9 @@ pub fn run(args: Args) -> Result<()> {
             t.layers_per_cpe,
             t.fell_back_bytes
         );
+    }
+    if let Some(c) = &report.recompute {
+        print_recompute(c);
     }
     Ok(())
 }

@@ -7,7 +7,8 @@
 //! tolerance (`Comparison::Model`). Each run prints the worst relative error per model and
 //! engine: `max |swflow - jax| / max |jax|` over the elements of a tensor, the worst tensor.
 //! The JIT and the C runs take every way of moving the tape (`--tape`), which must give the
-//! same gradients bit for bit.
+//! same gradients bit for bit. The JIT also runs the program that stores every value the
+//! saved-value rule recomputes (`--recompute`), in every mode.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -123,17 +124,15 @@ fn scheduled(case: &Case, target: &Target, mode: TapeMode) -> Program {
     with_tape(&case.program.graph, target, mode).unwrap()
 }
 
-/// Asserts that every mode's outputs equal the first mode's bit for bit.
-fn same_in_every_mode(case: &Case, engine: &str, runs: &[Vec<Tensor>]) {
-    for (mode, run) in MODES.iter().zip(runs).skip(1) {
-        for (a, b) in run.iter().zip(&runs[0]) {
+/// Asserts that every run's outputs equal the first run's bit for bit; `runs` are named.
+fn all_the_same(case: &Case, engine: &str, runs: &[(String, Vec<Tensor>)]) {
+    let (first, want) = &runs[0];
+    for (name, run) in &runs[1..] {
+        for (a, b) in run.iter().zip(want) {
             compare(a, b, Comparison::Exact).unwrap_or_else(|m| {
                 panic!(
-                    "{} through {engine}: --tape {} differs from {}: {}",
-                    case.name,
-                    mode.name(),
-                    MODES[0].name(),
-                    m.message
+                    "{} through {engine}: {name} differs from {first}: {}",
+                    case.name, m.message
                 )
             });
         }
@@ -154,33 +153,45 @@ fn graph_interpreter_and_loop_executor_match_jax() {
 }
 
 #[test]
-fn jit_matches_jax_bit_identically_from_run_to_run_and_in_every_tape_mode() {
-    let (mut records, mut streams) = (0, 0);
+fn jit_matches_jax_bit_identically_from_run_to_run_in_every_tape_mode_and_recompute_choice() {
+    let (mut records, mut streams, mut stored) = (0, 0, 0);
     for case in cases() {
-        for target in [Target::sw26010(), Target::sw26010pro()] {
+        // The rule's program, and the one storing every value the rule recomputes.
+        let all_stored = case.program.storing_all();
+        stored += all_stored.stored.len();
+        let programs = [("rule", &case.program), ("all stored", &all_stored)];
+        for (target, (choice, program)) in [Target::sw26010(), Target::sw26010pro()]
+            .into_iter()
+            .flat_map(|t| programs.map(|p| (t.clone(), p)))
+        {
             let mut runs = Vec::new();
             for mode in MODES {
-                let p = scheduled(&case, &target, mode);
+                let p = with_tape(&program.graph, &target, mode).unwrap();
                 records += p.tape.as_ref().map_or(0, |t| t.records.len());
                 streams += p.tape.as_ref().map_or(0, |t| t.streams.len());
-                let program = swflow_codegen::jit::compile(&p, &target).unwrap();
-                let first = program.run(&p, &target, &case.inputs).unwrap();
+                let jit = swflow_codegen::jit::compile(&p, &target).unwrap();
+                let name = format!("--tape {}", mode.name());
+                let first = jit.run(&p, &target, &case.inputs).unwrap();
                 check(
                     &case,
-                    &format!("jit ({}, {})", target.name, mode.name()),
+                    &format!("jit ({}, --recompute {choice}, {name})", target.name),
                     &first.outputs,
                 );
-                let second = program.run(&p, &target, &case.inputs).unwrap();
+                let second = jit.run(&p, &target, &case.inputs).unwrap();
                 for (a, b) in first.outputs.iter().zip(&second.outputs) {
                     compare(a, b, Comparison::Exact).expect("gradients are identical from run to run");
                 }
-                runs.push(first.outputs);
+                runs.push((name, first.outputs));
             }
-            same_in_every_mode(&case, &format!("jit ({})", target.name), &runs);
+            all_the_same(&case, &format!("jit ({}, --recompute {choice})", target.name), &runs);
         }
     }
     assert!(records > 0, "no model stores tape records: the modes were not compared");
     assert!(streams > 0, "no model streams tape: the modes were not compared");
+    assert!(
+        stored > 0,
+        "no model has a value to store: the choices were not compared"
+    );
 }
 
 #[test]
@@ -198,9 +209,9 @@ fn generated_c_matches_jax() {
                 let got = cbuild::run_model(&dir, &case.program.graph, &case.inputs, &[]).unwrap();
                 check(&case, &format!("C ({}, {})", target.name, mode.name()), &got);
                 std::fs::remove_dir_all(&dir).unwrap();
-                runs.push(got);
+                runs.push((format!("--tape {}", mode.name()), got));
             }
-            same_in_every_mode(&case, &format!("C ({})", target.name), &runs);
+            all_the_same(&case, &format!("C ({})", target.name), &runs);
         }
     }
 }

@@ -20,7 +20,8 @@ use swflow_tests::{seeded_inputs, with_tape};
 /// A multi-layer perceptron on `dims[0]` inputs of a batch of `batch`, with ReLU after every
 /// hidden layer of `dims[1..]` and one output, summed: the loss, and its gradients with
 /// respect to every weight and bias. Each hidden layer's product keeps its pre-activation for
-/// the backward pass alone.
+/// the backward pass alone: every ReLU output is stored, so that the pre-activation's one
+/// backward reader is the kernel of its ReLU's gradient.
 fn mlp(batch: usize, dims: &[usize]) -> Graph {
     let mut g = Graph::new("mlp");
     let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
@@ -50,7 +51,7 @@ fn mlp(batch: usize, dims: &[usize]) -> Graph {
         name: "loss".into(),
         node: loss,
     });
-    gradient_program(&g, &wrt, &[]).unwrap().graph
+    gradient_program(&g, &wrt, &[]).unwrap().storing_all().graph
 }
 
 /// A network of one hidden layer of 160 on 200 inputs, batch 96.

@@ -97,7 +97,8 @@ pub struct JitRun {
     pub stats: BTreeMap<String, KernelStats>,
     /// The emulator's report of the run, as a C program writes it with `SWFLOW_STATS`.
     pub report: Report,
-    /// Modelled time of the whole run, seconds.
+    /// Modelled time of the whole run, seconds: the report's total, as `SWFLOW_STATS` and
+    /// `swflow bench` give it.
     pub modelled_seconds: f64,
 }
 
@@ -331,11 +332,15 @@ impl JitProgram {
             w.finish().map_err(|e| trace_error(path, e))?;
         }
         let stats = machine.stats();
+        let report = Report::new(target.cpes, target.ldm_budget(), Some(&spec), &stats);
+        let modelled_seconds = report
+            .total_modelled_seconds
+            .expect("a report made with the machine's timing has a total");
         Ok(JitRun {
             outputs,
-            report: Report::new(target.cpes, target.ldm_budget(), Some(&spec), &stats),
+            report,
             stats,
-            modelled_seconds: machine.now() / spec.clock_hz,
+            modelled_seconds,
         })
     }
 }

@@ -113,6 +113,68 @@ pub struct GradientProgram {
     /// What the backward pass keeps from the forward pass, in bytes, against the forward's own
     /// memory.
     pub tape: tape::TapeSummary,
+    /// The values this program recomputes that it could store instead
+    /// ([`tape::storable`]); their ids are those of the graph differentiated.
+    pub storable: Vec<tape::Storable>,
+    /// The values it stores although they could be recomputed.
+    pub stored: Vec<NodeId>,
+    /// What it was made from.
+    pub source: Differentiated,
+}
+
+/// A graph with its backward pass, before the saved-value plan is applied: what a
+/// [`GradientProgram`] is made from, again, when other values are stored.
+#[derive(Clone, Debug)]
+pub struct Differentiated {
+    graph: Graph,
+    /// The first node of the backward pass.
+    first: usize,
+    /// The program's outputs: their names and nodes.
+    outputs: Vec<(String, NodeId)>,
+}
+
+impl Differentiated {
+    /// The gradient program that keeps the values of `stored` (ids of
+    /// [`GradientProgram::storable`]) instead of recomputing them, and recomputes every other
+    /// storable value.
+    pub fn program(&self, stored: &[NodeId]) -> GradientProgram {
+        let plan = tape::plan_storing(&self.graph, self.first, stored);
+        let mut roots: Vec<NodeId> = self.outputs.iter().map(|(_, id)| *id).collect();
+        let mut graph = tape::apply(&self.graph, self.first, &plan, &mut roots);
+        graph.outputs = self
+            .outputs
+            .iter()
+            .zip(roots)
+            .map(|((name, _), node)| Output {
+                name: name.clone(),
+                node,
+            })
+            .collect();
+        graph.prune();
+        GradientProgram {
+            graph,
+            tape: tape::summary(&self.graph, self.first, &plan),
+            storable: tape::storable(&self.graph, self.first, &tape::plan(&self.graph, self.first)),
+            stored: stored.to_vec(),
+            source: self.clone(),
+        }
+    }
+
+    /// The same, with the program's first `n` outputs only.
+    pub fn with_outputs(&self, n: usize) -> Differentiated {
+        let mut d = self.clone();
+        d.outputs.truncate(n);
+        d
+    }
+}
+
+impl GradientProgram {
+    /// The same program with every storable value stored: what the backward reads comes
+    /// from memory wherever it can.
+    pub fn storing_all(&self) -> GradientProgram {
+        let all: Vec<NodeId> = self.storable.iter().map(|s| s.id).collect();
+        self.source.program(&all)
+    }
 }
 
 /// The gradient program of a graph whose first output is a loss: its outputs are the loss,
@@ -130,31 +192,20 @@ pub fn gradient_program(g: &Graph, wrt: &[NodeId], carry: &[usize]) -> Result<Gr
         });
     };
     let r = gradients(g, loss.node, wrt)?;
-    let first = g.nodes().len();
-    let plan = tape::plan(&r.graph, first);
-    let summary = tape::summary(&r.graph, first, &plan);
-    let carried: Vec<&Output> = carry.iter().map(|&k| &g.outputs[k]).collect();
-    let mut roots: Vec<NodeId> = std::iter::once(loss.node)
-        .chain(r.grads.iter().copied())
-        .chain(carried.iter().map(|o| o.node))
+    let outputs = std::iter::once((loss.name.clone(), loss.node))
+        .chain(
+            wrt.iter()
+                .zip(&r.grads)
+                .map(|(&w, &gw)| (format!("grad/{}", g.node(w).name), gw)),
+        )
+        .chain(carry.iter().map(|&k| (g.outputs[k].name.clone(), g.outputs[k].node)))
         .collect();
-    let mut graph = tape::apply(&r.graph, first, &plan, &mut roots);
-    let (grads, rest) = roots[1..].split_at(wrt.len());
-    graph.outputs = std::iter::once(Output {
-        name: loss.name.clone(),
-        node: roots[0],
-    })
-    .chain(wrt.iter().zip(grads).map(|(&w, &gw)| Output {
-        name: format!("grad/{}", g.node(w).name),
-        node: gw,
-    }))
-    .chain(carried.iter().zip(rest).map(|(o, &node)| Output {
-        name: o.name.clone(),
-        node,
-    }))
-    .collect();
-    graph.prune();
-    Ok(GradientProgram { graph, tape: summary })
+    let source = Differentiated {
+        graph: r.graph,
+        first: g.nodes().len(),
+        outputs,
+    };
+    Ok(source.program(&[]))
 }
 
 /// `g` without the nodes from `first` on that no node of `roots` needs (a rule builds every

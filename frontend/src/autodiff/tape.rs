@@ -10,6 +10,12 @@
 //! statistics) is kept. The recomputation is a copy of the forward node placed after the
 //! forward pass, which the backward reads instead, so the forward value dies at its last
 //! forward use and fusion can inline the copy into the backward kernel that reads it.
+//!
+//! Whether recomputing is cheaper than storing depends on the kernels both give, which only a
+//! target's timing model can say. So the rule's recomputed values that the backward reads
+//! directly are *storable* ([`storable`]; views of other values are not, since storing them
+//! would tape a copy of what main memory already holds), [`plan_storing`] keeps the chosen ones
+//! instead, and [`choose`] picks them greedily, largest first, by a measured cost.
 
 use crate::ir::{Graph, NodeId, Op};
 
@@ -53,6 +59,12 @@ fn is_leaf(op: &Op) -> bool {
 
 /// The plan for `g`, whose nodes before `first_backward` are the forward pass.
 pub fn plan(g: &Graph, first_backward: usize) -> SavedPlan {
+    plan_storing(g, first_backward, &[])
+}
+
+/// [`plan`], with the values of `stored` (of [`storable`]) kept even where they could be
+/// recomputed.
+pub fn plan_storing(g: &Graph, first_backward: usize, stored: &[NodeId]) -> SavedPlan {
     let n = g.nodes().len();
     let mut read_by_backward = vec![false; n];
     for id in g.ids().skip(first_backward) {
@@ -62,12 +74,18 @@ pub fn plan(g: &Graph, first_backward: usize) -> SavedPlan {
             }
         }
     }
+    // A stored value is read from memory, like one the backward reads itself (a view of it may
+    // be what the backward reads, and is recomputed from it).
+    for id in stored {
+        read_by_backward[id.index()] = true;
+    }
     // Decided from the last forward node back: a value's decision may lean on its operands
     // being recomputed, and each operand's own decision then checks its operands in turn.
     let mut recompute = vec![false; n];
     for i in (0..first_backward).rev() {
         let node = &g.nodes()[i];
-        if !read_by_backward[i] || is_leaf(&node.op) || !recomputable_op(&node.op) {
+        let store = stored.contains(&NodeId(i as u32));
+        if !read_by_backward[i] || is_leaf(&node.op) || !recomputable_op(&node.op) || store {
             continue;
         }
         let mut chain = Vec::new();
@@ -87,6 +105,131 @@ pub fn plan(g: &Graph, first_backward: usize) -> SavedPlan {
         }
     }
     plan
+}
+
+/// A value the plan recomputes that could be stored instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Storable {
+    /// Its forward node.
+    pub id: NodeId,
+    pub name: String,
+    pub bytes: usize,
+}
+
+fn is_view(op: &Op) -> bool {
+    matches!(op, Op::Reshape { .. } | Op::Broadcast { .. })
+}
+
+/// The values of `plan` that could be kept instead of recomputed, largest first (ties in
+/// graph order): recomputed values a backward node reads, directly or through recomputed
+/// views ([`Op::Reshape`], [`Op::Broadcast`]). Views themselves are not: storing one would
+/// tape a copy of what main memory holds.
+pub fn storable(g: &Graph, first_backward: usize, plan: &SavedPlan) -> Vec<Storable> {
+    let mut read = vec![false; first_backward];
+    for id in g.ids().skip(first_backward) {
+        for x in g.node(id).inputs.iter().filter(|x| x.index() < first_backward) {
+            read[x.index()] = true;
+        }
+    }
+    // Later views first, so that a view of a view passes the reading on.
+    for &id in plan.recomputed.iter().rev() {
+        if read[id.index()] && is_view(&g.node(id).op) {
+            for x in &g.node(id).inputs {
+                read[x.index()] = true;
+            }
+        }
+    }
+    let mut out: Vec<Storable> = plan
+        .recomputed
+        .iter()
+        .filter(|id| read[id.index()] && !is_view(&g.node(**id).op))
+        .map(|&id| Storable {
+            id,
+            name: g.node(id).name.clone(),
+            bytes: g.node(id).ty.size_bytes(),
+        })
+        .collect();
+    out.sort_by_key(|s| std::cmp::Reverse(s.bytes));
+    out
+}
+
+/// What [`choose`] measured for one storable value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub value: Storable,
+    /// The cost with the value recomputed, and with it stored, every other value as decided
+    /// when it came to this one.
+    pub recompute_cost: f64,
+    pub store_cost: f64,
+    pub stored: bool,
+}
+
+/// The stored values [`choose`] settled on, and its measurements.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Choice {
+    /// The values to keep although they could be recomputed.
+    pub stored: Vec<NodeId>,
+    /// One per value decided, in decision order.
+    pub decisions: Vec<Decision>,
+    /// The cost with every storable value recomputed (the rule's plan), with every one
+    /// stored, and with those of `stored` stored.
+    pub rule_cost: f64,
+    pub all_stored_cost: f64,
+    pub chosen_cost: f64,
+}
+
+/// The most values [`choose`] decides one by one. Each decision measures a program once; a
+/// program of many similar values (a dynamic program's rows) would otherwise take as many
+/// compilations.
+pub const MAX_DECISIONS: usize = 8;
+
+/// Decides which values of `candidates` (as [`storable`] orders them) to store, by `cost` of
+/// the program that stores a given set of them: starting from the cheaper of storing none and
+/// storing all, each of the first [`MAX_DECISIONS`] values in turn changes side when that
+/// costs strictly less, given the decisions before it; the others stay with the start. Calls
+/// `cost` once for each start and once per decision.
+pub fn choose<E>(candidates: &[Storable], mut cost: impl FnMut(&[NodeId]) -> Result<f64, E>) -> Result<Choice, E> {
+    let all: Vec<NodeId> = candidates.iter().map(|c| c.id).collect();
+    let rule_cost = cost(&[])?;
+    let all_stored_cost = cost(&all)?;
+    let (mut stored, mut current) = if all_stored_cost < rule_cost {
+        (all, all_stored_cost)
+    } else {
+        (Vec::new(), rule_cost)
+    };
+    let mut decisions = Vec::new();
+    for c in candidates.iter().take(MAX_DECISIONS) {
+        let is_stored = stored.contains(&c.id);
+        let trial: Vec<NodeId> = if is_stored {
+            stored.iter().copied().filter(|&id| id != c.id).collect()
+        } else {
+            stored.iter().copied().chain([c.id]).collect()
+        };
+        let trial_cost = cost(&trial)?;
+        let change = trial_cost < current;
+        let (recompute_cost, store_cost) = if is_stored {
+            (trial_cost, current)
+        } else {
+            (current, trial_cost)
+        };
+        if change {
+            stored = trial;
+            current = trial_cost;
+        }
+        decisions.push(Decision {
+            value: c.clone(),
+            recompute_cost,
+            store_cost,
+            stored: is_stored != change,
+        });
+    }
+    Ok(Choice {
+        stored,
+        decisions,
+        rule_cost,
+        all_stored_cost,
+        chosen_cost: current,
+    })
 }
 
 /// The longest elementwise chain recomputed for one value.
@@ -135,6 +278,7 @@ pub fn apply(g: &Graph, first_backward: usize, plan: &SavedPlan, roots: &mut [No
         node.inputs = node.inputs.iter().map(|x| backward_map[x.index()]).collect();
         node.origin = Some(format!("recomputed {}", node.name));
         node.name = format!("recompute/{}", node.name);
+        node.recomputed = true;
         backward_map[id.index()] = out.push_unchecked(node);
     }
     for id in g.ids().skip(first_backward) {
@@ -261,5 +405,136 @@ mod tests {
                 n.name
             );
         }
+    }
+    #[test]
+    fn a_stored_value_is_kept_and_its_chain_is_not_recomputed() {
+        let (g, t, first) = network(true);
+        let rule = plan(&g, first);
+        let candidates = storable(&g, first, &rule);
+        // The backward reads tanh(h) only; h is recomputed for it alone.
+        assert_eq!(
+            candidates,
+            [Storable {
+                id: t,
+                name: "t".into(),
+                bytes: 64
+            }]
+        );
+        let stored = plan_storing(&g, first, &[t]);
+        assert_eq!(stored.kept, [t]);
+        assert!(stored.recomputed.is_empty(), "recomputed {:?}", stored.recomputed);
+    }
+
+    #[test]
+    fn a_value_read_through_a_view_is_storable_and_the_view_is_not() {
+        // loss = sum(reshape(tanh(x ⊙ w))^2): the backward reads the reshaped value.
+        let mut g = Graph::new("view");
+        let ty = TensorType::new(DType::F32, vec![4, 4]).unwrap();
+        let x = g.add_input("x", ty.clone());
+        let w = g.add_input("w", ty);
+        let h = g.add_node("h", Op::Binary(BinaryOp::Mul), vec![x, w], None).unwrap();
+        let t = g.add_node("t", Op::Unary(UnaryOp::Tanh), vec![h], None).unwrap();
+        let v = g.add_node("v", Op::Reshape { shape: vec![16] }, vec![t], None).unwrap();
+        let sq = g.add_node("sq", Op::Binary(BinaryOp::Mul), vec![v, v], None).unwrap();
+        let reduce = Op::Reduce {
+            kind: ReduceKind::Sum,
+            axes: vec![0],
+        };
+        let loss = g.add_node("loss", reduce, vec![sq], None).unwrap();
+        let first = g.nodes().len();
+        let g = gradients(&g, loss, &[w]).unwrap().graph;
+        let rule = plan(&g, first);
+        assert!(rule.recomputed.contains(&v), "{rule:?}");
+        let names: Vec<String> = storable(&g, first, &rule).into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["t"]);
+        // Stored, tanh(h) is kept and its view recomputed from it.
+        let stored = plan_storing(&g, first, &[t]);
+        assert_eq!(stored.kept, [t]);
+        assert_eq!(stored.recomputed, [v]);
+    }
+
+    fn candidate(id: u32) -> Storable {
+        Storable {
+            id: NodeId(id),
+            name: format!("v{id}"),
+            bytes: 4,
+        }
+    }
+
+    /// Runs [`choose`] on candidates 1 and 2 with the costs of `table` (by the stored set,
+    /// in order), recording the sets it measured.
+    fn choose_by(table: &[(&[u32], f64)]) -> (Choice, Vec<Vec<u32>>) {
+        let mut asked = Vec::new();
+        let choice = choose(&[candidate(1), candidate(2)], |stored: &[NodeId]| {
+            let mut key: Vec<u32> = stored.iter().map(|id| id.0).collect();
+            key.sort();
+            asked.push(key.clone());
+            table
+                .iter()
+                .find(|(set, _)| *set == key.as_slice())
+                .map(|(_, c)| *c)
+                .ok_or(format!("no cost for {key:?}"))
+        })
+        .unwrap();
+        (choice, asked)
+    }
+
+    #[test]
+    fn choose_starts_from_none_stored_when_that_is_cheaper_and_stores_what_pays() {
+        let (choice, asked) = choose_by(&[(&[], 10.0), (&[1, 2], 12.0), (&[1], 8.0)]);
+        assert_eq!(asked, [vec![], vec![1, 2], vec![1], vec![1, 2]]);
+        assert_eq!(choice.stored, [NodeId(1)]);
+        assert_eq!(
+            (choice.rule_cost, choice.all_stored_cost, choice.chosen_cost),
+            (10.0, 12.0, 8.0)
+        );
+        let d: Vec<(f64, f64, bool)> = choice
+            .decisions
+            .iter()
+            .map(|d| (d.recompute_cost, d.store_cost, d.stored))
+            .collect();
+        assert_eq!(d, [(10.0, 8.0, true), (8.0, 12.0, false)]);
+    }
+
+    #[test]
+    fn choose_starts_from_all_stored_when_that_is_cheaper_and_recomputes_what_pays() {
+        let (choice, asked) = choose_by(&[(&[], 10.0), (&[1, 2], 6.0), (&[2], 5.0)]);
+        assert_eq!(asked, [vec![], vec![1, 2], vec![2], vec![]]);
+        assert_eq!(choice.stored, [NodeId(2)]);
+        assert_eq!(choice.chosen_cost, 5.0);
+        let d: Vec<(f64, f64, bool)> = choice
+            .decisions
+            .iter()
+            .map(|d| (d.recompute_cost, d.store_cost, d.stored))
+            .collect();
+        assert_eq!(d, [(5.0, 6.0, false), (10.0, 5.0, true)]);
+    }
+
+    #[test]
+    fn choose_decides_the_largest_values_and_leaves_the_rest_with_the_start() {
+        let candidates: Vec<Storable> = (1..=MAX_DECISIONS as u32 + 3).map(candidate).collect();
+        let mut calls = 0;
+        // Storing everything is cheaper, and recomputing any one value is cheaper still.
+        let choice = choose(&candidates, |stored: &[NodeId]| {
+            calls += 1;
+            Ok::<f64, ()>(match stored.len() {
+                0 => 100.0,
+                n => n as f64,
+            })
+        })
+        .unwrap();
+        assert_eq!(calls, 2 + MAX_DECISIONS);
+        assert_eq!(choice.decisions.len(), MAX_DECISIONS);
+        assert!(choice.decisions.iter().all(|d| !d.stored));
+        let undecided: Vec<NodeId> = candidates[MAX_DECISIONS..].iter().map(|c| c.id).collect();
+        assert_eq!(choice.stored, undecided);
+        assert_eq!(choice.chosen_cost, 3.0);
+    }
+
+    #[test]
+    fn choose_keeps_the_current_side_on_a_tie() {
+        let (choice, _) = choose_by(&[(&[], 10.0), (&[1, 2], 10.0), (&[1], 10.0), (&[2], 10.0)]);
+        assert!(choice.stored.is_empty());
+        assert!(choice.decisions.iter().all(|d| !d.stored));
     }
 }

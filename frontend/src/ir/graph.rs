@@ -26,6 +26,10 @@ pub struct Node {
     /// The model node this primitive was expanded from (its name, or its op type and index
     /// when unnamed), for error messages and comments in generated code.
     pub origin: Option<String>,
+    /// A forward value computed again for the backward pass (see
+    /// [`crate::autodiff::tape`]). Common-subexpression elimination never merges it with a
+    /// node that is not itself recomputed: that would keep the forward value after all.
+    pub recomputed: bool,
 }
 
 /// A named graph output.
@@ -77,6 +81,7 @@ impl Graph {
             inputs: Vec::new(),
             ty,
             origin: None,
+            recomputed: false,
         })
     }
 
@@ -89,6 +94,7 @@ impl Graph {
             inputs: Vec::new(),
             ty,
             origin: None,
+            recomputed: false,
         })
     }
 
@@ -108,6 +114,7 @@ impl Graph {
             inputs,
             ty,
             origin,
+            recomputed: false,
         }))
     }
 

@@ -320,6 +320,10 @@ impl Parser {
         } else {
             None
         };
+        let recomputed = self.peek()? == Tok::Word("recomputed".into());
+        if recomputed {
+            self.next()?;
+        }
         let op = match const_value {
             Some(t) => Op::Const(Arc::new(t)),
             None => self.op(&opname, &mut attrs)?,
@@ -333,6 +337,7 @@ impl Parser {
             inputs,
             ty,
             origin,
+            recomputed,
         })
     }
 

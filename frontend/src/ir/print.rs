@@ -52,6 +52,9 @@ pub fn print_with(g: &Graph, opts: PrintOptions) -> String {
         if let Some(origin) = &n.origin {
             let _ = write!(s, " @{}", quote(origin));
         }
+        if n.recomputed {
+            s.push_str(" recomputed");
+        }
         s.push('\n');
     }
     for o in &g.outputs {

@@ -82,7 +82,7 @@ impl<'g> Rebuild<'g> {
         id
     }
 
-    /// Appends `op(inputs)` in place of old node `like`: its name and origin, and the type
+    /// Appends `op(inputs)` in place of old node `like`: its name, origin and recomputed mark, and the type
     /// inference gives (which the callers keep equal to the old node's).
     fn replace(&mut self, like: NodeId, op: Op, inputs: Vec<NodeId>) -> NodeId {
         let old = self.old.node(like);
@@ -92,6 +92,7 @@ impl<'g> Rebuild<'g> {
             inputs,
             ty: old.ty.clone(),
             origin: old.origin.clone(),
+            recomputed: old.recomputed,
         };
         self.new.push_unchecked(node)
     }

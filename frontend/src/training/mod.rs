@@ -9,8 +9,8 @@ pub mod optim;
 
 use std::collections::{HashMap, HashSet};
 
-use crate::autodiff::tape::TapeSummary;
-use crate::autodiff::{gradient_program, GradError};
+use crate::autodiff::tape::{Storable, TapeSummary};
+use crate::autodiff::{gradient_program, Differentiated, GradError};
 use crate::ir::{DType, Graph, NodeId, Tensor, TensorType};
 use crate::onnx::{
     running_statistics, tensor_from_proto, trainable_initializers, ImportError, ImportOptions, Loss, ModelFile,
@@ -46,6 +46,12 @@ pub struct GradProgram {
     pub classes: Option<usize>,
     /// The saved-value plan's sizes: tape against the forward's memory.
     pub tape: TapeSummary,
+    /// The values the program recomputes that it could store instead, and those it stores
+    /// although they could be recomputed ([`GradProgram::with_stored`]).
+    pub storable: Vec<Storable>,
+    pub stored: Vec<NodeId>,
+    /// The differentiated graph the program is made from.
+    pub source: Differentiated,
     /// Running statistics the step updates (batch normalisation in training mode): the input
     /// holding one and the output holding its next value, after the gradients. Their initial
     /// values are among `parameters`.
@@ -183,6 +189,9 @@ pub fn gradient_program_of(
     Ok(GradProgram {
         graph: program.graph,
         tape: program.tape,
+        storable: program.storable,
+        stored: program.stored,
+        source: program.source,
         wrt: names,
         parameters: values,
         labels,
@@ -197,10 +206,29 @@ impl GradProgram {
     /// The program without the running statistics it would carry through a training step:
     /// the loss and the gradients only.
     pub fn without_buffers(mut self) -> GradProgram {
-        self.graph.outputs.truncate(1 + self.wrt.len());
-        self.graph.prune();
+        self.source = self.source.with_outputs(1 + self.wrt.len());
         self.buffers.clear();
-        self
+        self.with_stored(&self.stored.clone())
+    }
+
+    /// The same program with every storable value stored.
+    pub fn storing_all(&self) -> GradProgram {
+        let all: Vec<NodeId> = self.storable.iter().map(|s| s.id).collect();
+        self.with_stored(&all)
+    }
+
+    /// The same program with the values of `stored` (ids of [`GradProgram::storable`]) kept
+    /// instead of recomputed, and every other storable value recomputed.
+    pub fn with_stored(&self, stored: &[NodeId]) -> GradProgram {
+        let p = self.source.program(stored);
+        GradProgram {
+            graph: p.graph,
+            tape: p.tape,
+            storable: p.storable,
+            stored: p.stored,
+            source: p.source,
+            ..self.clone()
+        }
     }
 }
 
