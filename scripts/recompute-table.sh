@@ -21,7 +21,7 @@ for target in sw26010 sw26010pro; do
         timed=$("$swflow" bench "$model" --target "$target" --engine jit --grad $loss --json)
         read -r rule_s rule_x < <(echo "$rule" | json "d['total_modelled_seconds'], d['tape']['transfers']" | tr -d '(),')
         read -r timed_s timed_x timed_b < <(echo "$timed" | json "d['total_modelled_seconds'], d['tape']['transfers'], d['tape']['bytes']" | tr -d '(),')
-        read -r storable stored all_s < <(echo "$timed" | json "(len(d['recompute']['decisions']), len(d['recompute']['stored']), d['recompute']['all_stored_seconds']) if d['recompute'] else (0, 0, d['total_modelled_seconds'])" | tr -d '(),')
+        read -r storable stored all_s < <(echo "$timed" | json "(d['recompute']['storable'], len(d['recompute']['stored']), d['recompute']['all_stored_seconds']) if d['recompute'] else (0, 0, d['total_modelled_seconds'])" | tr -d '(),')
         printf '%-20s %-10s %8d %6d %10.4f %10.4f %10.4f %8.3f %10d %10d %10.1f\n' \
             "$name" "$target" "$storable" "$stored" \
             "$(python3 -c "print($rule_s*1e3)")" "$(python3 -c "print($all_s*1e3)")" "$(python3 -c "print($timed_s*1e3)")" \

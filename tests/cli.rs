@@ -595,6 +595,39 @@ fn the_recompute_choice_is_reported_and_refused_where_unused() {
     );
 }
 
+/// A gradient program that stops on the values `--recompute timed` times it on (here an
+/// embedding whose pseudo-random indices fall outside its table of 3 rows) keeps the rule's
+/// plan: it compiles, with a warning that says why.
+#[test]
+fn a_program_that_cannot_be_timed_keeps_the_rule() {
+    use swflow_tests::model::{f32_tensor, value_info, ModelBuilder, FLOAT, INT64};
+    let table: Vec<f32> = (0..12).map(|i| i as f32 / 12.0 - 0.25).collect();
+    let mut b = ModelBuilder::new(17)
+        .input("idx", INT64, &[5])
+        .init(f32_tensor("W", &[3, 4], &table))
+        .node("gather", "Gather", &["W", "idx"], &["g"], vec![])
+        .node("relu", "Relu", &["g"], &["r"], vec![])
+        .node("square", "Mul", &["r", "r"], &["y"], vec![]);
+    b.model
+        .graph
+        .as_mut()
+        .unwrap()
+        .output
+        .push(value_info("y", FLOAT, &[5, 4]));
+    let dir = scratch("untimed");
+    let model = dir.join("embedding.onnx");
+    std::fs::write(&model, b.bytes()).unwrap();
+    let out = swflow(&["schedule", model.to_str().unwrap(), "--grad", "--loss", "sum", "--json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("--recompute timed") && err.contains("gather index out of range"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["recompute"].is_null(), "{}", report["recompute"]);
+}
+
 /// `compile --grad` builds a program whose run writes what `run --grad` writes, with the
 /// parameters' initial values in its parameter file; its gradients are jax's.
 #[test]

@@ -3,9 +3,10 @@
 //! `timed`, the default, chooses by modelled time on the verb's target, with its pipeline
 //! options (`swflow_codegen::saved`).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
-use swflow_codegen::saved::choose_stored;
+use swflow_codegen::jit::JitError;
+use swflow_codegen::saved::{choose_stored, TimedError};
 use swflow_frontend::autodiff::tape::{Choice, Storable};
 use swflow_frontend::training::GradProgram;
 use swflow_scheduler::target::Target;
@@ -96,8 +97,22 @@ pub fn decide(p: GradProgram, at: Timing) -> Result<(GradProgram, Option<Recompu
         return Ok((p, None));
     }
     let options = at.pipeline.options(&p.graph, true)?;
-    let (chosen, choice) = choose_stored(&p, at.target, &options)
-        .context("choosing the values the gradient program stores (--recompute timed)")?;
+    let (chosen, choice) = match choose_stored(&p, at.target, &options) {
+        Ok(c) => c,
+        // The program is sound; only the values it was timed on make it stop (an index out of
+        // range, say), so the rule's plan stands.
+        Err(TimedError::Jit(JitError::Run(v))) => {
+            tracing::warn!(
+                "--recompute timed: the gradient program stopped on the values it is timed on, so every cheap value is recomputed: {v}"
+            );
+            return Ok((p, None));
+        }
+        Err(e) => {
+            return Err(
+                anyhow::Error::new(e).context("choosing the values the gradient program stores (--recompute timed)")
+            )
+        }
+    };
     let report = RecomputeReport::of(&choice, &p.storable);
     for d in &report.decisions {
         tracing::info!(
