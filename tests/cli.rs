@@ -548,7 +548,8 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
 /// `--recompute` chooses which cheap forward values a gradient program stores rather than
 /// recomputes: `timed` (the default) reports, in `schedule --json`, both modelled times of
 /// each decision, stores a value where that is faster and recomputes it where that is, and
-/// the time it settles on is the one `bench` models for the program it compiles; `rule`
+/// the time it settles on is the one `bench` models for the program it compiles (the sum loss
+/// reads no labels, so no time depends on input values here); `rule`
 /// reports nothing; the option is refused where nothing takes it.
 #[test]
 fn the_recompute_choice_is_reported_and_refused_where_unused() {

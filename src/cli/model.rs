@@ -50,7 +50,8 @@ pub struct PipelineArgs {
     /// Which cheap forward values a gradient program recomputes in its backward pass, with
     /// --grad or --train: `rule` recomputes every elementwise value it reads from values kept
     /// anyway; `timed` stores each of those, largest first, when the program is then modelled
-    /// faster on the target (measured with the JIT on the timed emulator) [default: timed]
+    /// faster on the target (measured with the JIT on the timed emulator, on the parameters'
+    /// initial values) [default: timed]
     #[arg(long, value_parser = ["rule", "timed"])]
     pub recompute: Option<String>,
 }
