@@ -467,11 +467,13 @@ fn inspect_grad_reports_the_tape() {
 }
 
 /// `--tape` chooses how a gradient program's tape travels: `schedule --grad --json` reports
-/// the plan in every mode (`stream` when none is given), and the option is refused where
-/// nothing takes it, as is `--tape-arena` outside `stream`.
+/// the plan in every mode (`stream` when none is given), every mode stores the same values
+/// rather than recomputing them, and the option is refused where nothing takes it, as is
+/// `--tape-arena` outside `stream`.
 #[test]
 fn the_tape_mode_is_reported_and_refused_where_unused() {
     let model = "examples/lenet/model.onnx";
+    let mut choices = Vec::new();
     for mode in ["per-tensor", "regions", "stream", "default"] {
         let mut args = vec!["schedule", model, "--grad", "--loss", "sum", "--json"];
         if mode != "default" {
@@ -502,7 +504,11 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
             .filter(|k| k["tape_arena_bytes"] != 0)
             .count();
         assert_eq!(arenas > 0, streaming, "{report}");
+        choices.push(report["recompute"]["stored"].clone());
     }
+    // The values stored rather than recomputed are chosen alike in every mode.
+    assert!(choices[0].is_array(), "{choices:?}");
+    assert!(choices.iter().all(|c| *c == choices[0]), "{choices:?}");
     let small = [
         "schedule",
         model,

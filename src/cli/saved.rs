@@ -1,7 +1,7 @@
 //! `--recompute`: which forward values a gradient program stores rather than recomputes.
 //! `rule` keeps the saved-value rule's plan (every cheap elementwise value recomputed);
 //! `timed`, the default, chooses by modelled time on the verb's target, with its pipeline
-//! options (`swflow_codegen::saved`).
+//! options but the default tape mode (`swflow_codegen::saved`).
 
 use anyhow::Result;
 use serde::Serialize;
@@ -9,6 +9,7 @@ use swflow_codegen::jit::JitError;
 use swflow_codegen::saved::{choose_stored, TimedError};
 use swflow_frontend::autodiff::tape::{Choice, Storable};
 use swflow_frontend::training::GradProgram;
+use swflow_scheduler::tape::TapeMode;
 use swflow_scheduler::target::Target;
 
 use super::model::PipelineArgs;
@@ -96,7 +97,12 @@ pub fn decide(p: GradProgram, at: Timing) -> Result<(GradProgram, Option<Recompu
     if !at.pipeline.recompute_timed() || p.storable.is_empty() {
         return Ok((p, None));
     }
-    let options = at.pipeline.options(&p.graph, true)?;
+    // Timed with the default tape mode whatever `--tape` says, so that every mode compiles the
+    // same program and gives the same gradients bit for bit.
+    let mut options = at.pipeline.options(&p.graph, true)?;
+    if let Some(tape) = &mut options.tape {
+        tape.mode = TapeMode::default();
+    }
     let (chosen, choice) = match choose_stored(&p, at.target, &options) {
         Ok(c) => c,
         // The program is sound; only the values it was timed on make it stop (an index out of
