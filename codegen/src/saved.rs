@@ -7,10 +7,12 @@
 //! parameters' initial values, class indices within the loss's classes as labels, and other
 //! inputs pseudo-random (seed 0; the values matter only where indices decide which elements a
 //! gather reads directly, as a cross-entropy's labels do), and [`tape::choose`] decides from
-//! those times. A stored value and its recomputation are the
-//! same operations on the same operands, but the kernels around them differ, and a reduction
-//! split into per-CPE partials in one program and not in the other folds in another order: the
-//! gradients of two choices agree within the whole-model tolerance, not always bit for bit.
+//! those times.
+//!
+//! A stored value and its recomputation are the same operations on the same operands, but the
+//! kernels around them differ, and a reduction split into per-CPE partials in one program and
+//! not in the other folds in another order: the gradients of two choices agree within the
+//! whole-model tolerance, not always bit for bit.
 
 use swflow_frontend::autodiff::tape::{self, Choice};
 use swflow_frontend::ir::{Data, Graph, Tensor};
