@@ -12,10 +12,11 @@
 //! forward use and fusion can inline the copy into the backward kernel that reads it.
 //!
 //! Whether recomputing is cheaper than storing depends on the kernels both give, which only a
-//! target's timing model can say. So the rule's recomputed values that the backward reads
-//! directly are *storable* ([`storable`]; views of other values are not, since storing them
-//! would tape a copy of what main memory already holds), [`plan_storing`] keeps the chosen ones
-//! instead, and [`choose`] picks them greedily, largest first, by a measured cost.
+//! target's timing model can say. So the rule's recomputed values that the backward reads,
+//! directly or through views, are *storable* ([`storable`]; views themselves are not, since
+//! storing one would tape a copy of what main memory already holds), [`plan_storing`] keeps a
+//! chosen set instead, and [`choose`] picks the set by a measured cost: from the cheaper of
+//! storing none and storing all, the largest values one by one.
 
 use crate::ir::{Graph, NodeId, Op};
 
