@@ -300,6 +300,16 @@ pub fn fold(kind: ReduceKind, d: DType, carried: bool) -> Ops {
     }
 }
 
+/// A fused multiply-add folding a product into a float accumulator (`swflow_fma_<type>`, or
+/// one lane group of `simd_vmas`): one pipelined instruction, two flops a lane, on the
+/// loop-carried dependence when `carried`.
+pub fn fma(lanes: u32, carried: bool) -> Ops {
+    Ops {
+        carried: u32::from(carried),
+        ..float(1, 2 * lanes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

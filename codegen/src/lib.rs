@@ -113,6 +113,7 @@ const RUNTIME: &[(&str, &str)] = &[
     ("emulator/athread.h", include_str!("../../runtime-c/emulator/athread.h")),
     ("emulator/slave.h", include_str!("../../runtime-c/emulator/slave.h")),
     ("emulator/crts.h", include_str!("../../runtime-c/emulator/crts.h")),
+    ("emulator/simd.h", include_str!("../../runtime-c/emulator/simd.h")),
     (
         "emulator/emulator.c",
         include_str!("../../runtime-c/emulator/emulator.c"),
@@ -125,9 +126,14 @@ const RUNTIME: &[(&str, &str)] = &[
         "sdk/sw26010/slave.h",
         include_str!("../../runtime-c/sdk/sw26010/slave.h"),
     ),
+    ("sdk/sw26010/simd.h", include_str!("../../runtime-c/sdk/sw26010/simd.h")),
     (
         "sdk/sw26010pro/crts.h",
         include_str!("../../runtime-c/sdk/sw26010pro/crts.h"),
+    ),
+    (
+        "sdk/sw26010pro/simd.h",
+        include_str!("../../runtime-c/sdk/sw26010pro/simd.h"),
     ),
 ];
 
@@ -368,7 +374,7 @@ fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -
                 })
             })
             .collect();
-        let program = cpe::build(p, k, fields)?;
+        let program = cpe::build(p, k, fields, target.f32_vector_lanes)?;
         let node = k.origin.as_deref().map(comment);
         let op = comment(&k.op);
         let schedule: Vec<String> = s.describe(k, p).lines().map(|l| comment(l.trim())).collect();
@@ -416,7 +422,9 @@ fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -
     let make = json!({
         "model": model, "target": target_name, "emulator_lib": emulator_lib,
         "crts": crts, "api": if crts { "CRTS" } else { "athread" },
-        "kernels": kernels,
+        "kernels": kernels, "vector": vector_type(target),
+        "not_sw": !matches!(target.f32_vector_lanes, 1 | 4),
+        "not_swpro": !matches!(target.f32_vector_lanes, 1 | 8),
     });
     files.insert("Makefile".into(), t.render("makefile", &make)?);
 
@@ -428,6 +436,12 @@ fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -
         files,
         kernel_functions: kernels,
     })
+}
+
+/// The C type of the target's f32 vectors (none without vectors): SW26010's `floatv4` or
+/// SW26010-Pro's `floatv8`, which tie the CPE code to that machine.
+fn vector_type(target: &Target) -> Option<String> {
+    (target.f32_vector_lanes > 1).then(|| format!("floatv{}", target.f32_vector_lanes))
 }
 
 /// The C function of each kernel, in program order: the name the emulator reports it by.

@@ -144,6 +144,12 @@ pub fn fold(kind: ReduceKind, d: DType, t: &str, v: &str) -> String {
     }
 }
 
+/// The statement `t = a * b + t` for float type `d`, rounded once (runtime-c's
+/// `swflow_fma_<type>`, C99's `fma`; `t` is evaluated once).
+pub fn fma(d: DType, t: &str, a: &str, b: &str) -> String {
+    format!("swflow_fma_{}(&{t}, {a}, {b});", suffix(d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -438,6 +438,10 @@ static inline long swflow_gather_index(int64_t i, long extent)
 SWFLOW_FLOAT_OPS(float, f32)
 SWFLOW_FLOAT_OPS(double, f64)
 
+/* t = a * b + t, rounded once: a sum of products folds with fused multiply-adds. */
+static inline void swflow_fma_f32(float *t, float a, float b) { *t = fmaf(a, b, *t); }
+static inline void swflow_fma_f64(double *t, double a, double b) { *t = fma(a, b, *t); }
+
 static inline float swflow_sigmoid_f32(float a) { return 1.0f / (1.0f + expf(-a)); }
 static inline double swflow_sigmoid_f64(double a) { return 1.0 / (1.0 + exp(-a)); }
 

@@ -57,6 +57,9 @@ pub struct Target {
     pub clock_hz: f64,
     /// Peak floating-point operations per cycle of one CPE.
     pub flops_per_cycle: f64,
+    /// f32 values one vector register of a CPE holds; 1 (the default) for scalar code only.
+    #[serde(default = "scalar_lanes")]
+    pub f32_vector_lanes: usize,
     /// Alignment of tensors in the main-memory arena, bytes (a power of two).
     pub memory_alignment_bytes: usize,
     /// Theoretical main-memory bandwidth of the core group, bytes per second.
@@ -75,6 +78,10 @@ pub enum TargetError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
+}
+
+fn scalar_lanes() -> usize {
+    1
 }
 
 /// Largest CPE count a target may declare (the executor models every CPE).
@@ -131,6 +138,9 @@ impl Target {
         }
         if t.dma.reply_bytes == 0 || t.dma.reply_bytes > t.ldm_bytes {
             return Err(invalid("dma.reply_bytes must be between 1 and ldm_bytes".into()));
+        }
+        if !matches!(t.f32_vector_lanes, 1 | 4 | 8) {
+            return Err(invalid("f32_vector_lanes must be 1, 4 or 8".into()));
         }
         if t.stack_reserve_bytes >= t.ldm_bytes {
             return Err(invalid("stack_reserve_bytes must be smaller than ldm_bytes".into()));

@@ -94,6 +94,15 @@ pub fn make_reusing_runtime(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The Makefile target that type-checks a folder generated for `target` against its
+/// machine's SDK prototypes (the CPE code's vector types belong to one machine).
+pub fn sdk_check(target: &swflow_scheduler::target::Target) -> &'static str {
+    match target.api {
+        swflow_scheduler::target::Api::Crts => "check-sunway-pro",
+        swflow_scheduler::target::Api::Athread => "check-sunway",
+    }
+}
+
 /// Runs `make` with `args` in `dir`; a failure carries make's output.
 pub fn make(dir: &Path, args: &[&str]) -> Result<()> {
     let out = Command::new("make")

@@ -300,8 +300,7 @@ impl OnnxCase {
         let reference = swflow_frontend::interp::run(&g, &inputs)?;
         cbuild::compile(&g, target, dir)?;
         cbuild::make_reusing_runtime(dir)?;
-        cbuild::make(dir, &["check-sunway"])?;
-        cbuild::make(dir, &["check-sunway-pro"])?;
+        cbuild::make(dir, &[cbuild::sdk_check(target)])?;
         let outputs = cbuild::run_model(dir, &g, &inputs, &[])?;
         if outputs.len() != reference.len() {
             bail!("{} outputs, the interpreter gives {}", outputs.len(), reference.len());

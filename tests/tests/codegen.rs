@@ -13,7 +13,7 @@ use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::target::Target;
-use swflow_tests::cbuild::{compile, make, run_model, run_with_stats, scratch};
+use swflow_tests::cbuild::{compile, make, run_model, run_with_stats, scratch, sdk_check};
 use swflow_tests::model::{f32_tensor, ModelBuilder, FLOAT};
 use swflow_tests::{conformance_dir, lenet, seeded_inputs};
 
@@ -25,8 +25,7 @@ fn inputs_of(g: &Graph) -> Vec<Tensor> {
 fn build_run_compare(g: &Graph, target: &Target, dir: &Path) -> Result<()> {
     compile(g, target, dir)?;
     make(dir, &[])?;
-    make(dir, &["check-sunway"])?;
-    make(dir, &["check-sunway-pro"])?;
+    make(dir, &[sdk_check(target)])?;
     let inputs = inputs_of(g);
     let got = run_model(dir, g, &inputs, &[])?;
     let want = interp::run(g, &inputs)?;

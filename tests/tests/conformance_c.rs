@@ -1,6 +1,6 @@
 //! ONNX conformance through generated C: manifest tests and the nine light models are
 //! compiled for a target, built with their Makefile against runtime-c and the emulator,
-//! type-checked against both Sunway SDKs (`make check-sunway`, `make check-sunway-pro`), run
+//! type-checked against the SDK of its machine (`make check-sunway` or `make check-sunway-pro`), run
 //! on the stored inputs, and compared with the graph interpreter within the project tolerance.
 //!
 //! CI builds the core node tests on both targets: every manifest test except the `_expanded`

@@ -18,7 +18,7 @@
 //! writes for it (see [`crate::cost`]).
 
 use swflow_emulator::timing::Ops;
-use swflow_frontend::ir::{strides, DType};
+use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 
@@ -29,6 +29,8 @@ use super::{
 use crate::cost::{self, branch, int, LOOP};
 use crate::names::{comment, Names};
 use crate::CodegenError;
+
+mod vector;
 
 /// Fixed identifiers of a kernel body that loop names must not take.
 const BODY_LOCALS: &[&str] = &[
@@ -162,10 +164,13 @@ struct Gen<'a> {
     /// backward loops, the segments' and, per loop around the box, its tiles'.
     seg_r: Option<Var>,
     tile_r: Vec<Option<Var>>,
+    /// The compute nest's vector code, when it has one.
+    vector: Option<vector::Vars>,
 }
 
-/// The CPE program of scheduled kernel `k` whose parameter struct has `fields`.
-pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenError> {
+/// The CPE program of scheduled kernel `k` whose parameter struct has `fields`, for CPEs
+/// whose vector registers hold `lanes` f32 values (1: scalar code only).
+pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Func, CodegenError> {
     let s = k.schedule.as_ref().ok_or_else(|| CodegenError::Internal {
         kernel: k.name.clone(),
         reason: "kernel is not scheduled".into(),
@@ -186,6 +191,8 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
         bufs: Vec::new(),
         fields: fields.decls,
         replies: 1,
+        lanes,
+        vregs: Vec::new(),
         body: Vec::new(),
     };
     let mut scope = Names::default();
@@ -432,7 +439,14 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields) -> Result<Func, CodegenErr
     for (i, &l) in s.order.iter().enumerate() {
         pos[l] = Some(i);
     }
+    let buffered: Vec<bool> = bufs.iter().map(Option::is_some).collect();
+    let streamed: Vec<bool> = streams.iter().map(Option::is_some).collect();
+    let vector = vector::plan(p, k, s, lanes, &buffered, &streamed).map(|plan| {
+        let prefix = scope.fresh("vx", "v_");
+        vector::Vars::declare(plan, &mut f, &format!("{prefix}_"))
+    });
     let g = Gen {
+        vector,
         seg_r,
         tile_r,
         tape,
@@ -1325,10 +1339,15 @@ impl Gen<'_> {
         let (statement, ops) = match k.stmt.reduce {
             Some(r) => {
                 let carried = k.loops.last().is_some_and(|l| l.kind == LoopKind::Reduce);
+                let (fold, value_ops) = match self.factors(r.kind, &k.stmt.value) {
+                    // One fused multiply-add in place of the product and the sum.
+                    Some(factor_ops) => (cost::fma(1, carried), factor_ops),
+                    None => (cost::fold(r.kind, self.dtype(0), carried), value_ops),
+                };
                 let update = Ops {
                     load: buffered,
                     store: buffered,
-                    ..cost::fold(r.kind, self.dtype(0), carried)
+                    ..fold
                 };
                 let fold = Stmt::Fold {
                     kind: r.kind,
@@ -1347,9 +1366,14 @@ impl Gen<'_> {
                 (store_stmt, value_ops + target_ops + store)
             }
         };
-        let all: Vec<usize> = (0..k.loops.len()).collect();
-        self.charge_nest(out, &all, ops);
-        out.extend(self.point_loops(&all, vec![statement]));
+        match &self.vector {
+            Some(v) => self.vector_nest(out, v),
+            None => {
+                let all: Vec<usize> = (0..k.loops.len()).collect();
+                self.charge_nest(out, &all, ops);
+                out.extend(self.point_loops(&all, vec![statement]));
+            }
+        }
         if let Some(e) = &k.stmt.epilogue {
             self.epilogue(out, e);
         }
@@ -1533,6 +1557,18 @@ impl Gen<'_> {
             ..Ops::default()
         };
         (Value::Load(place), self.dtype(i), ops + load)
+    }
+
+    /// When folding `value` is one fused multiply-add ([`super::fused_product`]), the
+    /// operations that evaluate its two factors.
+    fn factors(&self, kind: ReduceKind, value: &Expr) -> Option<Ops> {
+        let Expr::Binary(BinaryOp::Mul, a, b) = value else {
+            return None;
+        };
+        let (product, d, _) = self.expr(value);
+        super::fused_product(kind, self.dtype(0), &product)?;
+        let ((_, da, oa), (_, db, ob)) = (self.expr(a), self.expr(b));
+        (da == d && db == d).then_some(oa + ob)
     }
 
     /// An expression's value, its type, and the operations that evaluate it.

@@ -34,6 +34,11 @@ pub struct Array(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Buf(pub u32);
 
+/// A vector register holding [`Func::lanes`] f32 values (`floatv4` on SW26010, `floatv8` on
+/// SW26010-Pro).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VReg(pub u32);
+
 /// A field of the parameter struct: the main-memory address of one tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Field(pub u32);
@@ -102,6 +107,10 @@ pub struct Func {
     pub fields: Vec<FieldDecl>,
     /// Reply counters; counter 0 is the parameter struct's.
     pub replies: usize,
+    /// f32 lanes of a vector register (1 when the target has no vector unit).
+    pub lanes: usize,
+    /// Names of the vector registers.
+    pub vregs: Vec<String>,
     pub body: Vec<Stmt>,
 }
 
@@ -120,6 +129,15 @@ impl Func {
 
     pub fn field(&self, f: Field) -> &FieldDecl {
         &self.fields[f.0 as usize]
+    }
+
+    pub fn vreg(&self, r: VReg) -> &str {
+        &self.vregs[r.0 as usize]
+    }
+
+    /// The C type of a vector register.
+    pub fn vector_type(&self) -> String {
+        format!("floatv{}", self.lanes)
     }
 }
 
@@ -316,11 +334,45 @@ pub enum Stmt {
         place: Place,
         value: Value,
     },
-    /// `place = fold(place, value)`.
+    /// `reg` = the [`Func::lanes`] f32 elements from `place` on (`simd_loadu`), or with
+    /// `broadcast` the one at `place` in every lane (`simd_loade`). LDM places only.
+    VLoad {
+        reg: VReg,
+        place: Place,
+        broadcast: bool,
+    },
+    /// The lanes of `reg` to the elements from `place` on (`simd_storeu`). LDM places only.
+    VStore {
+        reg: VReg,
+        place: Place,
+    },
+    /// `acc = a * b + acc` lane by lane, each rounded once (`simd_vmas`).
+    VFma {
+        acc: VReg,
+        a: VReg,
+        b: VReg,
+    },
+    /// `place = fold(place, value)`. A float sum of a product (see [`fused_product`]) is one
+    /// fused multiply-add, `place = fma(a, b, place)`, rounded once: what the vector code's
+    /// `simd_vmas` computes, so that blocked, vector and scalar code give every element the
+    /// same value.
     Fold {
         kind: ReduceKind,
         dtype: DType,
         place: Place,
         value: Value,
     },
+}
+
+/// The factors of a fold that is one fused multiply-add: a float [`ReduceKind::Sum`] of a
+/// product.
+pub fn fused_product(kind: ReduceKind, dtype: DType, value: &Value) -> Option<(&Value, &Value)> {
+    match value {
+        Value::Binary(BinaryOp::Mul, d, a, b)
+            if kind == ReduceKind::Sum && matches!(dtype, DType::F32 | DType::F64) && *d == dtype =>
+        {
+            Some((a, b))
+        }
+        _ => None,
+    }
 }

@@ -3,9 +3,9 @@
 //! A box DMA of data prints as the call alone; one of another class is bracketed by
 //! `SWFLOW_DMA_CLASS` lines, setting its class before and data after.
 
-use super::{Cond, DmaClass, Func, Half, Int, Local, Place, Stmt, Value};
+use super::{fused_product, Cond, DmaClass, Func, Half, Int, Local, Place, Stmt, Value};
 use crate::cost::charge;
-use crate::scalar::{binary, cast, ctype, fold, literal, unary};
+use crate::scalar::{binary, cast, ctype, fma, fold, literal, unary};
 use crate::writer::Writer;
 use swflow_frontend::ir::DType;
 
@@ -61,6 +61,9 @@ pub fn print_body(f: &Func, func: &str) -> String {
             })
             .collect();
         w.line(format!("long {};", names.join(", ")));
+    }
+    for regs in f.vregs.chunks(8) {
+        w.line(format!("{} {};", f.vector_type(), regs.join(", ")));
     }
     w.line("");
     w.line("SWFLOW_LDM_BUFFER(&ldm->para, sizeof ldm->para, \"para\");");
@@ -216,12 +219,24 @@ impl Printer<'_> {
                 ));
             }
             Stmt::Store { place, value } => w.line(format!("{} = {};", self.place(place), self.value(value))),
+            Stmt::VLoad { reg, place, broadcast } => {
+                let how = if *broadcast { "simd_loade" } else { "simd_loadu" };
+                w.line(format!("{how}({}, &{});", self.f.vreg(*reg), self.place(place)));
+            }
+            Stmt::VStore { reg, place } => w.line(format!("simd_storeu({}, &{});", self.f.vreg(*reg), self.place(place))),
+            Stmt::VFma { acc, a, b } => {
+                let (acc, a, b) = (self.f.vreg(*acc), self.f.vreg(*a), self.f.vreg(*b));
+                w.line(format!("{acc} = simd_vmas({a}, {b}, {acc});"));
+            }
             Stmt::Fold {
                 kind,
                 dtype,
                 place,
                 value,
-            } => w.line(fold(*kind, *dtype, &self.place(place), &self.value(value))),
+            } => w.line(match fused_product(*kind, *dtype, value) {
+                Some((a, b)) => fma(*dtype, &self.place(place), &self.value(a), &self.value(b)),
+                None => fold(*kind, *dtype, &self.place(place), &self.value(value)),
+            }),
         }
     }
 

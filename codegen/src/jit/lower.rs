@@ -20,11 +20,14 @@ use swflow_scheduler::loops::Scalar;
 
 mod block;
 mod transpose;
+mod vector;
 
 use swflow_scheduler::schedule::{LDM_BUFFER_ALIGN, PARAM_FIELD_BYTES};
 
 use super::runtime::{Callee, Pool};
-use crate::cpe::{Array, BoxDma, BoxPad, Buf, Cond, DmaClass, Func, Half, Int, Place, Stmt, Value, Var};
+use crate::cpe::{
+    fused_product, Array, BoxDma, BoxPad, Buf, Cond, DmaClass, Func, Half, Int, Place, Stmt, Value, Var,
+};
 
 /// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
 /// then each buffer (aligned to [`LDM_BUFFER_ALIGN`]), then the reply counters (`i32`). The
@@ -85,6 +88,7 @@ pub fn lower(
         stop,
         strided: HashMap::new(),
         consts: block::constant_vars(f),
+        vregs: Vec::new(),
     };
     l.function();
 }
@@ -114,6 +118,8 @@ struct Lower<'a, 'b> {
     strided: HashMap<*const Place, Variable>,
     /// The variables the program only ever sets to one constant.
     consts: HashMap<Var, i64>,
+    /// Each vector register as `f32x4` variables.
+    vregs: Vec<Vec<Variable>>,
 }
 
 const I64: Type = types::I64;
@@ -161,6 +167,7 @@ impl<'f> Lower<'f, '_> {
             self.b.def_var(var, zero);
             self.fields.push(var);
         }
+        self.declare_vregs();
         for (i, buf) in self.f.bufs.iter().enumerate() {
             if buf.double {
                 let var = self.b.declare_var(I64);
@@ -241,6 +248,9 @@ impl<'f> Lower<'f, '_> {
     fn stmt(&mut self, s: &'f Stmt) {
         match s {
             Stmt::Comment(_) => {}
+            Stmt::VLoad { reg, place, broadcast } => self.vload(*reg, place, *broadcast),
+            Stmt::VStore { reg, place } => self.vstore(*reg, place),
+            Stmt::VFma { acc, a, b } => self.vfma(*acc, *a, *b),
             Stmt::Set(v, e) => {
                 let x = self.int(e);
                 self.b.def_var(self.vars[v.0 as usize], x);
@@ -623,6 +633,14 @@ impl Lower<'_, '_> {
     /// the place once; the other folds (`t = op(t, v)`) evaluate it twice, which for a direct
     /// access is two checked accesses.
     fn fold(&mut self, kind: ReduceKind, d: DType, place: &Place, value: &Value) {
+        if let Some((a, b)) = fused_product(kind, d, value) {
+            let (a, b) = (self.value(a), self.value(b));
+            let addr = self.place_addr(place);
+            let old = self.b.ins().load(ty(d), trusted(), addr, 0);
+            let new = self.b.ins().fma(a, b, old);
+            self.b.ins().store(trusted(), new, addr, 0);
+            return;
+        }
         let v = self.value(value);
         let addr = self.place_addr(place);
         let old = self.b.ins().load(ty(d), trusted(), addr, 0);
@@ -1310,6 +1328,14 @@ fn lane_wise(v: &Value, slope: &dyn Fn(&Place) -> Option<i64>) -> bool {
     }
 }
 
+/// The binary operation of a maximum or minimum fold.
+fn extreme_op(kind: ReduceKind) -> BinaryOp {
+    match kind {
+        ReduceKind::Max => BinaryOp::Max,
+        _ => BinaryOp::Min,
+    }
+}
+
 fn vector_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
@@ -1336,13 +1362,18 @@ impl<'f> Lower<'f, '_> {
                 self.b.ins().store(vector_flags(), x, at, 0);
             }
             Stmt::Fold { kind, place, value, .. } => {
-                let x = self.vector_value(value, &addrs);
                 let at = self.b.use_var(addrs[&(place as *const Place)].0);
                 let old = self.b.ins().load(types::F32X4, vector_flags(), at, 0);
                 let new = match kind {
-                    ReduceKind::Sum => self.b.ins().fadd(old, x),
-                    ReduceKind::Max => self.vector_extreme(BinaryOp::Max, old, x),
-                    _ => self.vector_extreme(BinaryOp::Min, old, x),
+                    ReduceKind::Sum => self.lane_sum(old, value, true, &mut |l, p| {
+                        let (var, step) = addrs[&(p as *const Place)];
+                        let at = l.b.use_var(var);
+                        l.lanes_load(at, 0, step)
+                    }),
+                    kind => {
+                        let x = self.vector_value(value, &addrs);
+                        self.vector_extreme(extreme_op(*kind), old, x)
+                    }
                 };
                 self.b.ins().store(vector_flags(), new, at, 0);
             }
@@ -1424,6 +1455,22 @@ impl<'f> Lower<'f, '_> {
                 }
             }
             _ => unreachable!("vectorizable values hold loads, constants and lane-wise operations"),
+        }
+    }
+
+    /// `old` plus `v` on four lanes or one f32 scalar, as [`Stmt::Fold`] sums: a product is
+    /// one fused multiply-add.
+    fn lane_sum(&mut self, old: Val, v: &Value, vector: bool, load: &mut dyn FnMut(&mut Self, &Place) -> Val) -> Val {
+        match fused_product(ReduceKind::Sum, DType::F32, v) {
+            Some((a, b)) => {
+                let a = self.lane_value(a, vector, load);
+                let b = self.lane_value(b, vector, load);
+                self.b.ins().fma(a, b, old)
+            }
+            None => {
+                let x = self.lane_value(v, vector, load);
+                self.b.ins().fadd(old, x)
+            }
         }
     }
 

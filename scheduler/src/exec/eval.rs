@@ -283,6 +283,11 @@ pub(crate) fn eval_box<'a>(
         value.visit(&mut |e| found |= matches!(e, Expr::Acc));
         found
     };
+    // A sum of a product folds each point with one fused multiply-add (see `Stmt`).
+    let fused = kind == Some(ReduceKind::Sum)
+        && !reads_acc
+        && matches!(value, Expr::Binary(BinaryOp::Mul, ..))
+        && matches!(target.data, Data::F32(_) | Data::F64(_));
     let value = build(value, loc, &col, cache)?;
     let store = Load {
         data: &Data::F32(Vec::new()),
@@ -309,6 +314,13 @@ pub(crate) fn eval_box<'a>(
         }
         match &fast {
             Some(f) => f.run(target.data, &store, tbase, &point, col.len)?,
+            None if fused => {
+                let Node::Binary(_, x, y) = &value else {
+                    unreachable!("a fused fold's value is a product")
+                };
+                let (x, y) = (x.eval(&point, &col, &no_acc)?, y.eval(&point, &col, &no_acc)?);
+                fold_fused(target.data, &store, tbase, col.len, &x, &y)?;
+            }
             None => {
                 let column;
                 let acc = if reads_acc {
@@ -329,6 +341,25 @@ pub(crate) fn eval_box<'a>(
             }
             point[l] = 0;
         }
+    }
+    Ok(())
+}
+
+/// Adds the products of columns `x` and `y` (length 1 repeats) to the target's column points,
+/// each rounded once (a fused multiply-add), in order.
+fn fold_fused(t: &mut Data, store: &Load, tbase: isize, n: usize, x: &Data, y: &Data) -> Result<(), String> {
+    macro_rules! fma {
+        ($t:expr, $x:expr, $y:expr) => {{
+            for j in 0..n {
+                let slot = &mut $t[store.at(tbase, j)];
+                *slot = $x[j.min($x.len() - 1)].mul_add($y[j.min($y.len() - 1)], *slot);
+            }
+        }};
+    }
+    match (t, x, y) {
+        (Data::F32(t), Data::F32(x), Data::F32(y)) => fma!(t, x, y),
+        (Data::F64(t), Data::F64(x), Data::F64(y)) => fma!(t, x, y),
+        _ => return Err("value and target types differ".into()),
     }
     Ok(())
 }
@@ -371,7 +402,7 @@ fn fold_into(
 
 /// Statement shapes evaluated directly on storage.
 enum Fast<'n, 'a> {
-    /// `target sum= a * b` on f32 or f64.
+    /// `target sum= a * b` on f32 or f64, one fused multiply-add a point.
     Mac(&'n Load<'a>, &'n Load<'a>),
     /// `target = a`.
     Copy(&'n Load<'a>),
@@ -408,12 +439,13 @@ impl<'n, 'a> Fast<'n, 'a> {
                     let slot = tbase as usize;
                     let mut acc = t[slot];
                     for j in 0..n {
-                        acc += x[a.at(ba, j)] * y[b.at(bb, j)];
+                        acc = x[a.at(ba, j)].mul_add(y[b.at(bb, j)], acc);
                     }
                     t[slot] = acc;
                 } else {
                     for j in 0..n {
-                        t[store.at(tbase, j)] += x[a.at(ba, j)] * y[b.at(bb, j)];
+                        let slot = &mut t[store.at(tbase, j)];
+                        *slot = x[a.at(ba, j)].mul_add(y[b.at(bb, j)], *slot);
                     }
                 }
             }};

@@ -362,7 +362,9 @@ pub struct Reduction {
 /// subscripts use parallel loops only. A reduction with an epilogue may also keep the reduced
 /// value itself: `keep` stores it, before the epilogue replaces it, into another tensor of the
 /// target's type at the target's subscripts (a value both the epilogue's consumer and later
-/// kernels read, such as a pre-activation the backward pass needs).
+/// kernels read, such as a pre-activation the backward pass needs). A float sum of a product
+/// folds each point with one fused multiply-add (`target = a * b + target`, rounded once), as
+/// the CPEs' vector code does.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stmt {
     /// Affine subscripts only.

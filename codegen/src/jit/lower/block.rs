@@ -20,9 +20,9 @@ use std::collections::HashMap;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Type, Value as Val};
 use cranelift_frontend::Variable;
-use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
+use swflow_frontend::ir::{DType, ReduceKind};
 
-use super::{lane_wise, ldm_places, vector_flags, Lower, Strided, I64, LANES};
+use super::{extreme_op, lane_wise, ldm_places, vector_flags, Lower, Strided, I64, LANES};
 use crate::cpe::{Func, Int, Place, Stmt, Value, Var};
 
 /// Rows of a block.
@@ -460,25 +460,22 @@ impl<'f> Lower<'f, '_> {
                     x
                 };
                 let vector_lanes = matches!(lanes, Lanes::Vectors(_));
-                let x = self.lane_value(w.plan.value, vector_lanes, &mut load);
                 let acc = *accs.next().expect("one accumulator per vector");
                 let old = self.b.use_var(acc);
                 let new = match (w.plan.kind, vector_lanes) {
-                    (ReduceKind::Sum, _) => self.b.ins().fadd(old, x),
-                    (kind, true) => self.vector_extreme(extreme_op(kind), old, x),
-                    (kind, false) => self.binary(extreme_op(kind), DType::F32, old, x),
+                    (ReduceKind::Sum, _) => self.lane_sum(old, w.plan.value, vector_lanes, &mut load),
+                    (kind, true) => {
+                        let x = self.lane_value(w.plan.value, vector_lanes, &mut load);
+                        self.vector_extreme(extreme_op(kind), old, x)
+                    }
+                    (kind, false) => {
+                        let x = self.lane_value(w.plan.value, vector_lanes, &mut load);
+                        self.binary(extreme_op(kind), DType::F32, old, x)
+                    }
                 };
                 self.b.def_var(acc, new);
             }
         }
-    }
-}
-
-/// The binary operation of a maximum or minimum fold.
-fn extreme_op(kind: ReduceKind) -> BinaryOp {
-    match kind {
-        ReduceKind::Max => BinaryOp::Max,
-        _ => BinaryOp::Min,
     }
 }
 

@@ -1,0 +1,680 @@
+//! Register-blocked vector code for a sum of products on LDM tiles (matrix products,
+//! convolutions): `t[..] += a[..] * b[..]` in f32.
+//!
+//! One parallel loop, the *lanes*, moves the target and the factors that move along it by one
+//! element (a factor that does not move along it is broadcast); another parallel loop may give
+//! a block several *rows* that share the factors not moving along it. The other parallel
+//! loops run outside, and the reduction loops innermost, in their order:
+//! ```text
+//! for outer points:
+//!   for row blocks of R rows, then single rows:
+//!     for lane blocks of V vectors, then single vectors, then single lanes:
+//!       load the block's target elements into accumulators (R x V registers)
+//!       for every reduction point (in nest order):
+//!         load the factors' vectors (simd_loadu) or broadcast elements (simd_loade)
+//!         acc[i][j] = simd_vmas(a, b, acc[i][j])   for every row i and vector j
+//!       store the accumulators
+//! ```
+//! Each target element therefore takes the same fused multiply-adds, in the same order, as
+//! in the scalar nest ([`super::super::Stmt::Fold`]), so the results are equal bit for bit.
+//! Each factor walks the reduction loops with an index per row it moves along, bumped by its
+//! stride at every step, so a step costs a load per vector, a multiply-add per accumulator,
+//! and an add per index.
+
+use swflow_emulator::timing::Ops;
+use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
+use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program};
+use swflow_scheduler::schedule::Schedule;
+
+use super::{charge, Gen};
+use crate::cost::{self, int, LOOP};
+use crate::cpe::{Func, Half, Int, Local, Place, Stmt, VReg, Value, Var, VarDecl};
+
+/// Rows of a block, at most.
+const ROWS: usize = 4;
+/// Target elements a row of a block spans: four `floatv4` or two `floatv8`.
+const ROW_LANES: usize = 16;
+/// Vector registers a block may hold (of the CPE's 32, `$31` reads as zero and one is left to
+/// the compiler: reference/simd.md).
+const REGISTERS: usize = 30;
+
+/// How a kernel's compute nest runs as vector blocks.
+pub(super) struct Plan {
+    lanes_loop: usize,
+    rows_loop: Option<usize>,
+    /// The other parallel loops, in nest order.
+    outer: Vec<usize>,
+    /// The reduction loops, in nest order.
+    reduce: Vec<usize>,
+    factors: [Factor; 2],
+    /// f32 lanes of a vector register.
+    lanes: usize,
+    /// Vectors per row of a full block.
+    vectors: usize,
+    /// Rows of a full block (1 without a rows loop).
+    rows: usize,
+}
+
+struct Factor {
+    /// Its access, in [`Gen::all`] order.
+    access: usize,
+    /// Moves along the lanes by one element (else it is the same in every lane).
+    along_lanes: bool,
+    along_rows: bool,
+}
+
+impl Factor {
+    /// Indices it walks with in a block of `rows` rows: one per row it moves along.
+    fn streams(&self, rows: usize) -> usize {
+        if self.along_rows {
+            rows
+        } else {
+            1
+        }
+    }
+
+    /// Registers one reduction step loads for a block of `rows` rows and `vectors` vectors.
+    fn registers(&self, rows: usize, vectors: usize) -> usize {
+        self.streams(rows) * if self.along_lanes { vectors } else { 1 }
+    }
+}
+
+/// The plan for kernel `k` under schedule `s` with `lanes` f32 lanes a vector, when its
+/// compute nest is a sum of products of two f32 LDM tiles into an f32 LDM tile that every
+/// parallel point reaches at its own element. `buffered` and `streamed` tell, per access,
+/// whether it is in an LDM buffer and whether that buffer is a tape arena.
+pub(super) fn plan(
+    p: &Program,
+    k: &Kernel,
+    s: &Schedule,
+    lanes: usize,
+    buffered: &[bool],
+    streamed: &[bool],
+) -> Option<Plan> {
+    if lanes < 2 {
+        return None;
+    }
+    let r = k.stmt.reduce?;
+    if r.kind != ReduceKind::Sum || k.stmt.keep.is_some() {
+        return None;
+    }
+    let all = swflow_scheduler::schedule::accesses(k);
+    let f32_tile = |i: usize| buffered[i] && !streamed[i];
+    let Expr::Binary(BinaryOp::Mul, a, b) = &k.stmt.value else {
+        return None;
+    };
+    let (Expr::Load(a), Expr::Load(b)) = (&**a, &**b) else {
+        return None;
+    };
+    let position = |x: &Access| all.iter().position(|y| std::ptr::eq(*y, x));
+    let (fa, fb) = (position(a)?, position(b)?);
+    let tensor = |i: usize| k.operands[all[i].operand];
+    for i in [0, fa, fb] {
+        if !f32_tile(i) || p.tensor(tensor(i)).ty.dtype != DType::F32 {
+            return None;
+        }
+    }
+    if [fa, fb].iter().any(|&i| tensor(i) == tensor(0)) {
+        return None;
+    }
+    // Loops each subscript of an access uses, with their coefficients.
+    let affine = |i: usize| -> Option<Vec<Vec<(usize, i64)>>> {
+        all[i]
+            .index
+            .iter()
+            .map(|x| match x {
+                Index::Affine(x) => Some(x.terms.iter().filter(|t| t.1 != 0).copied().collect()),
+                Index::Gathered { .. } => None,
+            })
+            .collect()
+    };
+    let (ti, ai, bi) = (affine(0)?, affine(fa)?, affine(fb)?);
+    let parallel: Vec<usize> = (0..k.loops.len()).filter(|&l| k.loops[l].kind == LoopKind::Parallel).collect();
+    let reduce: Vec<usize> = (0..k.loops.len()).filter(|&l| k.loops[l].kind == LoopKind::Reduce).collect();
+    if reduce.is_empty() {
+        return None;
+    }
+    // The target: one loop per subscript, each parallel loop in one subscript, step ±1.
+    let uses = |sub: &[Vec<(usize, i64)>], l: usize| sub.iter().filter(|d| d.iter().any(|t| t.0 == l)).count();
+    if ti.iter().any(|d| d.len() > 1 || d.iter().any(|t| t.1.abs() != 1)) {
+        return None;
+    }
+    if parallel.iter().any(|&l| uses(&ti, l) != 1) || reduce.iter().any(|&l| uses(&ti, l) != 0) {
+        return None;
+    }
+    // Moves by one element along `l` (only in the last subscript, coefficient 1), or not at all.
+    let lane_step = |sub: &[Vec<(usize, i64)>], l: usize| -> Option<bool> {
+        match uses(sub, l) {
+            0 => Some(false),
+            1 if sub.last().is_some_and(|d| d.contains(&(l, 1))) => Some(true),
+            _ => None,
+        }
+    };
+    // The lanes: the innermost parallel loop along which the target moves by one element and
+    // each factor by one or none, at least one factor moving.
+    let lanes_loop = parallel.iter().rev().copied().find(|&l| {
+        lane_step(&ti, l) == Some(true)
+            && matches!(
+                (lane_step(&ai, l), lane_step(&bi, l)),
+                (Some(x), Some(y)) if x || y
+            )
+    })?;
+    let vectors = ROW_LANES.div_ceil(lanes).max(1);
+    let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| Factor {
+        access,
+        along_lanes: lane_step(sub, lanes_loop) == Some(true),
+        along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
+    };
+    // The rows: the parallel loop, with tiles of several points, that needs the fewest
+    // loads per multiply-add within the registers.
+    let loads = |rows: Option<usize>, n: usize| {
+        let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
+        let regs = x.registers(n, vectors) + y.registers(n, vectors);
+        (regs + n * vectors <= REGISTERS).then_some(regs as f64 / (n * vectors) as f64)
+    };
+    let mut best = (None, 1, loads(None, 1)?);
+    for &l in parallel.iter().filter(|&&l| l != lanes_loop && s.tiles[l] > 1) {
+        for n in (2..=ROWS).rev() {
+            if let Some(cost) = loads(Some(l), n) {
+                if cost < best.2 {
+                    best = (Some(l), n, cost);
+                }
+                break;
+            }
+        }
+    }
+    let (rows_loop, rows, _) = best;
+    let outer = parallel
+        .iter()
+        .copied()
+        .filter(|&l| l != lanes_loop && Some(l) != rows_loop)
+        .collect();
+    Some(Plan {
+        lanes_loop,
+        rows_loop,
+        outer,
+        reduce,
+        factors: [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)],
+        lanes,
+        vectors,
+        rows,
+    })
+}
+
+/// The variables and registers of a plan's code.
+pub(super) struct Vars {
+    plan: Plan,
+    /// Index of each row's first target element in a block.
+    target: Vec<Var>,
+    /// Target elements from one row to the next.
+    target_row: Option<Var>,
+    /// Per factor: elements from one row to the next (when it moves along the rows), and per
+    /// reduction loop, from one point to the next.
+    row_stride: [Option<Var>; 2],
+    step: [Vec<Var>; 2],
+    /// Per factor, per stream (row): its index at the block's start and inside each reduction
+    /// loop.
+    walk: [Vec<Vec<Var>>; 2],
+    /// Accumulators `[row][vector]`, and per factor per stream its loaded vectors.
+    acc: Vec<Vec<VReg>>,
+    loaded: [Vec<Vec<VReg>>; 2],
+}
+
+impl Vars {
+    /// Declares the variables and registers of `plan` in `f`, named after `prefix`.
+    pub(super) fn declare(plan: Plan, f: &mut Func, prefix: &str) -> Vars {
+        let mut line = Vec::new();
+        let mut var = |f: &mut Func, name: String| {
+            f.vars.push(VarDecl { name, init: None });
+            let v = Var(f.vars.len() as u32 - 1);
+            line.push(Local::Var(v));
+            v
+        };
+        let target = (0..plan.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
+        let target_row = plan.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
+        let mut row_stride = [None, None];
+        let mut step = [Vec::new(), Vec::new()];
+        let mut walk = [Vec::new(), Vec::new()];
+        for (x, fac) in plan.factors.iter().enumerate() {
+            let name = ["a", "b"][x];
+            row_stride[x] = fac.along_rows.then(|| var(f, format!("{prefix}{name}_row")));
+            step[x] = (0..plan.reduce.len())
+                .map(|j| var(f, format!("{prefix}{name}_step{j}")))
+                .collect();
+            walk[x] = (0..fac.streams(plan.rows))
+                .map(|i| {
+                    (0..=plan.reduce.len())
+                        .map(|j| var(f, format!("{prefix}{name}{i}_{j}")))
+                        .collect()
+                })
+                .collect();
+        }
+        f.decl_lines.push(line);
+        let reg = |f: &mut Func, name: String| {
+            f.vregs.push(name);
+            VReg(f.vregs.len() as u32 - 1)
+        };
+        let acc = (0..plan.rows)
+            .map(|i| (0..plan.vectors).map(|j| reg(f, format!("{prefix}acc{i}_{j}"))).collect())
+            .collect();
+        let mut loaded = [Vec::new(), Vec::new()];
+        for (x, fac) in plan.factors.iter().enumerate() {
+            let per_stream = if fac.along_lanes { plan.vectors } else { 1 };
+            loaded[x] = (0..fac.streams(plan.rows))
+                .map(|i| {
+                    (0..per_stream)
+                        .map(|j| reg(f, format!("{prefix}{}{i}_{j}", ["va", "vb"][x])))
+                        .collect()
+                })
+                .collect();
+        }
+        Vars {
+            plan,
+            target,
+            target_row,
+            row_stride,
+            step,
+            walk,
+            acc,
+            loaded,
+        }
+    }
+}
+
+/// What a block computes across its lanes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Width {
+    Vectors(usize),
+    Lane,
+}
+
+/// An unaligned vector load (`simd_loadu`). No public source gives its cost on a CPE: it is
+/// charged as two LDM loads and a merge on P0, as the pair of aligned accesses it is built
+/// from (an assumption).
+const VLOAD: Ops = Ops {
+    load: 2,
+    fp: 1,
+    ..Ops::ZERO
+};
+/// An unaligned vector store (`simd_storeu`): two LDM stores and a merge (an assumption, as
+/// [`VLOAD`]).
+const VSTORE: Ops = Ops {
+    store: 2,
+    fp: 1,
+    ..Ops::ZERO
+};
+/// A load of one element into every lane (`simd_loade`): one LDM load.
+const VBROADCAST: Ops = Ops { load: 1, ..Ops::ZERO };
+
+impl Gen<'_> {
+    /// The vector code of the compute nest, with its charges.
+    pub(super) fn vector_nest(&self, out: &mut Vec<Stmt>, v: &Vars) {
+        let p = &v.plan;
+        out.push(Stmt::Comment(format!(
+            "In blocks of {} row(s) ({}) by {} vector(s) of {} lanes ({}).",
+            p.rows,
+            p.rows_loop.map_or("-".to_string(), |l| self.loop_names[l].clone()),
+            p.vectors,
+            p.lanes,
+            self.loop_names[p.lanes_loop]
+        )));
+        // Strides, once per tile.
+        let mut setup = Vec::new();
+        let mut ops = Ops::default();
+        if let (Some(rv), Some(l)) = (v.target_row, p.rows_loop) {
+            let (e, o) = self.stride(0, l);
+            setup.push(Stmt::Set(rv, e));
+            ops += o;
+        }
+        for (x, fac) in p.factors.iter().enumerate() {
+            if let (Some(rv), Some(l)) = (v.row_stride[x], p.rows_loop) {
+                let (e, o) = self.stride(fac.access, l);
+                setup.push(Stmt::Set(rv, e));
+                ops += o;
+            }
+            for (j, &l) in p.reduce.iter().enumerate() {
+                let (e, o) = self.stride(fac.access, l);
+                setup.push(Stmt::Set(v.step[x][j], e));
+                ops += o;
+            }
+        }
+        super::charge_once(out, ops);
+        out.extend(setup);
+        self.charge_blocks(out, v);
+        let lanes = |rows: usize| self.lane_loops(v, rows);
+        let rowed = match p.rows_loop {
+            Some(l) => {
+                let (o, n) = (self.origin(l), self.extent(l));
+                let full = o.clone() + n.clone() / Int::Const(p.rows as i64) * Int::Const(p.rows as i64);
+                vec![
+                    Stmt::For {
+                        var: self.point[l],
+                        from: o,
+                        to: full.clone(),
+                        step: Int::Const(p.rows as i64),
+                        body: lanes(p.rows),
+                    },
+                    Stmt::For {
+                        var: self.point[l],
+                        from: full,
+                        to: self.origin(l) + n,
+                        step: Int::Const(1),
+                        body: lanes(1),
+                    },
+                ]
+            }
+            None => lanes(1),
+        };
+        out.extend(self.point_loops(&p.outer, rowed));
+    }
+
+    /// Elements of access `i`'s buffer from one point of loop `l` to the next, and the
+    /// operations that compute it.
+    fn stride(&self, i: usize, l: usize) -> (Int, Ops) {
+        let v = self.buf_vars(i);
+        let row: Vec<Int> = v.half.map(Int::Var).into_iter().collect();
+        let extent = |d: usize| Int::Elem(v.extent, row.iter().cloned().chain([Int::Const(d as i64)]).collect());
+        let rank = self.all[i].index.len();
+        let mut terms = Vec::new();
+        let mut ops = Ops::default();
+        for (d, x) in self.all[i].index.iter().enumerate() {
+            let Index::Affine(x) = x else {
+                unreachable!("planned accesses have affine subscripts")
+            };
+            let c: i64 = x.terms.iter().filter(|t| t.0 == l).map(|t| t.1).sum();
+            if c == 0 {
+                continue;
+            }
+            let mut factors: Vec<Int> = (d + 1..rank).map(extent).collect();
+            if c != 1 {
+                factors.push(Int::Const(c));
+            }
+            ops += int(factors.len().saturating_sub(1) as u32);
+            terms.push(Int::product(factors));
+        }
+        ops += int(terms.len().saturating_sub(1) as u32 + 1);
+        (Int::sum(terms), ops)
+    }
+
+    /// The lanes loops of a block row group: full blocks, single vectors, single lanes.
+    fn lane_loops(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
+        let p = &v.plan;
+        let l = p.lanes_loop;
+        let (o, n) = (self.origin(l), self.extent(l));
+        let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
+        let span = p.vectors * p.lanes;
+        let mut out = Vec::new();
+        let widths = [
+            (o.clone(), multiple(span), span, Width::Vectors(p.vectors)),
+            (multiple(span), multiple(p.lanes), p.lanes, Width::Vectors(1)),
+            (multiple(p.lanes), o.clone() + n.clone(), 1, Width::Lane),
+        ];
+        for (from, to, step, width) in widths {
+            if width == Width::Vectors(1) && p.vectors == 1 {
+                continue;
+            }
+            out.push(Stmt::For {
+                var: self.point[l],
+                from,
+                to,
+                step: Int::Const(step as i64),
+                body: self.block(v, rows, width),
+            });
+        }
+        out
+    }
+
+    /// One block: `rows` rows from the rows loop's point, `width` lanes from the lanes loop's.
+    fn block(&self, v: &Vars, rows: usize, width: Width) -> Vec<Stmt> {
+        let p = &v.plan;
+        let mut out = Vec::new();
+        for &l in &p.reduce {
+            out.push(Stmt::Set(self.point[l], self.origin(l)));
+        }
+        let (target, _) = self.access_ref(0);
+        out.push(Stmt::Set(v.target[0], ldm_index(&target)));
+        for i in 1..rows {
+            let row = v.target_row.expect("several rows have a row stride");
+            out.push(Stmt::Set(v.target[i], Int::Var(v.target[i - 1]) + Int::Var(row)));
+        }
+        for (x, fac) in p.factors.iter().enumerate() {
+            let (place, _) = self.access_ref(fac.access);
+            out.push(Stmt::Set(v.walk[x][0][0], ldm_index(&place)));
+            for i in 1..fac.streams(rows) {
+                let row = v.row_stride[x].expect("a factor along the rows has a row stride");
+                out.push(Stmt::Set(v.walk[x][i][0], Int::Var(v.walk[x][i - 1][0]) + Int::Var(row)));
+            }
+        }
+        let vectors = match width {
+            Width::Vectors(n) => n,
+            Width::Lane => 0,
+        };
+        for i in 0..rows {
+            for j in 0..vectors {
+                out.push(Stmt::VLoad {
+                    reg: v.acc[i][j],
+                    place: self.at(0, v.target[i], j * p.lanes),
+                    broadcast: false,
+                });
+            }
+        }
+        out.extend(self.walk(v, rows, width, 0));
+        for i in 0..rows {
+            for j in 0..vectors {
+                out.push(Stmt::VStore {
+                    reg: v.acc[i][j],
+                    place: self.at(0, v.target[i], j * p.lanes),
+                });
+            }
+        }
+        out
+    }
+
+    /// Reduction loop `level` (then the step itself) of a block.
+    fn walk(&self, v: &Vars, rows: usize, width: Width, level: usize) -> Vec<Stmt> {
+        let p = &v.plan;
+        if level == p.reduce.len() {
+            return self.step(v, rows, width);
+        }
+        let streams = |x: usize| 0..p.factors[x].streams(rows);
+        let mut out = Vec::new();
+        for x in 0..2 {
+            for i in streams(x) {
+                out.push(Stmt::Set(v.walk[x][i][level + 1], Int::Var(v.walk[x][i][level])));
+            }
+        }
+        let mut body = self.walk(v, rows, width, level + 1);
+        for x in 0..2 {
+            for i in streams(x) {
+                let w = v.walk[x][i][level + 1];
+                body.push(Stmt::Set(w, Int::Var(w) + Int::Var(v.step[x][level])));
+            }
+        }
+        let l = p.reduce[level];
+        out.push(Stmt::For {
+            var: self.point[l],
+            from: self.origin(l),
+            to: self.origin(l) + self.extent(l),
+            step: Int::Const(1),
+            body,
+        });
+        out
+    }
+
+    /// One reduction point of a block.
+    fn step(&self, v: &Vars, rows: usize, width: Width) -> Vec<Stmt> {
+        let p = &v.plan;
+        let depth = p.reduce.len();
+        let stream = |x: usize, row: usize| if p.factors[x].along_rows { row } else { 0 };
+        let mut out = Vec::new();
+        match width {
+            Width::Vectors(vectors) => {
+                for (x, fac) in p.factors.iter().enumerate() {
+                    for i in 0..fac.streams(rows) {
+                        let n = if fac.along_lanes { vectors } else { 1 };
+                        for j in 0..n {
+                            out.push(Stmt::VLoad {
+                                reg: v.loaded[x][i][j],
+                                place: self.at(fac.access, v.walk[x][i][depth], j * p.lanes),
+                                broadcast: !fac.along_lanes,
+                            });
+                        }
+                    }
+                }
+                for i in 0..rows {
+                    for j in 0..vectors {
+                        let reg = |x: usize| v.loaded[x][stream(x, i)][if p.factors[x].along_lanes { j } else { 0 }];
+                        out.push(Stmt::VFma {
+                            acc: v.acc[i][j],
+                            a: reg(0),
+                            b: reg(1),
+                        });
+                    }
+                }
+            }
+            Width::Lane => {
+                for i in 0..rows {
+                    let load = |x: usize| {
+                        Box::new(Value::Load(
+                            self.at(p.factors[x].access, v.walk[x][stream(x, i)][depth], 0),
+                        ))
+                    };
+                    out.push(Stmt::Fold {
+                        kind: ReduceKind::Sum,
+                        dtype: DType::F32,
+                        place: self.at(0, v.target[i], 0),
+                        value: Value::Binary(BinaryOp::Mul, DType::F32, load(0), load(1)),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Element `offset` after index `at` of access `i`'s buffer.
+    fn at(&self, i: usize, at: Var, offset: usize) -> Place {
+        let index = match offset {
+            0 => Int::Var(at),
+            n => Int::Var(at) + Int::Const(n as i64),
+        };
+        Place::Ldm {
+            buf: self.buf_vars(i).buf,
+            half: if self.double(i) { Half::Current } else { Half::Single },
+            index,
+        }
+    }
+
+    /// Charges every block of the nest, its loops and its steps.
+    fn charge_blocks(&self, out: &mut Vec<Stmt>, v: &Vars) {
+        let p = &v.plan;
+        let outer_points = Int::product(p.outer.iter().map(|&l| self.extent(l)).collect());
+        // The outer loops' control, as the scalar nest charges it.
+        for j in 0..p.outer.len() {
+            let iterations = Int::product(p.outer[..=j].iter().map(|&l| self.extent(l)).collect());
+            charge(out, LOOP + int(1), iterations);
+        }
+        let div = |a: Int, b: usize| a / Int::Const(b as i64);
+        let rem = |a: Int, b: usize| a % Int::Const(b as i64);
+        // Row groups per outer point: full blocks, then single rows.
+        let groups: Vec<(usize, Int)> = match p.rows_loop {
+            Some(l) => {
+                let (full, single) = (div(self.extent(l), p.rows), rem(self.extent(l), p.rows));
+                // Two row loops: each iteration's control, and their bounds (a multiple of the
+                // block, by shifts) and starts once.
+                charge(out, LOOP, outer_points.clone() * (full.clone() + single.clone()));
+                charge(out, int(9), outer_points.clone());
+                vec![(p.rows, full), (1, single)]
+            }
+            None => vec![(1, Int::Const(1))],
+        };
+        let n = self.extent(p.lanes_loop);
+        let span = p.vectors * p.lanes;
+        let mut widths = vec![(Width::Vectors(p.vectors), div(n.clone(), span))];
+        if p.vectors > 1 {
+            widths.push((Width::Vectors(1), div(rem(n.clone(), span), p.lanes)));
+        }
+        widths.push((Width::Lane, rem(n.clone(), p.lanes)));
+        let points = Int::product(p.reduce.iter().map(|&l| self.extent(l)).collect());
+        for (rows, groups) in groups {
+            let calls = outer_points.clone() * groups;
+            // The lanes loops' bounds (multiples of a block and of a vector, by shifts) and
+            // starts, once per row group; each iteration's control is charged with its block.
+            let bounds = if widths.len() == 3 { 16 } else { 9 };
+            charge(out, int(bounds), calls.clone());
+            for (width, count) in &widths {
+                let blocks = calls.clone() * count.clone();
+                charge(out, self.block_ops(v, rows, *width), blocks.clone());
+                // The reduction loops' control: every level's iterations, the innermost's with
+                // the step.
+                let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
+                for j in 0..p.reduce.len() {
+                    let iterations = Int::product(p.reduce[..=j].iter().map(|&l| self.extent(l)).collect());
+                    let inner = if j + 1 < p.reduce.len() { int(1 + streams) } else { Ops::default() };
+                    charge(out, LOOP + int(streams) + inner, blocks.clone() * iterations);
+                }
+                charge(out, self.step_ops(v, rows, *width), blocks * points.clone());
+            }
+        }
+    }
+
+    /// A block's own operations: setting its indices, loading and storing its accumulators,
+    /// entering its reduction walk.
+    fn block_ops(&self, v: &Vars, rows: usize, width: Width) -> Ops {
+        let p = &v.plan;
+        let r = rows as u32;
+        let mut ops = LOOP + int(p.reduce.len() as u32) + self.access_ref(0).1 + int(r);
+        for fac in &p.factors {
+            ops += self.access_ref(fac.access).1 + int(fac.streams(rows) as u32);
+        }
+        if let Width::Vectors(n) = width {
+            let n = n as u32;
+            // The accumulators' loads and stores, with the offset of every vector but a row's first.
+            ops += (VLOAD + VSTORE) * (r * n) + int(2 * r * (n - 1));
+        }
+        let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
+        ops + int(streams + 1)
+    }
+
+    /// One reduction point of a block: its loads and its multiply-adds (the innermost loop's
+    /// control and index bumps are charged with the loop).
+    fn step_ops(&self, v: &Vars, rows: usize, width: Width) -> Ops {
+        let p = &v.plan;
+        let r = rows as u32;
+        let mut ops = Ops {
+            carried: 1,
+            ..Ops::default()
+        };
+        match width {
+            Width::Vectors(n) => {
+                let n = n as u32;
+                for fac in &p.factors {
+                    let s = fac.streams(rows) as u32;
+                    ops += match fac.along_lanes {
+                        true => VLOAD * (s * n) + int(s * (n - 1)),
+                        false => VBROADCAST * s,
+                    };
+                }
+                ops += cost::fma(p.lanes as u32, false) * (r * n);
+            }
+            Width::Lane => {
+                // Per row: both factors' loads, the target's load and store, one fused
+                // multiply-add.
+                let row = Ops {
+                    load: 3,
+                    store: 1,
+                    ..cost::fma(1, false)
+                };
+                ops += row * r;
+            }
+        }
+        ops
+    }
+}
+
+/// The element index of an LDM place.
+fn ldm_index(p: &Place) -> Int {
+    match p {
+        Place::Ldm { index, .. } => index.clone(),
+        Place::Main { .. } => unreachable!("planned accesses are in LDM"),
+    }
+}

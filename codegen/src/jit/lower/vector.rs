@@ -1,0 +1,83 @@
+//! The vector statements of a CPE program: each vector register is `lanes / 4` Cranelift
+//! `f32x4` values, and every lane computes what `simd_vmas` and the loads and stores of the
+//! generated C compute there.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, InstBuilder, Value as Val};
+
+use super::{vector_flags, Lower, LANES};
+use crate::cpe::{Place, VReg};
+
+impl Lower<'_, '_> {
+    /// Declares every vector register of the program, zeroed.
+    pub(super) fn declare_vregs(&mut self) {
+        let chunks = self.f.lanes / LANES as usize;
+        for _ in &self.f.vregs {
+            let parts = (0..chunks)
+                .map(|_| {
+                    let var = self.b.declare_var(types::F32X4);
+                    let zero = self.b.ins().f32const(0.0);
+                    let zero = self.b.ins().splat(types::F32X4, zero);
+                    self.b.def_var(var, zero);
+                    var
+                })
+                .collect();
+            self.vregs.push(parts);
+        }
+    }
+
+    /// The address of the first of the lanes at LDM place `p`, after checking that the last
+    /// lane (or, for a broadcast, the one element) is inside its buffer.
+    fn lanes_addr(&mut self, p: &Place, lanes: i64) -> Val {
+        let Place::Ldm { buf, half, index } = p else {
+            unreachable!("vector statements access LDM places")
+        };
+        let b = self.f.buf(*buf);
+        let (elements, size) = (b.elements as i64, b.dtype.size_bytes() as i64);
+        let message = format!("an access outside LDM buffer '{}'", b.name);
+        let i = self.int(index);
+        let last = self.b.ins().iadd_imm_s(i, lanes - 1);
+        let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, last, elements);
+        self.fail_if(outside, &message);
+        let base = self.buffer_base(*buf, half);
+        let off = self.b.ins().imul_imm_s(i, size);
+        self.b.ins().iadd(base, off)
+    }
+
+    pub(super) fn vload(&mut self, reg: VReg, place: &Place, broadcast: bool) {
+        let parts = self.vregs[reg.0 as usize].clone();
+        if broadcast {
+            let at = self.lanes_addr(place, 1);
+            let x = self.b.ins().load(types::F32, vector_flags(), at, 0);
+            let x = self.b.ins().splat(types::F32X4, x);
+            for var in parts {
+                self.b.def_var(var, x);
+            }
+            return;
+        }
+        let at = self.lanes_addr(place, self.f.lanes as i64);
+        for (c, var) in parts.into_iter().enumerate() {
+            let x = self.b.ins().load(types::F32X4, vector_flags(), at, (16 * c) as i32);
+            self.b.def_var(var, x);
+        }
+    }
+
+    pub(super) fn vstore(&mut self, reg: VReg, place: &Place) {
+        let parts = self.vregs[reg.0 as usize].clone();
+        let at = self.lanes_addr(place, self.f.lanes as i64);
+        for (c, var) in parts.into_iter().enumerate() {
+            let x = self.b.use_var(var);
+            self.b.ins().store(vector_flags(), x, at, (16 * c) as i32);
+        }
+    }
+
+    pub(super) fn vfma(&mut self, acc: VReg, a: VReg, b: VReg) {
+        let parts = |l: &Self, r: VReg| l.vregs[r.0 as usize].clone();
+        let (acc, a, b) = (parts(self, acc), parts(self, a), parts(self, b));
+        for ((acc, a), b) in acc.into_iter().zip(a).zip(b) {
+            let (x, y, z) = (self.b.use_var(a), self.b.use_var(b), self.b.use_var(acc));
+            let r = self.b.ins().fma(x, y, z);
+            self.b.def_var(acc, r);
+        }
+    }
+}

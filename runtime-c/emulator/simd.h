@@ -1,0 +1,29 @@
+/* CPE vector types and intrinsics (the SDK's simd.h) for programs built against the swflow
+ * emulator, in portable C with GCC vector extensions: floatv4 (SW26010, 16 bytes in memory)
+ * and floatv8 (SW26010-Pro, 32 bytes). The loads and stores take the vector first and the
+ * pointer second, as the SDK's do; simd_vmas rounds each lane once (fmaf), as the hardware's
+ * fused multiply-add does. */
+#ifndef SWFLOW_EMULATOR_SIMD_H
+#define SWFLOW_EMULATOR_SIMD_H
+
+#include <math.h>
+#include <string.h>
+
+typedef float floatv4 __attribute__((vector_size(16)));
+typedef float floatv8 __attribute__((vector_size(32)));
+
+/* Lanes from p on (any alignment). */
+#define simd_loadu(v, p) memcpy(&(v), (p), sizeof(v))
+#define simd_storeu(v, p) memcpy((p), &(v), sizeof(v))
+/* The element at p in every lane. */
+#define simd_loade(v, p) ((v) = (__typeof__(v)){0} + *(p))
+/* a * b + c, lane by lane, each rounded once. */
+#define simd_vmas(a, b, c)                                                                 \
+    (__extension__({                                                                       \
+        __typeof__(c) swflow_a_ = (a), swflow_b_ = (b), swflow_c_ = (c);                   \
+        for (unsigned swflow_i_ = 0; swflow_i_ < sizeof swflow_c_ / sizeof(float); swflow_i_++) \
+            swflow_c_[swflow_i_] = fmaf(swflow_a_[swflow_i_], swflow_b_[swflow_i_], swflow_c_[swflow_i_]); \
+        swflow_c_;                                                                         \
+    }))
+
+#endif

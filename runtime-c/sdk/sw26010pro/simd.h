@@ -1,0 +1,19 @@
+/* The SW26010-Pro SDK's simd.h (CPE side, `swgcc -mslave -msimd`) as the generated code uses it,
+ * for `make check-sunway-pro`: floatv8 holds eight f32 lanes. The loads and
+ * stores assign their first argument, so they are written here as macros over typed
+ * declarations; see reference/simd.md. Declarations only. */
+#ifndef SWFLOW_SDK_SIMD_H
+#define SWFLOW_SDK_SIMD_H
+
+typedef float floatv8 __attribute__((vector_size(32)));
+
+floatv8 swflow_sdk_loadu(const float *p);
+floatv8 swflow_sdk_loade(const float *p);
+void swflow_sdk_storeu(floatv8 v, float *p);
+
+#define simd_loadu(v, p) ((v) = swflow_sdk_loadu(p))
+#define simd_loade(v, p) ((v) = swflow_sdk_loade(p))
+#define simd_storeu(v, p) swflow_sdk_storeu((v), (p))
+floatv8 simd_vmas(floatv8 a, floatv8 b, floatv8 c);
+
+#endif
