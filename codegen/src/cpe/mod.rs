@@ -16,9 +16,9 @@ mod print;
 
 pub use build::{build, Fields};
 pub use print::{print_body, print_ldm_members};
+pub use swflow_emulator::timing::Ops;
 pub use swflow_emulator::DmaClass;
 
-use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::Scalar;
 
