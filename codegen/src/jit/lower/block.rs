@@ -532,6 +532,8 @@ mod tests {
             bufs: Vec::new(),
             fields: Vec::new(),
             replies: 1,
+            lanes: 1,
+            vregs: Vec::new(),
             body: vec![
                 Stmt::Set(a, Int::Const(3)),
                 Stmt::If {
