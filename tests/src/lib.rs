@@ -322,3 +322,19 @@ impl OnnxCase {
 pub mod benchmarks;
 pub mod cbuild;
 pub mod model;
+
+/// Applies `edit` to a CPE program's statement list and to every list nested in it.
+pub fn each_body(body: &mut Vec<swflow_codegen::cpe::Stmt>, edit: &mut dyn FnMut(&mut Vec<swflow_codegen::cpe::Stmt>)) {
+    use swflow_codegen::cpe::Stmt;
+    edit(body);
+    for s in body {
+        match s {
+            Stmt::For { body, .. } => each_body(body, edit),
+            Stmt::If { then, otherwise, .. } => {
+                each_body(then, edit);
+                each_body(otherwise, edit);
+            }
+            _ => {}
+        }
+    }
+}

@@ -14,7 +14,7 @@ use swflow_scheduler::schedule::dma::plan_buffers;
 use swflow_scheduler::schedule::verify_schedule;
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{compile, emulator_lib, make, run_model, run_with_stats, scratch};
-use swflow_tests::{lenet, seeded_inputs};
+use swflow_tests::{each_body, lenet, seeded_inputs};
 
 fn inputs_of(g: &Graph) -> Vec<Tensor> {
     seeded_inputs(g, 7)
@@ -249,21 +249,6 @@ fn lenet_counters_and_cycles_equal_the_c_path() {
 fn light_resnet50_counters_and_cycles_equal_the_c_path() {
     let case = swflow_tests::OnnxCase::new(swflow_tests::conformance_dir().unwrap().join("light/resnet50"));
     counters_and_cycles_equal(&case.import().unwrap(), "light_resnet50");
-}
-
-/// Applies `edit` to a CPE program's statement list and to every list nested in it.
-fn each_body(body: &mut Vec<Stmt>, edit: &mut dyn FnMut(&mut Vec<Stmt>)) {
-    edit(body);
-    for s in body {
-        match s {
-            Stmt::For { body, .. } => each_body(body, edit),
-            Stmt::If { then, otherwise, .. } => {
-                each_body(then, edit);
-                each_body(otherwise, edit);
-            }
-            _ => {}
-        }
-    }
 }
 
 /// Runs lenet on sw26010 through the JIT with `edit` applied to kernel `kernel`'s CPE

@@ -7,7 +7,7 @@ use swflow_frontend::interp;
 use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::target::Target;
-use swflow_tests::seeded_inputs;
+use swflow_tests::{each_body, seeded_inputs};
 
 /// Matrix products and convolutions whose kernels do nothing but their sums of products, at
 /// sizes that leave partial row blocks, single vectors and single lanes.
@@ -30,20 +30,6 @@ fn model() -> Graph {
     parse(MODEL).unwrap()
 }
 
-fn each_body(body: &mut Vec<Stmt>, edit: &mut dyn FnMut(&mut Vec<Stmt>)) {
-    edit(body);
-    for s in body {
-        match s {
-            Stmt::For { body, .. } => each_body(body, edit),
-            Stmt::If { then, otherwise, .. } => {
-                each_body(then, edit);
-                each_body(otherwise, edit);
-            }
-            _ => {}
-        }
-    }
-}
-
 /// What one execution of a multiply-add statement does in floating point: the flops of its
 /// lanes, one P0 instruction.
 fn executed(s: &Stmt, lanes: u32) -> Option<Ops> {
@@ -54,9 +40,7 @@ fn executed(s: &Stmt, lanes: u32) -> Option<Ops> {
     };
     match s {
         Stmt::VFma { .. } => Some(fp(2 * lanes)),
-        Stmt::Fold {
-            kind, dtype, value, ..
-        } if fused_product(*kind, *dtype, value).is_some() => Some(fp(2)),
+        Stmt::Fold { kind, dtype, value, .. } if fused_product(*kind, *dtype, value).is_some() => Some(fp(2)),
         _ => None,
     }
 }
@@ -98,8 +82,16 @@ fn charged_flops_are_the_multiply_adds_executed() {
         .unwrap();
         assert_eq!(vector_kernels, 3, "{}: every product runs vector code", target.name);
         let charged = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
-        let (a, b) = (serde_json::to_value(&charged.report).unwrap(), serde_json::to_value(&counted.report).unwrap());
-        for (x, y) in a["kernels"].as_array().unwrap().iter().zip(b["kernels"].as_array().unwrap()) {
+        let (a, b) = (
+            serde_json::to_value(&charged.report).unwrap(),
+            serde_json::to_value(&counted.report).unwrap(),
+        );
+        for (x, y) in a["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(b["kernels"].as_array().unwrap())
+        {
             assert_eq!(x["kernel"], y["kernel"]);
             assert!(x["flops"].as_u64().unwrap() > 0);
             assert_eq!(x["flops"], y["flops"], "{}: kernel {}", target.name, x["kernel"]);

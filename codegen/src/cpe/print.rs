@@ -223,7 +223,9 @@ impl Printer<'_> {
                 let how = if *broadcast { "simd_loade" } else { "simd_loadu" };
                 w.line(format!("{how}({}, &{});", self.f.vreg(*reg), self.place(place)));
             }
-            Stmt::VStore { reg, place } => w.line(format!("simd_storeu({}, &{});", self.f.vreg(*reg), self.place(place))),
+            Stmt::VStore { reg, place } => {
+                w.line(format!("simd_storeu({}, &{});", self.f.vreg(*reg), self.place(place)))
+            }
             Stmt::VFma { acc, a, b } => {
                 let (acc, a, b) = (self.f.vreg(*acc), self.f.vreg(*a), self.f.vreg(*b));
                 w.line(format!("{acc} = simd_vmas({a}, {b}, {acc});"));

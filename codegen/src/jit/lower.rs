@@ -25,9 +25,7 @@ mod vector;
 use swflow_scheduler::schedule::{LDM_BUFFER_ALIGN, PARAM_FIELD_BYTES};
 
 use super::runtime::{Callee, Pool};
-use crate::cpe::{
-    fused_product, Array, BoxDma, BoxPad, Buf, Cond, DmaClass, Func, Half, Int, Place, Stmt, Value, Var,
-};
+use crate::cpe::{fused_product, Array, BoxDma, BoxPad, Buf, Cond, DmaClass, Func, Half, Int, Place, Stmt, Value, Var};
 
 /// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
 /// then each buffer (aligned to [`LDM_BUFFER_ALIGN`]), then the reply counters (`i32`). The

@@ -129,8 +129,12 @@ pub(super) fn plan(
             .collect()
     };
     let (ti, ai, bi) = (affine(0)?, affine(fa)?, affine(fb)?);
-    let parallel: Vec<usize> = (0..k.loops.len()).filter(|&l| k.loops[l].kind == LoopKind::Parallel).collect();
-    let reduce: Vec<usize> = (0..k.loops.len()).filter(|&l| k.loops[l].kind == LoopKind::Reduce).collect();
+    let parallel: Vec<usize> = (0..k.loops.len())
+        .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
+        .collect();
+    let reduce: Vec<usize> = (0..k.loops.len())
+        .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
+        .collect();
     if reduce.is_empty() {
         return None;
     }
@@ -255,7 +259,11 @@ impl Vars {
             VReg(f.vregs.len() as u32 - 1)
         };
         let acc = (0..plan.rows)
-            .map(|i| (0..plan.vectors).map(|j| reg(f, format!("{prefix}acc{i}_{j}"))).collect())
+            .map(|i| {
+                (0..plan.vectors)
+                    .map(|j| reg(f, format!("{prefix}acc{i}_{j}")))
+                    .collect()
+            })
             .collect();
         let mut loaded = [Vec::new(), Vec::new()];
         for (x, fac) in plan.factors.iter().enumerate() {
@@ -442,7 +450,10 @@ impl Gen<'_> {
             out.push(Stmt::Set(v.walk[x][0][0], ldm_index(&place)));
             for i in 1..fac.streams(rows) {
                 let row = v.row_stride[x].expect("a factor along the rows has a row stride");
-                out.push(Stmt::Set(v.walk[x][i][0], Int::Var(v.walk[x][i - 1][0]) + Int::Var(row)));
+                out.push(Stmt::Set(
+                    v.walk[x][i][0],
+                    Int::Var(v.walk[x][i - 1][0]) + Int::Var(row),
+                ));
             }
         }
         let vectors = match width {
@@ -535,9 +546,11 @@ impl Gen<'_> {
             Width::Lane => {
                 for i in 0..rows {
                     let load = |x: usize| {
-                        Box::new(Value::Load(
-                            self.at(p.factors[x].access, v.walk[x][stream(x, i)][depth], 0),
-                        ))
+                        Box::new(Value::Load(self.at(
+                            p.factors[x].access,
+                            v.walk[x][stream(x, i)][depth],
+                            0,
+                        )))
                     };
                     out.push(Stmt::Fold {
                         kind: ReduceKind::Sum,
@@ -609,7 +622,11 @@ impl Gen<'_> {
                 let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
                 for j in 0..p.reduce.len() {
                     let iterations = Int::product(p.reduce[..=j].iter().map(|&l| self.extent(l)).collect());
-                    let inner = if j + 1 < p.reduce.len() { int(1 + streams) } else { Ops::default() };
+                    let inner = if j + 1 < p.reduce.len() {
+                        int(1 + streams)
+                    } else {
+                        Ops::default()
+                    };
                     charge(out, LOOP + int(streams) + inner, blocks.clone() * iterations);
                 }
                 charge(out, self.step_ops(v, rows, *width), blocks * points.clone());

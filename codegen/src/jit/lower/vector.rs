@@ -37,7 +37,10 @@ impl Lower<'_, '_> {
         let message = format!("an access outside LDM buffer '{}'", b.name);
         let i = self.int(index);
         let last = self.b.ins().iadd_imm_s(i, lanes - 1);
-        let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, last, elements);
+        let outside = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, last, elements);
         self.fail_if(outside, &message);
         let base = self.buffer_base(*buf, half);
         let off = self.b.ins().imul_imm_s(i, size);
