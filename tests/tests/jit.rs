@@ -200,7 +200,13 @@ fn a_kept_value_through_c_and_the_jit() {
         };
         assert!(k.stmt.keep.is_some());
         let mut s = k.schedule.clone().unwrap();
-        // Tiles of 32 columns inside the tiles of the reduction.
+        // Rows split over the CPEs, and tiles of 32 columns inside the tiles of the reduction.
+        let part = swflow_scheduler::schedule::partition::partition(k, &target);
+        s.ranges = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
+        (s.partition, s.partition_points, s.chunk) = (part.loops, part.points, part.chunk);
+        for (t, &r) in s.tiles.iter_mut().zip(&s.ranges) {
+            *t = (*t).min(r);
+        }
         let r = k.loops.iter().position(|l| l.kind == LoopKind::Reduce).unwrap();
         let n = k.loops.iter().position(|l| l.name == "n").unwrap();
         assert!(s.order.contains(&r), "{s:?}");

@@ -153,7 +153,8 @@ enum Layout {
 }
 
 /// `out[n, g*Mg + m, target(o)..] sum= x[n, g*Cg + c, input(o, j)..] * w[channels, weight(j)..]`
-/// over `c` and the taps `j`, per [`ConvAxis`].
+/// over `c` and the taps `j`, per [`ConvAxis`]. With `windowed`, `x` holds the last axis as
+/// [`windows`] lays it out, and the product reads it at `[.., j, o]`.
 #[allow(clippy::too_many_arguments)]
 fn conv_kernel(
     cx: &mut Lowering,
@@ -164,6 +165,7 @@ fn conv_kernel(
     layout: Layout,
     groups: usize,
     axes: &[ConvAxis],
+    windowed: bool,
 ) -> Result<(), String> {
     let out = n.node().ty.shape.clone();
     let ws = cx.p.tensor(w).ty.shape.clone();
@@ -198,11 +200,15 @@ fn conv_kernel(
             .map(|(i, a)| Affine::constant(a.target.0).plus(o0 + i, a.target.1)),
     );
     let mut x_index = vec![Affine::var(0), grouped(c, cg)];
-    x_index.extend(axes.iter().enumerate().map(|(i, a)| {
+    let read = if windowed { axes.len() - 1 } else { axes.len() };
+    x_index.extend(axes[..read].iter().enumerate().map(|(i, a)| {
         Affine::constant(a.input.0)
             .plus(o0 + i, a.input.1)
             .plus(k0 + i, a.input.2)
     }));
+    if windowed {
+        x_index.extend([Affine::var(k0 + read), Affine::var(o0 + read)]);
+    }
     let taps = axes
         .iter()
         .enumerate()
@@ -246,7 +252,45 @@ pub(super) fn conv(cx: &mut Lowering, n: &NodeCx, c: &ConvAttrs) -> Result<(), S
     let axes: Vec<ConvAxis> = (0..out.len() - 2)
         .map(|i| ConvAxis::direct(out[2 + i], ws[2 + i], front[i], c.strides[i], c.dilations[i]))
         .collect();
-    conv_kernel(cx, n, "", x, w, Layout::OutIn, c.groups, &axes)
+    let last = axes.last().expect("a convolution has a spatial axis");
+    let stride = last.input.1 as usize;
+    if stride > 1 && last.taps <= WINDOWS_PER_STRIDE * stride {
+        let xw = windows(cx, n, x, last)?;
+        return conv_kernel(cx, n, "", xw, w, Layout::OutIn, c.groups, &axes, true);
+    }
+    conv_kernel(cx, n, "", x, w, Layout::OutIn, c.groups, &axes, false)
+}
+
+/// Largest ratio of taps to stride along the last axis for which a strided convolution reads
+/// its input through [`windows`] (the copy holds `taps / stride` times the input).
+const WINDOWS_PER_STRIDE: usize = 4;
+
+/// The input of a convolution strided along its last axis, `axis`, copied so that the
+/// product moves by one element along that axis's outputs, the axis vector code runs along:
+/// `windows[n, c, i.., j, o] = x[n, c, i.., input(o, j)]`, zero outside `x`, for every tap
+/// `j` and output `o` of the last axis (the other axes keep the input's extent).
+fn windows(cx: &mut Lowering, n: &NodeCx, x: TensorId, axis: &ConvAxis) -> Result<TensorId, String> {
+    let xt = cx.p.tensor(x).ty.clone();
+    let rank = xt.shape.len();
+    let shape = [xt.shape[..rank - 1].to_vec(), vec![axis.taps, axis.outputs]].concat();
+    let copy = cx.temp(n, "windows", TensorType::new(xt.dtype, shape).map_err(|e| e.0)?);
+    let mut loops: Vec<_> = xt.shape[..rank - 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &e)| par(format!("i{i}"), e))
+        .collect();
+    loops.extend([par("j", axis.taps), par("o", axis.outputs)]);
+    let (j, o) = (rank - 1, rank);
+    let mut src = vars(rank - 1);
+    src.push(
+        Affine::constant(axis.input.0)
+            .plus(o, axis.input.1)
+            .plus(j, axis.input.2),
+    );
+    let zero = Scalar::of(xt.dtype, 0.0);
+    let value = load_padded(1, src, &loops, &xt.shape, zero);
+    cx.kernel(n, "windows", loops, vec![copy, x], target(vars(rank + 1)), value, None)?;
+    Ok(copy)
 }
 
 /// A transposed convolution reads its weight as stored, unless a kernel would take a single
@@ -296,7 +340,7 @@ pub(super) fn conv_transpose(
             } else {
                 String::new()
             };
-            conv_kernel(cx, n, &suffix, x, w, layout, c.groups, &axes)?;
+            conv_kernel(cx, n, &suffix, x, w, layout, c.groups, &axes, false)?;
         }
         return Ok(());
     }
@@ -314,7 +358,7 @@ pub(super) fn conv_transpose(
             weight: (taps[i] as i64 - 1, -1),
         })
         .collect();
-    conv_kernel(cx, n, "", xd, w, layout, c.groups, &axes)
+    conv_kernel(cx, n, "", xd, w, layout, c.groups, &axes, false)
 }
 
 /// The transposed convolution's weight `[G*Cg, Mg, K..]` rearranged to `[K.., G*Mg, Cg]`.

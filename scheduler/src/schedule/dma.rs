@@ -52,7 +52,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
                 },
                 elem_bytes: ty.dtype.size_bytes(),
                 residence,
-                depth,
+                depth: if residence == Residence::Buffer { depth } else { 0 },
                 double: false,
             }
         })

@@ -1,13 +1,15 @@
 //! Scheduling: how each kernel runs on the compute cores of a core group.
 //!
 //! The passes run in this order for every kernel, each writing part of its [`Schedule`]:
-//! 1. [`partition`]: the outermost parallel loops (fused until there are at least as many
-//!    iterations as CPEs) are split into equal contiguous chunks, one per CPE, so distinct CPEs
-//!    write disjoint parts of the target. A CPE walks its chunk in segments that stay within
-//!    one value of the outer partition loops; the innermost partition loop is tiled within a
-//!    segment like any other loop.
+//! 1. [`partition`]: parallel loops (fused until there are at least as many iterations as
+//!    CPEs) are split into equal contiguous chunks, one per CPE, so distinct CPEs write
+//!    disjoint parts of the target. A CPE walks its chunk in segments that stay within one
+//!    value of the outer partition loops; the innermost partition loop is tiled within a
+//!    segment like any other loop. Every candidate partition goes through the passes below,
+//!    and the one with the shortest [`estimate`] is kept.
 //! 2. [`sizing`] (swTVM Algorithm 1): tile sizes of the other loops, so that the LDM buffers
-//!    of all accesses fit the target's LDM.
+//!    of all accesses fit the target's LDM, then improved one tile at a time while the
+//!    estimate falls.
 //! 3. [`reorder`] (swTVM Algorithm 2): the order of the tile loops that needs the fewest DMA
 //!    transfers.
 //! 4. [`dma`]: where each buffer's transfers happen, whether it is read directly instead, and
@@ -29,6 +31,7 @@
 
 pub mod clip;
 pub mod dma;
+pub mod estimate;
 pub mod partition;
 pub mod reorder;
 pub mod sizing;
@@ -210,26 +213,45 @@ pub fn schedule_program(p: &mut Program, target: &Target) -> Result<(), Schedule
     Ok(())
 }
 
-/// Runs the passes on one kernel.
+/// Runs the passes on one kernel, for every partition of [`partition::candidates`], and
+/// keeps the schedule with the shortest [`estimate`] (the first such).
 pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Schedule, ScheduleError> {
     let fail = |reason: String| ScheduleError {
         kernel: k.name.clone(),
         reason,
     };
-    let part = partition::partition(k, target);
-    let sized = sizing::size_buffers(k, p, &part, target).map_err(fail)?;
-    let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
-    let order = reorder::best_order(k, p, &sized.tiles, &ranges);
-    let mut s = Schedule {
-        ranges,
-        partition: part.loops,
-        partition_points: part.points,
-        chunk: part.chunk,
-        tiles: sized.tiles,
-        order: order.order,
-        buffers: Vec::new(),
+    let mut best: Option<(f64, Schedule)> = None;
+    let mut first_error = None;
+    for part in partition::candidates(k, target) {
+        let sized = match sizing::size_buffers(k, p, &part, target) {
+            Ok(s) => s,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let tiles = sizing::improve(k, p, &part, sized.tiles, target);
+        let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
+        let order = reorder::best_order(k, p, &tiles, &ranges).order;
+        let cycles = estimate::estimate(k, p, &part, &tiles, &order, target).cycles();
+        if best.as_ref().is_some_and(|b| b.0 <= cycles) {
+            continue;
+        }
+        let mut s = Schedule {
+            ranges,
+            partition: part.loops,
+            partition_points: part.points,
+            chunk: part.chunk,
+            tiles,
+            order,
+            buffers: Vec::new(),
+        };
+        s.buffers = dma::plan_buffers(k, p, &s, target);
+        best = Some((cycles, s));
+    }
+    let Some((_, s)) = best else {
+        return Err(fail(first_error.unwrap_or_else(|| "no partition of its loops".into())));
     };
-    s.buffers = dma::plan_buffers(k, p, &s, target);
     verify_schedule(k, p, &s, target).map_err(fail)?;
     Ok(s)
 }

@@ -1,4 +1,5 @@
-//! CPE partitioning: split the outermost parallel loops over the compute cores.
+//! CPE partitioning: split parallel loops over the compute cores (the leading ones, or one of
+//! the [`candidates`] the scheduler compares).
 
 use crate::loops::{Kernel, LoopKind};
 use crate::target::Target;
@@ -6,8 +7,8 @@ use crate::target::Target;
 /// The loops split over the CPEs and how.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Partition {
-    /// Leading parallel loops, fused until their iterations reach the CPE count (or all of
-    /// them are used).
+    /// Parallel loops, outermost first in the fused index, whose iterations reach the CPE
+    /// count (or all of the kernel's, when they do not).
     pub loops: Vec<usize>,
     /// Iterations of the fused loops.
     pub points: usize,
@@ -15,6 +16,7 @@ pub struct Partition {
     pub chunk: usize,
 }
 
+/// The leading parallel loops, fused until their iterations reach the CPE count.
 pub fn partition(k: &Kernel, target: &Target) -> Partition {
     let mut loops = Vec::new();
     let mut points = 1;
@@ -35,6 +37,43 @@ pub fn partition(k: &Kernel, target: &Target) -> Partition {
         points,
         chunk: points.div_ceil(target.cpes),
     }
+}
+
+/// Partitions worth comparing, the leading one of [`partition`] first: every sequence of
+/// up to three distinct parallel loops of more than one iteration whose points reach the CPE
+/// count, none of them needed without the last one. A kernel with fewer parallel points than
+/// CPEs has only the leading one.
+pub fn candidates(k: &Kernel, target: &Target) -> Vec<Partition> {
+    let first = partition(k, target);
+    let mut out = vec![first.clone()];
+    if first.points < target.cpes {
+        return out;
+    }
+    let parallel: Vec<usize> = (0..k.loops.len())
+        .filter(|&l| k.loops[l].kind == LoopKind::Parallel && k.loops[l].extent > 1)
+        .collect();
+    let mut stack: Vec<Vec<usize>> = parallel.iter().map(|&l| vec![l]).collect();
+    while let Some(loops) = stack.pop() {
+        let points: usize = loops.iter().map(|&l| k.loops[l].extent).product();
+        if points >= target.cpes {
+            let p = Partition {
+                loops,
+                points,
+                chunk: points.div_ceil(target.cpes),
+            };
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        } else if loops.len() < 3 {
+            for &l in parallel.iter().filter(|l| !loops.contains(l)) {
+                let mut next = loops.clone();
+                next.push(l);
+                stack.push(next);
+            }
+        }
+    }
+    out[1..].sort_by(|a, b| a.loops.cmp(&b.loops));
+    out
 }
 
 impl Partition {

@@ -32,17 +32,34 @@ pub struct Choice {
     pub candidates: Vec<(Vec<usize>, Traffic)>,
 }
 
-/// DMA transfers (gets and puts) and bytes for `order`.
-pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order: &[usize]) -> Traffic {
+/// Transfers of one buffered access per partition segment under an order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccessTraffic {
+    /// Index in [`super::accesses`].
+    pub access: usize,
+    pub gets: usize,
+    pub puts: usize,
+    /// Bytes of its buffer's box (the largest tile's).
+    pub box_bytes: usize,
+}
+
+/// The transfers of every buffered access for `order` (accesses served directly have none).
+pub fn access_traffic(
+    k: &Kernel,
+    p: &Program,
+    tiles: &[usize],
+    ranges: &[usize],
+    order: &[usize],
+) -> Vec<AccessTraffic> {
     let count = |l: usize| ranges[l].div_ceil(tiles[l]);
-    let mut t = Traffic { transfers: 0, bytes: 0 };
+    let mut out = Vec::new();
     for (i, a) in super::accesses(k).into_iter().enumerate() {
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = buffer_dims(a, tiles);
         if is_direct(a, dims.as_deref(), &ty.shape) {
             continue;
         }
-        let bytes = dims.map_or(0, |d| d.iter().product::<usize>()) * ty.dtype.size_bytes();
+        let box_bytes = dims.map_or(0, |d| d.iter().product::<usize>()) * ty.dtype.size_bytes();
         let depth = super::dma::depth(a, order);
         let visits: usize = order[..depth].iter().map(|&l| count(l)).product();
         // Targets are written back on every visit, and read first when the kernel writes
@@ -54,20 +71,34 @@ pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order
             .filter(|&&l| k.loops[l].kind == LoopKind::Reduce)
             .map(|&l| count(l))
             .product();
-        let transfers = if super::keep_index(k) == Some(i) {
-            visits / reductions
+        let (gets, puts) = if super::keep_index(k) == Some(i) {
+            (0, visits / reductions)
         } else if i == 0 {
             let reads = match (k.target_is_dense(), k.stmt.reduce.is_some()) {
                 (false, _) => visits,
                 (true, true) => visits - visits / reductions,
                 (true, false) => 0,
             };
-            visits + reads
+            (reads, visits)
         } else {
-            visits
+            (visits, 0)
         };
-        t.transfers += transfers;
-        t.bytes += transfers * bytes;
+        out.push(AccessTraffic {
+            access: i,
+            gets,
+            puts,
+            box_bytes,
+        });
+    }
+    out
+}
+
+/// DMA transfers (gets and puts) and bytes for `order`.
+pub fn traffic(k: &Kernel, p: &Program, tiles: &[usize], ranges: &[usize], order: &[usize]) -> Traffic {
+    let mut t = Traffic { transfers: 0, bytes: 0 };
+    for a in access_traffic(k, p, tiles, ranges, order) {
+        t.transfers += a.gets + a.puts;
+        t.bytes += (a.gets + a.puts) * a.box_bytes;
     }
     t
 }

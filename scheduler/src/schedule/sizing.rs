@@ -164,3 +164,45 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
     }
     Ok(Sized { tiles, steps })
 }
+
+/// Moves of [`improve`] at most (a bound; each move must shorten the estimate).
+const MOVES: usize = 64;
+
+/// Tiles near `tiles` (which fit) with a shorter [`super::estimate`]: while some tile,
+/// doubled (or grown to its range) or halved, still fits and shortens the estimate with the
+/// best order of its tile loops, the best such move is taken.
+pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>, target: &Target) -> Vec<usize> {
+    let n_access = super::accesses(k).len();
+    let budget = target
+        .ldm_budget()
+        .saturating_sub(super::ldm_overhead(k, n_access, target));
+    let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
+    let cycles = |t: &[usize]| {
+        let order = super::reorder::best_order(k, p, t, &ranges).order;
+        super::estimate::estimate(k, p, part, t, &order, target).cycles()
+    };
+    let mut now = cycles(&tiles);
+    for _ in 0..MOVES {
+        let mut best: Option<(f64, Vec<usize>)> = None;
+        for l in (0..k.loops.len()).filter(|&l| ranges[l] > 1) {
+            for to in [grow(tiles[l], ranges[l]), halve(tiles[l]).max(1)] {
+                if to == tiles[l] {
+                    continue;
+                }
+                let mut t = tiles.clone();
+                t[l] = to;
+                if usage(k, p, &t) > budget {
+                    continue;
+                }
+                let c = cycles(&t);
+                if c < now && best.as_ref().is_none_or(|b| c < b.0) {
+                    best = Some((c, t));
+                }
+            }
+        }
+        let Some((c, t)) = best else { break };
+        now = c;
+        tiles = t;
+    }
+    tiles
+}

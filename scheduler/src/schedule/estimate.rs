@@ -1,0 +1,168 @@
+//! A schedule's modelled time, estimated from its loops and transfers before any code
+//! exists, so the scheduler can compare partitions and tiles.
+//!
+//! The estimate follows the emulator's timing model (`emulator/src/timing.rs`, with the
+//! target's `[timing]` parameters) where the schedule alone shows the work:
+//! - every transfer occupies the core group's one DMA queue for the per-block cost of each
+//!   contiguous block of its box, plus the memory lines those blocks touch over the
+//!   bandwidth (a block of `b` bytes of `e`-byte elements at a random element alignment
+//!   touches `1 + (b - e) / line` lines on average);
+//! - a CPE waits a get's latency for every get (double buffering, planned afterwards, may
+//!   hide some of it, so this errs long);
+//! - an access served directly costs a `gload` or `gstore` at every point of the nest;
+//! - compute is one instruction per point of the nest, vectorised along the target's
+//!   innermost loop when the target has vectors: a lower bound that still sees how
+//!   partitioning and tiling fill the lanes and balance the CPEs.
+//!
+//! The kernel takes the longer of the DMA queue's total occupancy and the busiest CPE's own
+//! time.
+
+use crate::loops::{Index, Kernel, LoopKind, Program};
+use crate::target::Target;
+
+use super::partition::{segments, Partition};
+use super::reorder::access_traffic;
+use super::sizing::{buffer_dims, is_direct};
+
+/// Estimated cycles of a schedule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    /// Cycles the core group's DMA queue is busy with the kernel's transfers.
+    pub queue: f64,
+    /// Cycles of the busiest CPE: compute, get latencies and direct accesses.
+    pub cpe: f64,
+}
+
+impl Estimate {
+    pub fn cycles(&self) -> f64 {
+        self.queue.max(self.cpe)
+    }
+}
+
+/// Contiguous blocks of a box of `dims` (clipped to the tensor) in a tensor of `shape`, and
+/// the elements of one block.
+fn blocks(dims: &[usize], shape: &[usize]) -> (usize, usize) {
+    let clipped: Vec<usize> = dims.iter().zip(shape).map(|(&d, &s)| d.min(s)).collect();
+    let total: usize = clipped.iter().product();
+    let mut block = 1;
+    for i in (0..clipped.len()).rev() {
+        block *= clipped[i];
+        if clipped[i] != shape[i] {
+            break;
+        }
+    }
+    (total / block.max(1), block)
+}
+
+/// The target's innermost subscript, when it is one parallel loop with coefficient 1: the
+/// loop vector code runs along.
+fn lanes_loop(k: &Kernel) -> Option<usize> {
+    match k.stmt.target.index.last()? {
+        Index::Affine(x) if x.terms.len() == 1 && x.terms[0].1 == 1 => {
+            let l = x.terms[0].0;
+            (k.loops[l].kind == LoopKind::Parallel).then_some(l)
+        }
+        _ => None,
+    }
+}
+
+/// The estimate of kernel `k` split by `part`, with `tiles` and the tile loop `order`.
+pub fn estimate(
+    k: &Kernel,
+    p: &Program,
+    part: &Partition,
+    tiles: &[usize],
+    order: &[usize],
+    target: &Target,
+) -> Estimate {
+    let t = &target.timing;
+    let d = &t.dma;
+    let line = d.line_bytes as f64;
+    let all = super::accesses(k);
+    let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
+    let inner = part.loops.last().copied();
+    let lanes = lanes_loop(k).filter(|_| target.f32_vector_lanes > 1);
+    // Cycles of one visit of each access (queue occupancy of one get and of one put), and
+    // the points per element of the nest a direct access costs.
+    let transfer = |i: usize, tiles: &[usize]| -> (f64, f64) {
+        let a = all[i];
+        let ty = &p.tensor(k.operands[a.operand]).ty;
+        let dims = buffer_dims(a, tiles).unwrap_or_default();
+        let (n, block) = blocks(&dims, &ty.shape);
+        let e = ty.dtype.size_bytes() as f64;
+        let lines = 1.0 + (block as f64 * e - e) / line;
+        let moved = lines * line;
+        (
+            n as f64 * (d.get_block_cycles + moved / d.get_bytes_per_cycle),
+            n as f64 * (d.put_block_cycles + moved / d.put_bytes_per_cycle),
+        )
+    };
+    let direct: Vec<usize> = (0..all.len())
+        .filter(|&i| {
+            let a = all[i];
+            let ty = &p.tensor(k.operands[a.operand]).ty;
+            is_direct(a, buffer_dims(a, tiles).as_deref(), &ty.shape)
+        })
+        .collect();
+    let direct_cycles: f64 = direct
+        .iter()
+        .map(|&i| {
+            if super::is_written(k, i) {
+                t.gstore_cycles
+            } else {
+                t.gload_cycles
+            }
+        })
+        .sum();
+    let mut memo: Vec<(usize, f64, f64)> = Vec::new();
+    let mut queue = 0.0;
+    let mut busiest: f64 = 0.0;
+    for cpe in 0..target.cpes {
+        let mut own = 0.0;
+        for seg in segments(cpe, part.chunk, part.points, &part.loops, &extents) {
+            if let Some(&(_, q, c)) = memo.iter().find(|m| m.0 == seg.len) {
+                queue += q;
+                own += c;
+                continue;
+            }
+            let mut ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
+            let mut seg_tiles = tiles.to_vec();
+            if let Some(l) = inner {
+                ranges[l] = seg.len;
+                seg_tiles[l] = tiles[l].min(seg.len);
+            }
+            let mut q = 0.0;
+            let mut gets = 0;
+            for a in access_traffic(k, p, &seg_tiles, &ranges, order) {
+                let (get, put) = transfer(a.access, &seg_tiles);
+                q += a.gets as f64 * get + a.puts as f64 * put;
+                gets += a.gets;
+            }
+            let points: f64 = ranges.iter().map(|&r| r as f64).product();
+            let per_point = lanes.map_or(1.0, |l| {
+                let t = seg_tiles[l];
+                t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
+            });
+            let c = points * (per_point + direct_cycles) + gets as f64 * d.get_latency_cycles;
+            memo.push((seg.len, q, c));
+            queue += q;
+            own += c;
+        }
+        busiest = busiest.max(own);
+    }
+    Estimate { queue, cpe: busiest }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blocks;
+
+    #[test]
+    fn blocks_merge_whole_inner_dimensions() {
+        assert_eq!(blocks(&[4, 8], &[16, 8]), (1, 32));
+        assert_eq!(blocks(&[4, 5], &[16, 8]), (4, 5));
+        assert_eq!(blocks(&[1, 3, 8, 8], &[2, 3, 8, 8]), (1, 192));
+        // A padded box is clipped to the tensor.
+        assert_eq!(blocks(&[10, 10], &[8, 8]), (1, 64));
+    }
+}
