@@ -442,6 +442,18 @@ SWFLOW_FLOAT_OPS(double, f64)
 static inline void swflow_fma_f32(float *t, float a, float b) { *t = fmaf(a, b, *t); }
 static inline void swflow_fma_f64(double *t, double a, double b) { *t = fma(a, b, *t); }
 
+/* The last n lanes of vector v, which has `lanes` f32 lanes, to the n floats from p on: the
+ * register goes to a local array, and those lanes are copied one by one (a vector tail that
+ * recomputed lanes already stored keeps only its own). Needs <simd.h>. */
+#define SWFLOW_VSTORE_TAIL(v, p, lanes, n)                                     \
+    do {                                                                       \
+        float swflow_tail_[lanes];                                             \
+        long swflow_n_ = (n);                                                  \
+        simd_storeu((v), swflow_tail_);                                        \
+        for (long swflow_i_ = 0; swflow_i_ < swflow_n_; swflow_i_++)           \
+            (p)[swflow_i_] = swflow_tail_[(lanes) - swflow_n_ + swflow_i_];    \
+    } while (0)
+
 static inline float swflow_sigmoid_f32(float a) { return 1.0f / (1.0f + expf(-a)); }
 static inline double swflow_sigmoid_f64(double a) { return 1.0 / (1.0 + exp(-a)); }
 

@@ -346,6 +346,14 @@ pub enum Stmt {
         reg: VReg,
         place: Place,
     },
+    /// The last `count` lanes of `reg` (`count` from 1 to [`Func::lanes`]) to the `count`
+    /// elements from `place` on: the register goes to a local array (`simd_storeu`), and those
+    /// lanes are copied one by one (`SWFLOW_VSTORE_TAIL`). LDM places only.
+    VStoreTail {
+        reg: VReg,
+        place: Place,
+        count: Int,
+    },
     /// `acc = a * b + acc` lane by lane, each rounded once (`simd_vmas`).
     VFma {
         acc: VReg,

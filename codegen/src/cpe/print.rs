@@ -226,6 +226,13 @@ impl Printer<'_> {
             Stmt::VStore { reg, place } => {
                 w.line(format!("simd_storeu({}, &{});", self.f.vreg(*reg), self.place(place)))
             }
+            Stmt::VStoreTail { reg, place, count } => w.line(format!(
+                "SWFLOW_VSTORE_TAIL({}, &{}, {}, {});",
+                self.f.vreg(*reg),
+                self.place(place),
+                self.f.lanes,
+                self.int(count, TERNARY)
+            )),
             Stmt::VFma { acc, a, b } => {
                 let (acc, a, b) = (self.f.vreg(*acc), self.f.vreg(*a), self.f.vreg(*b));
                 w.line(format!("{acc} = simd_vmas({a}, {b}, {acc});"));

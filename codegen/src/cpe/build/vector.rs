@@ -28,7 +28,7 @@ use swflow_scheduler::schedule::Schedule;
 
 use super::{charge, Gen};
 use crate::cost::{self, int, LOOP};
-use crate::cpe::{Func, Half, Int, Local, Place, Stmt, VReg, Value, Var, VarDecl};
+use crate::cpe::{Cond, Func, Half, Int, Local, Place, Stmt, VReg, Value, Var, VarDecl};
 
 /// Rows of a block, at most.
 const ROWS: usize = 4;
@@ -293,6 +293,10 @@ impl Vars {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Width {
     Vectors(usize),
+    /// One vector ending at the lanes loop's last point, after the vectors: it recomputes
+    /// the lanes the vectors already hold and stores only the others (the remainder of the
+    /// extent by the lanes), so that every factor load stays among the tile's points.
+    Tail,
     Lane,
 }
 
@@ -415,7 +419,6 @@ impl Gen<'_> {
         let widths = [
             (o.clone(), multiple(span), span, Width::Vectors(p.vectors)),
             (multiple(span), multiple(p.lanes), p.lanes, Width::Vectors(1)),
-            (multiple(p.lanes), o.clone() + n.clone(), 1, Width::Lane),
         ];
         for (from, to, step, width) in widths {
             if width == Width::Vectors(1) && p.vectors == 1 {
@@ -429,6 +432,25 @@ impl Gen<'_> {
                 body: self.block(v, rows, width),
             });
         }
+        // The rest: a tail vector when the extent holds a whole vector, else single lanes.
+        let lanes = Int::Const(p.lanes as i64);
+        let mut tail = vec![Stmt::Set(self.point[l], o.clone() + n.clone() - lanes.clone())];
+        tail.extend(self.block(v, rows, Width::Tail));
+        out.push(Stmt::If {
+            cond: Cond::Lt(n.clone(), lanes),
+            then: vec![Stmt::For {
+                var: self.point[l],
+                from: o.clone(),
+                to: o.clone() + n.clone(),
+                step: Int::Const(1),
+                body: self.block(v, rows, Width::Lane),
+            }],
+            otherwise: vec![Stmt::If {
+                cond: Cond::Lt(multiple(p.lanes), o + n),
+                then: tail,
+                otherwise: Vec::new(),
+            }],
+        });
         out
     }
 
@@ -458,6 +480,7 @@ impl Gen<'_> {
         }
         let vectors = match width {
             Width::Vectors(n) => n,
+            Width::Tail => 1,
             Width::Lane => 0,
         };
         for i in 0..rows {
@@ -471,6 +494,22 @@ impl Gen<'_> {
         }
         out.extend(self.walk(v, rows, width, 0));
         for i in 0..rows {
+            if width == Width::Tail {
+                let kept = self.tail_lanes(p);
+                let Place::Ldm { buf, half, .. } = self.at(0, v.target[i], 0) else {
+                    unreachable!("planned accesses are in LDM")
+                };
+                out.push(Stmt::VStoreTail {
+                    reg: v.acc[i][0],
+                    place: Place::Ldm {
+                        buf,
+                        half,
+                        index: Int::Var(v.target[i]) + (Int::Const(p.lanes as i64) - kept.clone()),
+                    },
+                    count: kept,
+                });
+                continue;
+            }
             for j in 0..vectors {
                 out.push(Stmt::VStore {
                     reg: v.acc[i][j],
@@ -519,7 +558,8 @@ impl Gen<'_> {
         let stream = |x: usize, row: usize| if p.factors[x].along_rows { row } else { 0 };
         let mut out = Vec::new();
         match width {
-            Width::Vectors(vectors) => {
+            Width::Vectors(_) | Width::Tail => {
+                let vectors = if let Width::Vectors(n) = width { n } else { 1 };
                 for (x, fac) in p.factors.iter().enumerate() {
                     for i in 0..fac.streams(rows) {
                         let n = if fac.along_lanes { vectors } else { 1 };
@@ -577,6 +617,11 @@ impl Gen<'_> {
         }
     }
 
+    /// Lanes a tail block stores: the lanes loop's extent modulo the lanes.
+    fn tail_lanes(&self, p: &Plan) -> Int {
+        self.extent(p.lanes_loop) % Int::Const(p.lanes as i64)
+    }
+
     /// Charges every block of the nest, its loops and its steps.
     fn charge_blocks(&self, out: &mut Vec<Stmt>, v: &Vars) {
         let p = &v.plan;
@@ -606,17 +651,40 @@ impl Gen<'_> {
         if p.vectors > 1 {
             widths.push((Width::Vectors(1), div(rem(n.clone(), span), p.lanes)));
         }
-        widths.push((Width::Lane, rem(n.clone(), p.lanes)));
+        // A whole vector or more: a tail block if lanes remain; fewer: single lanes.
+        let whole = Int::min(div(n.clone(), p.lanes), Int::Const(1));
+        let remainder = rem(n.clone(), p.lanes);
+        widths.push((Width::Tail, whole.clone() * Int::min(remainder.clone(), Int::Const(1))));
+        widths.push((Width::Lane, remainder.clone() - remainder.clone() * whole.clone()));
         let points = Int::product(p.reduce.iter().map(|&l| self.extent(l)).collect());
         for (rows, groups) in groups {
             let calls = outer_points.clone() * groups;
             // The lanes loops' bounds (multiples of a block and of a vector, by shifts) and
-            // starts, once per row group; each iteration's control is charged with its block.
-            let bounds = if widths.len() == 3 { 16 } else { 9 };
-            charge(out, int(bounds), calls.clone());
+            // starts, and the test for a whole vector, once per row group; the test for a
+            // remainder after it; each iteration's control is charged with its block.
+            let bounds = if p.vectors > 1 { 16 } else { 9 };
+            charge(out, int(bounds) + cost::branch(1), calls.clone());
+            charge(out, int(2) + cost::branch(1), calls.clone() * whole.clone());
             for (width, count) in &widths {
                 let blocks = calls.clone() * count.clone();
                 charge(out, self.block_ops(v, rows, *width), blocks.clone());
+                if *width == Width::Tail {
+                    // Its start, and per row the stored lanes' place and one copy per lane.
+                    charge(out, int(2 + 3 * rows as u32), blocks.clone());
+                    let copy = Ops {
+                        load: 1,
+                        store: 1,
+                        ..LOOP
+                    };
+                    charge(out, copy * rows as u32, blocks.clone() * remainder.clone());
+                    // The multiply-adds of the stored lanes: the others were counted with the
+                    // blocks that store them.
+                    let kept = Ops {
+                        flops: 2 * rows as u32,
+                        ..Ops::ZERO
+                    };
+                    charge(out, kept, blocks.clone() * points.clone() * remainder.clone());
+                }
                 // The reduction loops' control: every level's iterations, the innermost's with
                 // the step.
                 let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
@@ -643,10 +711,16 @@ impl Gen<'_> {
         for fac in &p.factors {
             ops += self.access_ref(fac.access).1 + int(fac.streams(rows) as u32);
         }
-        if let Width::Vectors(n) = width {
-            let n = n as u32;
-            // The accumulators' loads and stores, with the offset of every vector but a row's first.
-            ops += (VLOAD + VSTORE) * (r * n) + int(2 * r * (n - 1));
+        match width {
+            Width::Vectors(n) => {
+                let n = n as u32;
+                // The accumulators' loads and stores, with the offset of every vector but a
+                // row's first.
+                ops += (VLOAD + VSTORE) * (r * n) + int(2 * r * (n - 1));
+            }
+            // One accumulator per row, loaded, and stored whole to the local array.
+            Width::Tail => ops += (VLOAD + VSTORE) * r,
+            Width::Lane => {}
         }
         let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
         ops + int(streams + 1)
@@ -662,8 +736,8 @@ impl Gen<'_> {
             ..Ops::default()
         };
         match width {
-            Width::Vectors(n) => {
-                let n = n as u32;
+            Width::Vectors(_) | Width::Tail => {
+                let n = if let Width::Vectors(n) = width { n as u32 } else { 1 };
                 for fac in &p.factors {
                     let s = fac.streams(rows) as u32;
                     ops += match fac.along_lanes {
@@ -672,6 +746,10 @@ impl Gen<'_> {
                     };
                 }
                 ops += cost::fma(p.lanes as u32, false) * (r * n);
+                if width == Width::Tail {
+                    // Counted by the lanes it keeps (see `charge_blocks`).
+                    ops.flops = 0;
+                }
             }
             Width::Lane => {
                 // Per row: both factors' loads, the target's load and store, one fused

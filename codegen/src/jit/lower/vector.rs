@@ -6,7 +6,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value as Val};
 
 use super::{vector_flags, Lower, LANES};
-use crate::cpe::{Place, VReg};
+use crate::cpe::{Int, Place, VReg};
 
 impl Lower<'_, '_> {
     /// Declares every vector register of the program, zeroed.
@@ -71,6 +71,51 @@ impl Lower<'_, '_> {
         for (c, var) in parts.into_iter().enumerate() {
             let x = self.b.use_var(var);
             self.b.ins().store(vector_flags(), x, at, (16 * c) as i32);
+        }
+    }
+
+    /// Stores the last `count` lanes of `reg` from `place` on: lane `i` goes to element
+    /// `i - (lanes - count)` when `i >= lanes - count`.
+    pub(super) fn vstore_tail(&mut self, reg: VReg, place: &Place, count: &Int) {
+        let lanes = self.f.lanes as i64;
+        let n = self.int(count);
+        let Place::Ldm { buf, half, index } = place else {
+            unreachable!("vector statements access LDM places")
+        };
+        let b = self.f.buf(*buf);
+        let (elements, size) = (b.elements as i64, b.dtype.size_bytes() as i64);
+        let message = format!("an access outside LDM buffer '{}'", b.name);
+        let i = self.int(index);
+        let past = self.b.ins().iadd(i, n);
+        let short = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 1);
+        let long = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, lanes);
+        let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, past, elements);
+        let bad = self.b.ins().bor(short, long);
+        let bad = self.b.ins().bor(bad, outside);
+        self.fail_if(bad, &message);
+        let base = self.buffer_base(*buf, half);
+        let off = self.b.ins().imul_imm_s(i, size);
+        let at = self.b.ins().iadd(base, off);
+        // The element lane `lane` goes to, `lane - (lanes - n)`, as a byte offset from `at`.
+        let skipped = self.b.ins().iadd_imm_s(n, -lanes);
+        let parts = self.vregs[reg.0 as usize].clone();
+        for lane in 0..lanes {
+            let keep = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, n, lanes - lane);
+            let store = self.b.create_block();
+            let next = self.b.create_block();
+            self.b.ins().brif(keep, store, &[], next, &[]);
+            self.b.switch_to_block(store);
+            let part = self.b.use_var(parts[(lane / LANES) as usize]);
+            let x = self.b.ins().extractlane(part, (lane % LANES) as u8);
+            let element = self.b.ins().iadd_imm_s(skipped, lane);
+            let off = self.b.ins().imul_imm_s(element, size);
+            let to = self.b.ins().iadd(at, off);
+            self.b.ins().store(vector_flags(), x, to, 0);
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
         }
     }
 
