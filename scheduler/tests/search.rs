@@ -5,9 +5,7 @@ use swflow_frontend::ir::{ConvAttrs, DType, Graph, Op, Output, TensorType};
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::lower::lower;
-use swflow_scheduler::schedule::{
-    dma, estimate, partition, reorder, schedule_kernel, sizing, verify_schedule, Schedule,
-};
+use swflow_scheduler::schedule::{estimate, partition, planned, schedule_kernel, sizing, verify_schedule, Schedule};
 use swflow_scheduler::target::Target;
 
 /// `y[1, 64, 56, 56] = conv(x[1, 64, 56, 56], w[64, 64, 3, 3])`, padded by one.
@@ -36,30 +34,13 @@ fn leading(p: &Program, target: &Target) -> Schedule {
     let part = partition::partition(k, target);
     let sized = sizing::size_buffers(k, p, &part, target).unwrap();
     let tiles = sizing::improve(k, p, &part, sized.tiles, target);
-    let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
-    let order = reorder::best_order(k, p, &tiles, &ranges).order;
-    let mut s = Schedule {
-        partition: part.loops,
-        partition_points: part.points,
-        chunk: part.chunk,
-        ranges,
-        tiles,
-        order,
-        buffers: Vec::new(),
-    };
-    s.buffers = dma::plan_buffers(k, p, &s, target);
+    let s = planned(k, p, &part, tiles, target);
     verify_schedule(k, p, &s, target).unwrap();
     s
 }
 
 fn cycles(p: &Program, s: &Schedule, target: &Target) -> f64 {
-    let k = &p.kernels[0];
-    let part = partition::Partition {
-        loops: s.partition.clone(),
-        points: s.partition_points,
-        chunk: s.chunk,
-    };
-    estimate::estimate(k, p, &part, &s.tiles, &s.order, target).cycles()
+    estimate::estimate(&p.kernels[0], p, s, target).cycles()
 }
 
 /// Split one output channel per CPE, as the leading loops `[n, m]` would, every CPE reads

@@ -7,15 +7,17 @@
 //!   contiguous block of its box, plus the memory lines those blocks touch over the
 //!   bandwidth (a block of `b` bytes of `e`-byte elements at a random element alignment
 //!   touches `1 + (b - e) / line` lines on average);
-//! - a CPE waits a get's latency for every get (double buffering, planned afterwards, may
-//!   hide some of it, so this errs long);
+//! - a CPE waits a get's latency for every get of a single buffer (a double buffer's get is
+//!   issued a tile ahead, and its latency is taken as hidden), and, as the CPEs walk their
+//!   tiles in step, for the queue to serve every CPE's gets into single buffers: the queue
+//!   time of those gets adds to the CPEs' own time instead of overlapping it;
 //! - an access served directly costs a `gload` or `gstore` at every point of the nest;
 //! - compute is one instruction per point of the nest, vectorised along the target's
 //!   innermost loop when the target has vectors: a lower bound that still sees how
 //!   partitioning and tiling fill the lanes and balance the CPEs.
 //!
 //! The kernel takes the longer of the DMA queue's total occupancy and the busiest CPE's own
-//! time.
+//! time with the stalls on single-buffered gets.
 
 use crate::loops::{Index, Kernel, LoopKind, Program};
 use crate::target::Target;
@@ -23,6 +25,7 @@ use crate::target::Target;
 use super::partition::{segments, Partition};
 use super::reorder::access_traffic;
 use super::sizing::{buffer_dims, is_direct};
+use super::Schedule;
 
 /// Estimated cycles of a schedule.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -31,11 +34,13 @@ pub struct Estimate {
     pub queue: f64,
     /// Cycles of the busiest CPE: compute, get latencies and direct accesses.
     pub cpe: f64,
+    /// Cycles the queue spends on gets into single buffers, which every CPE waits for.
+    pub stalled: f64,
 }
 
 impl Estimate {
     pub fn cycles(&self) -> f64 {
-        self.queue.max(self.cpe)
+        self.queue.max(self.cpe + self.stalled)
     }
 }
 
@@ -66,15 +71,14 @@ fn lanes_loop(k: &Kernel) -> Option<usize> {
     }
 }
 
-/// The estimate of kernel `k` split by `part`, with `tiles` and the tile loop `order`.
-pub fn estimate(
-    k: &Kernel,
-    p: &Program,
-    part: &Partition,
-    tiles: &[usize],
-    order: &[usize],
-    target: &Target,
-) -> Estimate {
+/// The estimate of kernel `k` under schedule `s` (its buffers planned).
+pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estimate {
+    let part = Partition {
+        loops: s.partition.clone(),
+        points: s.partition_points,
+        chunk: s.chunk,
+    };
+    let (tiles, order) = (&s.tiles[..], &s.order[..]);
     let t = &target.timing;
     let d = &t.dma;
     let line = d.line_bytes as f64;
@@ -114,14 +118,15 @@ pub fn estimate(
             }
         })
         .sum();
-    let mut memo: Vec<(usize, f64, f64)> = Vec::new();
-    let mut queue = 0.0;
+    let mut memo: Vec<(usize, f64, f64, f64)> = Vec::new();
+    let (mut queue, mut stalled) = (0.0, 0.0);
     let mut busiest: f64 = 0.0;
     for cpe in 0..target.cpes {
         let mut own = 0.0;
         for seg in segments(cpe, part.chunk, part.points, &part.loops, &extents) {
-            if let Some(&(_, q, c)) = memo.iter().find(|m| m.0 == seg.len) {
+            if let Some(&(_, q, w, c)) = memo.iter().find(|m| m.0 == seg.len) {
                 queue += q;
+                stalled += w;
                 own += c;
                 continue;
             }
@@ -131,26 +136,34 @@ pub fn estimate(
                 ranges[l] = seg.len;
                 seg_tiles[l] = tiles[l].min(seg.len);
             }
-            let mut q = 0.0;
-            let mut gets = 0;
+            let (mut q, mut w) = (0.0, 0.0);
+            let mut waited = 0;
             for a in access_traffic(k, p, &seg_tiles, &ranges, order) {
                 let (get, put) = transfer(a.access, &seg_tiles);
                 q += a.gets as f64 * get + a.puts as f64 * put;
-                gets += a.gets;
+                if !s.buffers.get(a.access).is_some_and(|b| b.double) {
+                    waited += a.gets;
+                    w += a.gets as f64 * get;
+                }
             }
             let points: f64 = ranges.iter().map(|&r| r as f64).product();
             let per_point = lanes.map_or(1.0, |l| {
                 let t = seg_tiles[l];
                 t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
             });
-            let c = points * (per_point + direct_cycles) + gets as f64 * d.get_latency_cycles;
-            memo.push((seg.len, q, c));
+            let c = points * (per_point + direct_cycles) + waited as f64 * d.get_latency_cycles;
+            memo.push((seg.len, q, w, c));
             queue += q;
+            stalled += w;
             own += c;
         }
         busiest = busiest.max(own);
     }
-    Estimate { queue, cpe: busiest }
+    Estimate {
+        queue,
+        cpe: busiest,
+        stalled,
+    }
 }
 
 #[cfg(test)]

@@ -231,29 +231,35 @@ pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Sched
             }
         };
         let tiles = sizing::improve(k, p, &part, sized.tiles, target);
-        let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
-        let order = reorder::best_order(k, p, &tiles, &ranges).order;
-        let cycles = estimate::estimate(k, p, &part, &tiles, &order, target).cycles();
-        if best.as_ref().is_some_and(|b| b.0 <= cycles) {
-            continue;
+        let s = planned(k, p, &part, tiles, target);
+        let cycles = estimate::estimate(k, p, &s, target).cycles();
+        if best.as_ref().is_none_or(|b| cycles < b.0) {
+            best = Some((cycles, s));
         }
-        let mut s = Schedule {
-            ranges,
-            partition: part.loops,
-            partition_points: part.points,
-            chunk: part.chunk,
-            tiles,
-            order,
-            buffers: Vec::new(),
-        };
-        s.buffers = dma::plan_buffers(k, p, &s, target);
-        best = Some((cycles, s));
     }
     let Some((_, s)) = best else {
         return Err(fail(first_error.unwrap_or_else(|| "no partition of its loops".into())));
     };
     verify_schedule(k, p, &s, target).map_err(fail)?;
     Ok(s)
+}
+
+/// The schedule of `k` split by `part` with `tiles`: the best order of its tile loops, and its
+/// buffers placed.
+pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<usize>, target: &Target) -> Schedule {
+    let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
+    let order = reorder::best_order(k, p, &tiles, &ranges).order;
+    let mut s = Schedule {
+        ranges,
+        partition: part.loops.clone(),
+        partition_points: part.points,
+        chunk: part.chunk,
+        tiles,
+        order,
+        buffers: Vec::new(),
+    };
+    s.buffers = dma::plan_buffers(k, p, &s, target);
+    s
 }
 
 /// Checks a schedule against its kernel and target: the partition splits parallel loops into

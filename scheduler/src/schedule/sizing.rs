@@ -169,8 +169,9 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
 const MOVES: usize = 64;
 
 /// Tiles near `tiles` (which fit) with a shorter [`super::estimate`]: while some tile,
-/// doubled (or grown to its range) or halved, still fits and shortens the estimate with the
-/// best order of its tile loops, the best such move is taken.
+/// doubled (or grown to its range) or halved, still fits and shortens the estimate of the
+/// schedule it gives (the best order of its tile loops, its buffers placed and
+/// double-buffered where the LDM has room), the best such move is taken.
 pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>, target: &Target) -> Vec<usize> {
     let n_access = super::accesses(k).len();
     let budget = target
@@ -178,8 +179,8 @@ pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>,
         .saturating_sub(super::ldm_overhead(k, n_access, target));
     let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
     let cycles = |t: &[usize]| {
-        let order = super::reorder::best_order(k, p, t, &ranges).order;
-        super::estimate::estimate(k, p, part, t, &order, target).cycles()
+        let s = super::planned(k, p, part, t.to_vec(), target);
+        super::estimate::estimate(k, p, &s, target).cycles()
     };
     let mut now = cycles(&tiles);
     for _ in 0..MOVES {
