@@ -538,15 +538,26 @@ impl<'f> Lower<'f, '_> {
                 self.b.ins().imul(a, b)
             }
             Int::Div(a, b) | Int::Rem(a, b) => {
-                let Int::Const(d) = **b else {
-                    unreachable!("CPE programs divide by constants")
-                };
-                assert!(d > 0, "CPE programs divide by positive constants");
-                let a = self.int(a);
-                if matches!(e, Int::Div(..)) {
-                    self.b.ins().sdiv_imm_s(a, d)
-                } else {
-                    self.b.ins().srem_imm_s(a, d)
+                let x = self.int(a);
+                match **b {
+                    Int::Const(d) => {
+                        assert!(d > 0, "CPE programs divide by positive constants");
+                        if matches!(e, Int::Div(..)) {
+                            self.b.ins().sdiv_imm_s(x, d)
+                        } else {
+                            self.b.ins().srem_imm_s(x, d)
+                        }
+                    }
+                    _ => {
+                        let d = self.int(b);
+                        let bad = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, d, 1);
+                        self.fail_if(bad, "a division by a divisor that is not positive");
+                        if matches!(e, Int::Div(..)) {
+                            self.b.ins().sdiv(x, d)
+                        } else {
+                            self.b.ins().srem(x, d)
+                        }
+                    }
                 }
             }
             Int::Min(a, b) => {

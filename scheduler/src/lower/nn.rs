@@ -252,6 +252,11 @@ pub(super) fn conv(cx: &mut Lowering, n: &NodeCx, c: &ConvAttrs) -> Result<(), S
     let axes: Vec<ConvAxis> = (0..out.len() - 2)
         .map(|i| ConvAxis::direct(out[2 + i], ws[2 + i], front[i], c.strides[i], c.dilations[i]))
         .collect();
+    if axes.iter().all(|a| a.taps == 1) && axes.iter().any(|a| a.input.1 > 1) {
+        let xs = subsampled(cx, n, x, &axes)?;
+        let unit: Vec<ConvAxis> = axes.iter().map(|a| ConvAxis::direct(a.outputs, 1, 0, 1, 1)).collect();
+        return conv_kernel(cx, n, "", xs, w, Layout::OutIn, c.groups, &unit, false);
+    }
     let last = axes.last().expect("a convolution has a spatial axis");
     let stride = last.input.1 as usize;
     if stride > 1 && last.taps <= WINDOWS_PER_STRIDE * stride {
@@ -259,6 +264,29 @@ pub(super) fn conv(cx: &mut Lowering, n: &NodeCx, c: &ConvAttrs) -> Result<(), S
         return conv_kernel(cx, n, "", xw, w, Layout::OutIn, c.groups, &axes, true);
     }
     conv_kernel(cx, n, "", x, w, Layout::OutIn, c.groups, &axes, false)
+}
+
+/// The input of a strided convolution with one tap on every axis, at the points it reads:
+/// `subsampled[n, c, o..] = x[n, c, input(o, 0)..]` (zero outside `x`), which the product
+/// then reads as a convolution with stride 1, whose rows of outputs follow each other in
+/// its tiles.
+fn subsampled(cx: &mut Lowering, n: &NodeCx, x: TensorId, axes: &[ConvAxis]) -> Result<TensorId, String> {
+    let xt = cx.p.tensor(x).ty.clone();
+    let shape = [xt.shape[..2].to_vec(), axes.iter().map(|a| a.outputs).collect()].concat();
+    let copy = cx.temp(n, "subsampled", TensorType::new(xt.dtype, shape).map_err(|e| e.0)?);
+    let mut loops = vec![par("n", xt.shape[0]), par("c", xt.shape[1])];
+    loops.extend(axes.iter().enumerate().map(|(i, a)| par(format!("o{i}"), a.outputs)));
+    let mut src = vars(2);
+    src.extend(
+        axes.iter()
+            .enumerate()
+            .map(|(i, a)| Affine::constant(a.input.0).plus(2 + i, a.input.1)),
+    );
+    let zero = Scalar::of(xt.dtype, 0.0);
+    let value = load_padded(1, src, &loops, &xt.shape, zero);
+    let rank = loops.len();
+    cx.kernel(n, "subsampled", loops, vec![copy, x], target(vars(rank)), value, None)?;
+    Ok(copy)
 }
 
 /// Largest ratio of taps to stride along the last axis for which a strided convolution reads

@@ -3,17 +3,21 @@
 //!
 //! One parallel loop, the *lanes*, moves the target and the factors that move along it by one
 //! element (a factor that does not move along it is broadcast); another parallel loop may give
-//! a block several *rows* that share the factors not moving along it. The other parallel
+//! a block several *rows* that share the factors not moving along it. When the lanes loop's
+//! tiles are shorter than a block's lanes and the loop outside it moves every factor along
+//! the lanes by a whole tile row, the lanes run through both loops as one longer row
+//! (*coalesced*), each block finding its two points by a quotient and a remainder. The other parallel
 //! loops run outside, and the reduction loops innermost, in their order:
 //! ```text
 //! for outer points:
 //!   for row blocks of R rows, then single rows:
-//!     for lane blocks of V vectors, then single vectors, then single lanes:
+//!     for lane blocks of V vectors, then single vectors, then a tail vector (or single
+//!     lanes when the lanes are fewer than a vector):
 //!       load the block's target elements into accumulators (R x V registers)
 //!       for every reduction point (in nest order):
 //!         load the factors' vectors (simd_loadu) or broadcast elements (simd_loade)
 //!         acc[i][j] = simd_vmas(a, b, acc[i][j])   for every row i and vector j
-//!       store the accumulators
+//!       store the accumulators (a tail only its lanes that no vector stored)
 //! ```
 //! Each target element therefore takes the same fused multiply-adds, in the same order, as
 //! in the scalar nest ([`super::super::Stmt::Fold`]), so the results are equal bit for bit.
@@ -41,6 +45,10 @@ const REGISTERS: usize = 30;
 /// How a kernel's compute nest runs as vector blocks.
 pub(super) struct Plan {
     lanes_loop: usize,
+    /// A parallel loop whose points the lanes run through as well, as one longer row: the
+    /// target's subscript before the last, along which every factor that moves along the
+    /// lanes moves by a whole row of its tile (and the others not at all).
+    coalesced: Option<usize>,
     rows_loop: Option<usize>,
     /// The other parallel loops, in nest order.
     outer: Vec<usize>,
@@ -164,6 +172,28 @@ pub(super) fn plan(
             )
     })?;
     let vectors = ROW_LANES.div_ceil(lanes).max(1);
+    // Rows of the tile shorter than a block's lanes run on into the next: the target's
+    // subscript before the last is one loop, and a factor moving along the lanes holds in its
+    // last subscript no other loop with a tile of several points (so its tile's rows are as
+    // long as the target's) and that loop, with coefficient 1, just before.
+    let coalesced = (s.tiles[lanes_loop] < ROW_LANES && ti.len() >= 2)
+        .then(|| match ti[ti.len() - 2].as_slice() {
+            &[(l, 1)] if l != lanes_loop && k.loops[l].kind == LoopKind::Parallel && s.tiles[l] > 1 => Some(l),
+            _ => None,
+        })
+        .flatten()
+        .filter(|&outer| {
+            [&ai, &bi].iter().all(|sub| match lane_step(sub, lanes_loop) {
+                Some(true) => {
+                    let n = sub.len();
+                    n >= 2
+                        && sub[n - 1].iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1)
+                        && uses(sub, outer) == 1
+                        && sub[n - 2].contains(&(outer, 1))
+                }
+                _ => uses(sub, outer) == 0,
+            })
+        });
     let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| Factor {
         access,
         along_lanes: lane_step(sub, lanes_loop) == Some(true),
@@ -177,7 +207,10 @@ pub(super) fn plan(
         (regs + n * vectors <= REGISTERS).then_some(regs as f64 / (n * vectors) as f64)
     };
     let mut best = (None, 1, loads(None, 1)?);
-    for &l in parallel.iter().filter(|&&l| l != lanes_loop && s.tiles[l] > 1) {
+    for &l in parallel
+        .iter()
+        .filter(|&&l| l != lanes_loop && Some(l) != coalesced && s.tiles[l] > 1)
+    {
         for n in (2..=ROWS).rev() {
             if let Some(cost) = loads(Some(l), n) {
                 if cost < best.2 {
@@ -191,10 +224,11 @@ pub(super) fn plan(
     let outer = parallel
         .iter()
         .copied()
-        .filter(|&l| l != lanes_loop && Some(l) != rows_loop)
+        .filter(|&l| l != lanes_loop && Some(l) != rows_loop && Some(l) != coalesced)
         .collect();
     Some(Plan {
         lanes_loop,
+        coalesced,
         rows_loop,
         outer,
         reduce,
@@ -208,6 +242,8 @@ pub(super) fn plan(
 /// The variables and registers of a plan's code.
 pub(super) struct Vars {
     plan: Plan,
+    /// With a coalesced loop: the position along the lanes of both loops together.
+    flat: Option<Var>,
     /// Index of each row's first target element in a block.
     target: Vec<Var>,
     /// Target elements from one row to the next.
@@ -234,6 +270,7 @@ impl Vars {
             line.push(Local::Var(v));
             v
         };
+        let flat = plan.coalesced.map(|_| var(f, format!("{prefix}lane")));
         let target = (0..plan.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
         let target_row = plan.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
         let mut row_stride = [None, None];
@@ -278,6 +315,7 @@ impl Vars {
         }
         Vars {
             plan,
+            flat,
             target,
             target_row,
             row_stride,
@@ -322,13 +360,19 @@ impl Gen<'_> {
     /// The vector code of the compute nest, with its charges.
     pub(super) fn vector_nest(&self, out: &mut Vec<Stmt>, v: &Vars) {
         let p = &v.plan;
+        let lanes = match p.coalesced {
+            Some(l) => format!(
+                "{} and {} as one row",
+                self.loop_names[l], self.loop_names[p.lanes_loop]
+            ),
+            None => self.loop_names[p.lanes_loop].clone(),
+        };
         out.push(Stmt::Comment(format!(
-            "In blocks of {} row(s) ({}) by {} vector(s) of {} lanes ({}).",
+            "In blocks of {} row(s) ({}) by {} vector(s) of {} lanes ({lanes}).",
             p.rows,
             p.rows_loop.map_or("-".to_string(), |l| self.loop_names[l].clone()),
             p.vectors,
             p.lanes,
-            self.loop_names[p.lanes_loop]
         )));
         // Strides, once per tile.
         let mut setup = Vec::new();
@@ -411,8 +455,7 @@ impl Gen<'_> {
     /// The lanes loops of a block row group: full blocks, single vectors, single lanes.
     fn lane_loops(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
         let p = &v.plan;
-        let l = p.lanes_loop;
-        let (o, n) = (self.origin(l), self.extent(l));
+        let (var, o, n) = self.lane_range(v);
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let span = p.vectors * p.lanes;
         let mut out = Vec::new();
@@ -425,7 +468,7 @@ impl Gen<'_> {
                 continue;
             }
             out.push(Stmt::For {
-                var: self.point[l],
+                var,
                 from,
                 to,
                 step: Int::Const(step as i64),
@@ -434,12 +477,12 @@ impl Gen<'_> {
         }
         // The rest: a tail vector when the extent holds a whole vector, else single lanes.
         let lanes = Int::Const(p.lanes as i64);
-        let mut tail = vec![Stmt::Set(self.point[l], o.clone() + n.clone() - lanes.clone())];
+        let mut tail = vec![Stmt::Set(var, o.clone() + n.clone() - lanes.clone())];
         tail.extend(self.block(v, rows, Width::Tail));
         out.push(Stmt::If {
             cond: Cond::Lt(n.clone(), lanes),
             then: vec![Stmt::For {
-                var: self.point[l],
+                var,
                 from: o.clone(),
                 to: o.clone() + n.clone(),
                 step: Int::Const(1),
@@ -458,6 +501,17 @@ impl Gen<'_> {
     fn block(&self, v: &Vars, rows: usize, width: Width) -> Vec<Stmt> {
         let p = &v.plan;
         let mut out = Vec::new();
+        if let (Some(outer), Some(flat)) = (p.coalesced, v.flat) {
+            let l = p.lanes_loop;
+            out.push(Stmt::Set(
+                self.point[outer],
+                self.origin(outer) + Int::Var(flat) / self.extent(l),
+            ));
+            out.push(Stmt::Set(
+                self.point[l],
+                self.origin(l) + Int::Var(flat) % self.extent(l),
+            ));
+        }
         for &l in &p.reduce {
             out.push(Stmt::Set(self.point[l], self.origin(l)));
         }
@@ -495,7 +549,7 @@ impl Gen<'_> {
         out.extend(self.walk(v, rows, width, 0));
         for i in 0..rows {
             if width == Width::Tail {
-                let kept = self.tail_lanes(p);
+                let kept = self.tail_lanes(v);
                 let Place::Ldm { buf, half, .. } = self.at(0, v.target[i], 0) else {
                     unreachable!("planned accesses are in LDM")
                 };
@@ -617,9 +671,19 @@ impl Gen<'_> {
         }
     }
 
-    /// Lanes a tail block stores: the lanes loop's extent modulo the lanes.
-    fn tail_lanes(&self, p: &Plan) -> Int {
-        self.extent(p.lanes_loop) % Int::Const(p.lanes as i64)
+    /// The variable the lanes loops count with, its start and the points they run through:
+    /// the lanes loop's own, or with a coalesced loop a position over both from 0.
+    fn lane_range(&self, v: &Vars) -> (Var, Int, Int) {
+        let l = v.plan.lanes_loop;
+        match (v.plan.coalesced, v.flat) {
+            (Some(outer), Some(flat)) => (flat, Int::Const(0), self.extent(outer) * self.extent(l)),
+            _ => (self.point[l], self.origin(l), self.extent(l)),
+        }
+    }
+
+    /// Lanes a tail block stores: the lanes' extent modulo the lanes.
+    fn tail_lanes(&self, v: &Vars) -> Int {
+        self.lane_range(v).2 % Int::Const(v.plan.lanes as i64)
     }
 
     /// Charges every block of the nest, its loops and its steps.
@@ -645,7 +709,7 @@ impl Gen<'_> {
             }
             None => vec![(1, Int::Const(1))],
         };
-        let n = self.extent(p.lanes_loop);
+        let n = self.lane_range(v).2;
         let span = p.vectors * p.lanes;
         let mut widths = vec![(Width::Vectors(p.vectors), div(n.clone(), span))];
         if p.vectors > 1 {
@@ -721,6 +785,10 @@ impl Gen<'_> {
             // One accumulator per row, loaded, and stored whole to the local array.
             Width::Tail => ops += (VLOAD + VSTORE) * r,
             Width::Lane => {}
+        }
+        if p.coalesced.is_some() {
+            // The two points from the position: a quotient, a remainder and two adds.
+            ops += Ops { div: 2, ..int(2) };
         }
         let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
         ops + int(streams + 1)
