@@ -5,7 +5,7 @@ use swflow_frontend::ir::{ConvAttrs, DType, Graph, Op, Output, TensorType};
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::lower::lower;
-use swflow_scheduler::schedule::{estimate, partition, planned, schedule_kernel, sizing, verify_schedule, Schedule};
+use swflow_scheduler::schedule::{estimate, partition, schedule_kernel, split_by, verify_schedule, Schedule};
 use swflow_scheduler::target::Target;
 
 /// `y[1, 64, 56, 56] = conv(x[1, 64, 56, 56], w[64, 64, 3, 3])`, padded by one.
@@ -31,10 +31,7 @@ fn conv_program() -> Program {
 /// The schedule the passes give with the leading parallel loops as the partition.
 fn leading(p: &Program, target: &Target) -> Schedule {
     let k = &p.kernels[0];
-    let part = partition::partition(k, target);
-    let sized = sizing::size_buffers(k, p, &part, target).unwrap();
-    let tiles = sizing::improve(k, p, &part, sized.tiles, target);
-    let s = planned(k, p, &part, tiles, target);
+    let s = split_by(k, p, &partition::partition(k, target), target).unwrap();
     verify_schedule(k, p, &s, target).unwrap();
     s
 }

@@ -223,15 +223,13 @@ pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Sched
     let mut best: Option<(f64, Schedule)> = None;
     let mut first_error = None;
     for part in partition::candidates(k, target) {
-        let sized = match sizing::size_buffers(k, p, &part, target) {
+        let s = match split_by(k, p, &part, target) {
             Ok(s) => s,
             Err(e) => {
                 first_error.get_or_insert(e);
                 continue;
             }
         };
-        let tiles = sizing::improve(k, p, &part, sized.tiles, target);
-        let s = planned(k, p, &part, tiles, target);
         let cycles = estimate::estimate(k, p, &s, target).cycles();
         if best.as_ref().is_none_or(|b| cycles < b.0) {
             best = Some((cycles, s));
@@ -242,6 +240,14 @@ pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Sched
     };
     verify_schedule(k, p, &s, target).map_err(fail)?;
     Ok(s)
+}
+
+/// The schedule of `k` split by `part`: tiles sized by [`sizing::size_buffers`] and then
+/// [`sizing::improve`], ordered and placed by [`planned`]. An error says why no tiles fit.
+pub fn split_by(k: &Kernel, p: &Program, part: &partition::Partition, target: &Target) -> Result<Schedule, String> {
+    let sized = sizing::size_buffers(k, p, part, target)?;
+    let tiles = sizing::improve(k, p, part, sized.tiles, target);
+    Ok(planned(k, p, part, tiles, target))
 }
 
 /// The schedule of `k` split by `part` with `tiles`: the best order of its tile loops, and its

@@ -29,6 +29,13 @@ impl Lower<'_, '_> {
     /// The address of the first of the lanes at LDM place `p`, after checking that the last
     /// lane (or, for a broadcast, the one element) is inside its buffer.
     fn lanes_addr(&mut self, p: &Place, lanes: i64) -> Val {
+        let count = self.b.ins().iconst(types::I64, lanes);
+        self.span_addr(p, count)
+    }
+
+    /// The address of LDM place `p`, after checking that the `count` elements from it on are
+    /// inside its buffer.
+    fn span_addr(&mut self, p: &Place, count: Val) -> Val {
         let Place::Ldm { buf, half, index } = p else {
             unreachable!("vector statements access LDM places")
         };
@@ -36,11 +43,8 @@ impl Lower<'_, '_> {
         let (elements, size) = (b.elements as i64, b.dtype.size_bytes() as i64);
         let message = format!("an access outside LDM buffer '{}'", b.name);
         let i = self.int(index);
-        let last = self.b.ins().iadd_imm_s(i, lanes - 1);
-        let outside = self
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, last, elements);
+        let past = self.b.ins().iadd(i, count);
+        let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, past, elements);
         self.fail_if(outside, &message);
         let base = self.buffer_base(*buf, half);
         let off = self.b.ins().imul_imm_s(i, size);
@@ -79,23 +83,12 @@ impl Lower<'_, '_> {
     pub(super) fn vstore_tail(&mut self, reg: VReg, place: &Place, count: &Int) {
         let lanes = self.f.lanes as i64;
         let n = self.int(count);
-        let Place::Ldm { buf, half, index } = place else {
-            unreachable!("vector statements access LDM places")
-        };
-        let b = self.f.buf(*buf);
-        let (elements, size) = (b.elements as i64, b.dtype.size_bytes() as i64);
-        let message = format!("an access outside LDM buffer '{}'", b.name);
-        let i = self.int(index);
-        let past = self.b.ins().iadd(i, n);
         let short = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 1);
         let long = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, lanes);
-        let outside = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, past, elements);
         let bad = self.b.ins().bor(short, long);
-        let bad = self.b.ins().bor(bad, outside);
-        self.fail_if(bad, &message);
-        let base = self.buffer_base(*buf, half);
-        let off = self.b.ins().imul_imm_s(i, size);
-        let at = self.b.ins().iadd(base, off);
+        self.fail_if(bad, "a vector tail that stores no lanes or more than a vector's");
+        let at = self.span_addr(place, n);
+        let size = types::F32.bytes() as i64;
         // The element lane `lane` goes to, `lane - (lanes - n)`, as a byte offset from `at`.
         let skipped = self.b.ins().iadd_imm_s(n, -lanes);
         let parts = self.vregs[reg.0 as usize].clone();
