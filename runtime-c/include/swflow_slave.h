@@ -442,16 +442,17 @@ SWFLOW_FLOAT_OPS(double, f64)
 static inline void swflow_fma_f32(float *t, float a, float b) { *t = fmaf(a, b, *t); }
 static inline void swflow_fma_f64(double *t, double a, double b) { *t = fma(a, b, *t); }
 
-/* The last n lanes of vector v, which has `lanes` f32 lanes, to the n floats from p on: the
- * register goes to a local array, and those lanes are copied one by one (a vector tail that
- * recomputed lanes already stored keeps only its own). Needs <simd.h>. */
-#define SWFLOW_VSTORE_TAIL(v, p, lanes, n)                                     \
+/* Lanes first..first+n of vector v, which has `lanes` f32 lanes, to the n floats from p on:
+ * the register goes to a local array, and those lanes are copied one by one (a vector tail
+ * that recomputed lanes already stored keeps its last lanes, a head over a row shorter than
+ * a vector its first). Needs <simd.h>. */
+#define SWFLOW_VSTORE_LANES(v, p, lanes, first, n)                             \
     do {                                                                       \
-        float swflow_tail_[lanes];                                             \
-        long swflow_n_ = (n);                                                  \
-        simd_storeu((v), swflow_tail_);                                        \
+        float swflow_lanes_[lanes];                                            \
+        long swflow_first_ = (first), swflow_n_ = (n);                         \
+        simd_storeu((v), swflow_lanes_);                                       \
         for (long swflow_i_ = 0; swflow_i_ < swflow_n_; swflow_i_++)           \
-            (p)[swflow_i_] = swflow_tail_[(lanes) - swflow_n_ + swflow_i_];    \
+            (p)[swflow_i_] = swflow_lanes_[swflow_first_ + swflow_i_];         \
     } while (0)
 
 static inline float swflow_sigmoid_f32(float a) { return 1.0f / (1.0f + expf(-a)); }

@@ -346,12 +346,14 @@ pub enum Stmt {
         reg: VReg,
         place: Place,
     },
-    /// The last `count` lanes of `reg` (`count` from 1 to [`Func::lanes`]) to the `count`
-    /// elements from `place` on: the register goes to a local array (`simd_storeu`), and those
-    /// lanes are copied one by one (`SWFLOW_VSTORE_TAIL`). LDM places only.
-    VStoreTail {
+    /// Lanes `first..first + count` of `reg` (`count` from 1, `first + count` at most
+    /// [`Func::lanes`]) to the `count` elements from `place` on: the register goes to a local
+    /// array, and those lanes are copied one by one (`SWFLOW_VSTORE_LANES`). A tail stores a
+    /// vector's last lanes, a head its first. LDM places only.
+    VStoreLanes {
         reg: VReg,
         place: Place,
+        first: Int,
         count: Int,
     },
     /// `acc = a * b + acc` lane by lane, each rounded once (`simd_vmas`).

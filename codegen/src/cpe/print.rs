@@ -226,11 +226,17 @@ impl Printer<'_> {
             Stmt::VStore { reg, place } => {
                 w.line(format!("simd_storeu({}, &{});", self.f.vreg(*reg), self.place(place)))
             }
-            Stmt::VStoreTail { reg, place, count } => w.line(format!(
-                "SWFLOW_VSTORE_TAIL({}, &{}, {}, {});",
+            Stmt::VStoreLanes {
+                reg,
+                place,
+                first,
+                count,
+            } => w.line(format!(
+                "SWFLOW_VSTORE_LANES({}, &{}, {}, {}, {});",
                 self.f.vreg(*reg),
                 self.place(place),
                 self.f.lanes,
+                self.int(first, TERNARY),
                 self.int(count, TERNARY)
             )),
             Stmt::VFma { acc, a, b } => {

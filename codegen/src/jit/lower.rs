@@ -248,7 +248,12 @@ impl<'f> Lower<'f, '_> {
             Stmt::Comment(_) => {}
             Stmt::VLoad { reg, place, broadcast } => self.vload(*reg, place, *broadcast),
             Stmt::VStore { reg, place } => self.vstore(*reg, place),
-            Stmt::VStoreTail { reg, place, count } => self.vstore_tail(*reg, place, count),
+            Stmt::VStoreLanes {
+                reg,
+                place,
+                first,
+                count,
+            } => self.vstore_lanes(*reg, place, first, count),
             Stmt::VFma { acc, a, b } => self.vfma(*acc, *a, *b),
             Stmt::Set(v, e) => {
                 let x = self.int(e);

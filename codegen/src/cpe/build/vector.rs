@@ -252,6 +252,10 @@ pub(super) struct Vars {
     /// reduction loop, from one point to the next.
     row_stride: [Option<Var>; 2],
     step: [Vec<Var>; 2],
+    /// Per factor moving along the lanes: the least and the greatest of its index's moves
+    /// over the reduction points of a block (`lo <= 0 <= hi`), which say whether a vector
+    /// over a row shorter than a vector stays in its buffer.
+    reach: [Option<(Var, Var)>; 2],
     /// Per factor, per stream (row): its index at the block's start and inside each reduction
     /// loop.
     walk: [Vec<Vec<Var>>; 2],
@@ -275,10 +279,17 @@ impl Vars {
         let target_row = plan.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
         let mut row_stride = [None, None];
         let mut step = [Vec::new(), Vec::new()];
+        let mut reach = [None, None];
         let mut walk = [Vec::new(), Vec::new()];
         for (x, fac) in plan.factors.iter().enumerate() {
             let name = ["a", "b"][x];
             row_stride[x] = fac.along_rows.then(|| var(f, format!("{prefix}{name}_row")));
+            if fac.along_lanes && plan.coalesced.is_none() {
+                reach[x] = Some((
+                    var(f, format!("{prefix}{name}_lo")),
+                    var(f, format!("{prefix}{name}_hi")),
+                ));
+            }
             step[x] = (0..plan.reduce.len())
                 .map(|j| var(f, format!("{prefix}{name}_step{j}")))
                 .collect();
@@ -320,6 +331,7 @@ impl Vars {
             target_row,
             row_stride,
             step,
+            reach,
             walk,
             acc,
             loaded,
@@ -333,8 +345,13 @@ enum Width {
     Vectors(usize),
     /// One vector ending at the lanes loop's last point, after the vectors: it recomputes
     /// the lanes the vectors already hold and stores only the others (the remainder of the
-    /// extent by the lanes), so that every factor load stays among the tile's points.
+    /// extent by the lanes), so that every factor load stays among the tile's points. Over a
+    /// row shorter than a vector, its first lanes read points before the row (inside the
+    /// buffers).
     Tail,
+    /// One vector from the first point of a row shorter than a vector: it stores that row's
+    /// lanes, and its other lanes read points after the row (inside the buffers).
+    Head,
     Lane,
 }
 
@@ -392,6 +409,25 @@ impl Gen<'_> {
                 let (e, o) = self.stride(fac.access, l);
                 setup.push(Stmt::Set(v.step[x][j], e));
                 ops += o;
+            }
+            if let Some((lo, hi)) = v.reach[x] {
+                // Each reduction loop moves the index by `step * (extent - 1)` from its first
+                // point to its last: the negative moves add to `lo`, the others to `hi`.
+                let moves: Vec<Int> = p
+                    .reduce
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &l)| Int::Var(v.step[x][j]) * (self.extent(l) - Int::Const(1)))
+                    .collect();
+                let back = |m: &Int| Int::min(m.clone(), Int::Const(0));
+                setup.push(Stmt::Set(lo, Int::sum(moves.iter().map(back).collect())));
+                setup.push(Stmt::Set(
+                    hi,
+                    Int::sum(moves.iter().map(|m| m.clone() - back(m)).collect()),
+                ));
+                // Per loop: the move (a subtract and a multiply), its minimum (a compare and a
+                // select) and what adds it to each sum (three).
+                ops += int(7 * p.reduce.len() as u32);
             }
         }
         super::charge_once(out, ops);
@@ -481,13 +517,7 @@ impl Gen<'_> {
         tail.extend(self.block(v, rows, Width::Tail));
         out.push(Stmt::If {
             cond: Cond::Lt(n.clone(), lanes),
-            then: vec![Stmt::For {
-                var,
-                from: o.clone(),
-                to: o.clone() + n.clone(),
-                step: Int::Const(1),
-                body: self.block(v, rows, Width::Lane),
-            }],
+            then: self.short_row(v, rows),
             otherwise: vec![Stmt::If {
                 cond: Cond::Lt(multiple(p.lanes), o + n),
                 then: tail,
@@ -497,8 +527,92 @@ impl Gen<'_> {
         out
     }
 
+    /// A block over a row shorter than a vector, with its charges: a head vector when its
+    /// lanes after the row stay inside every buffer, else a tail vector when its lanes before
+    /// the row do, else single lanes (a coalesced row always runs single lanes).
+    fn short_row(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
+        let p = &v.plan;
+        let (var, o, n) = self.lane_range(v);
+        let mut lanes = Vec::new();
+        self.charge_width(&mut lanes, v, rows, Width::Lane, n.clone(), n.clone(), false);
+        lanes.push(Stmt::For {
+            var,
+            from: o.clone(),
+            to: o.clone() + n.clone(),
+            step: Int::Const(1),
+            body: self.block(v, rows, Width::Lane),
+        });
+        if p.coalesced.is_some() {
+            return lanes;
+        }
+        let width = Int::Const(p.lanes as i64);
+        let attempt = |out: &mut Vec<Stmt>, start: Int, head: bool| {
+            out.push(Stmt::Set(var, start));
+            out.extend(self.block_indices(v, rows));
+            let cond = self.fits(v, rows, head);
+            let Cond::All(terms) = &cond else {
+                unreachable!("the fit is a conjunction")
+            };
+            // The start and the block's indices; per test an add or two and a compare.
+            let tests: u32 = terms.len() as u32;
+            let ops = self.index_ops(v, rows) + int(2 + 3 * tests) + cost::branch(tests);
+            super::charge_once(out, ops);
+            cond
+        };
+        let mut tail = Vec::new();
+        let tail_fits = attempt(&mut tail, o.clone() + n.clone() - width, false);
+        let mut tail_block = Vec::new();
+        self.charge_width(&mut tail_block, v, rows, Width::Tail, Int::Const(1), n.clone(), true);
+        tail_block.extend(self.block_body(v, rows, Width::Tail));
+        tail.push(Stmt::If {
+            cond: tail_fits,
+            then: tail_block,
+            otherwise: lanes,
+        });
+        let mut out = Vec::new();
+        let head_fits = attempt(&mut out, o, true);
+        let mut head_block = Vec::new();
+        self.charge_width(&mut head_block, v, rows, Width::Head, Int::Const(1), n, true);
+        head_block.extend(self.block_body(v, rows, Width::Head));
+        out.push(Stmt::If {
+            cond: head_fits,
+            then: head_block,
+            otherwise: tail,
+        });
+        out
+    }
+
+    /// Whether a vector from the block's indices (a head, or a tail over a short row) stays
+    /// inside the target's and every factor's buffer: a head's last lane at every row, over
+    /// all reduction points, below the buffer's elements, a tail's first lane at or above 0.
+    fn fits(&self, v: &Vars, rows: usize, head: bool) -> Cond {
+        let p = &v.plan;
+        let last = Int::Const(p.lanes as i64 - 1);
+        let inside = |i: usize, at: Int| match head {
+            true => Cond::Lt(at + last.clone(), Int::Const(self.s.buffers[i].elements() as i64)),
+            false => Cond::Lt(Int::Const(-1), at),
+        };
+        let mut terms: Vec<Cond> = v.target[..rows].iter().map(|&t| inside(0, Int::Var(t))).collect();
+        for (x, fac) in p.factors.iter().enumerate() {
+            let Some((lo, hi)) = v.reach[x] else { continue };
+            for i in 0..fac.streams(rows) {
+                let reach = Int::Var(if head { hi } else { lo });
+                terms.push(inside(fac.access, Int::Var(v.walk[x][i][0]) + reach));
+            }
+        }
+        Cond::All(terms)
+    }
+
     /// One block: `rows` rows from the rows loop's point, `width` lanes from the lanes loop's.
     fn block(&self, v: &Vars, rows: usize, width: Width) -> Vec<Stmt> {
+        let mut out = self.block_indices(v, rows);
+        out.extend(self.block_body(v, rows, width));
+        out
+    }
+
+    /// A block's start: the reduction loops at their origins, the index of every row's first
+    /// target element and of every factor stream's first element.
+    fn block_indices(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
         let p = &v.plan;
         let mut out = Vec::new();
         if let (Some(outer), Some(flat)) = (p.coalesced, v.flat) {
@@ -532,9 +646,17 @@ impl Gen<'_> {
                 ));
             }
         }
+        out
+    }
+
+    /// A block after [`Self::block_indices`]: its accumulators loaded, its reduction walk and
+    /// its accumulators stored.
+    fn block_body(&self, v: &Vars, rows: usize, width: Width) -> Vec<Stmt> {
+        let p = &v.plan;
+        let mut out = Vec::new();
         let vectors = match width {
             Width::Vectors(n) => n,
-            Width::Tail => 1,
+            Width::Tail | Width::Head => 1,
             Width::Lane => 0,
         };
         for i in 0..rows {
@@ -548,19 +670,24 @@ impl Gen<'_> {
         }
         out.extend(self.walk(v, rows, width, 0));
         for i in 0..rows {
-            if width == Width::Tail {
-                let kept = self.tail_lanes(v);
+            if matches!(width, Width::Tail | Width::Head) {
+                // A tail keeps its last lanes, a head its first.
+                let (first, count, index) = match width {
+                    Width::Tail => {
+                        let kept = self.tail_lanes(v);
+                        let first = Int::Const(p.lanes as i64) - kept.clone();
+                        (first.clone(), kept, Int::Var(v.target[i]) + first)
+                    }
+                    _ => (Int::Const(0), self.lane_range(v).2, Int::Var(v.target[i])),
+                };
                 let Place::Ldm { buf, half, .. } = self.at(0, v.target[i], 0) else {
                     unreachable!("planned accesses are in LDM")
                 };
-                out.push(Stmt::VStoreTail {
+                out.push(Stmt::VStoreLanes {
                     reg: v.acc[i][0],
-                    place: Place::Ldm {
-                        buf,
-                        half,
-                        index: Int::Var(v.target[i]) + (Int::Const(p.lanes as i64) - kept.clone()),
-                    },
-                    count: kept,
+                    place: Place::Ldm { buf, half, index },
+                    first,
+                    count,
                 });
                 continue;
             }
@@ -612,7 +739,7 @@ impl Gen<'_> {
         let stream = |x: usize, row: usize| if p.factors[x].along_rows { row } else { 0 };
         let mut out = Vec::new();
         match width {
-            Width::Vectors(_) | Width::Tail => {
+            Width::Vectors(_) | Width::Tail | Width::Head => {
                 let vectors = if let Width::Vectors(n) = width { n } else { 1 };
                 for (x, fac) in p.factors.iter().enumerate() {
                     for i in 0..fac.streams(rows) {
@@ -715,12 +842,11 @@ impl Gen<'_> {
         if p.vectors > 1 {
             widths.push((Width::Vectors(1), div(rem(n.clone(), span), p.lanes)));
         }
-        // A whole vector or more: a tail block if lanes remain; fewer: single lanes.
+        // A whole vector or more: a tail block if lanes remain. Fewer: a block chosen where it
+        // runs, which charges itself (`short_row`).
         let whole = Int::min(div(n.clone(), p.lanes), Int::Const(1));
         let remainder = rem(n.clone(), p.lanes);
         widths.push((Width::Tail, whole.clone() * Int::min(remainder.clone(), Int::Const(1))));
-        widths.push((Width::Lane, remainder.clone() - remainder.clone() * whole.clone()));
-        let points = Int::product(p.reduce.iter().map(|&l| self.extent(l)).collect());
         for (rows, groups) in groups {
             let calls = outer_points.clone() * groups;
             // The lanes loops' bounds (multiples of a block and of a vector, by shifts) and
@@ -731,50 +857,86 @@ impl Gen<'_> {
             charge(out, int(2) + cost::branch(1), calls.clone() * whole.clone());
             for (width, count) in &widths {
                 let blocks = calls.clone() * count.clone();
-                charge(out, self.block_ops(v, rows, *width), blocks.clone());
-                if *width == Width::Tail {
-                    // Its start, and per row the stored lanes' place and one copy per lane.
-                    charge(out, int(2 + 3 * rows as u32), blocks.clone());
-                    let copy = Ops {
-                        load: 1,
-                        store: 1,
-                        ..LOOP
-                    };
-                    charge(out, copy * rows as u32, blocks.clone() * remainder.clone());
-                    // The multiply-adds of the stored lanes: the others were counted with the
-                    // blocks that store them.
-                    let kept = Ops {
-                        flops: 2 * rows as u32,
-                        ..Ops::ZERO
-                    };
-                    charge(out, kept, blocks.clone() * points.clone() * remainder.clone());
-                }
-                // The reduction loops' control: every level's iterations, the innermost's with
-                // the step.
-                let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
-                for j in 0..p.reduce.len() {
-                    let iterations = Int::product(p.reduce[..=j].iter().map(|&l| self.extent(l)).collect());
-                    let inner = if j + 1 < p.reduce.len() {
-                        int(1 + streams)
-                    } else {
-                        Ops::default()
-                    };
-                    charge(out, LOOP + int(streams) + inner, blocks.clone() * iterations);
-                }
-                charge(out, self.step_ops(v, rows, *width), blocks * points.clone());
+                self.charge_width(out, v, rows, *width, blocks, remainder.clone(), false);
             }
         }
     }
 
-    /// A block's own operations: setting its indices, loading and storing its accumulators,
-    /// entering its reduction walk.
-    fn block_ops(&self, v: &Vars, rows: usize, width: Width) -> Ops {
+    /// Charges `blocks` blocks of `rows` rows and `width`, their reduction loops and their
+    /// steps; a tail or a head stores `kept` lanes a row. `started`: the blocks come after an
+    /// attempt that set and charged their start and indices (see `short_row`).
+    #[allow(clippy::too_many_arguments)]
+    fn charge_width(
+        &self,
+        out: &mut Vec<Stmt>,
+        v: &Vars,
+        rows: usize,
+        width: Width,
+        blocks: Int,
+        kept: Int,
+        started: bool,
+    ) {
         let p = &v.plan;
-        let r = rows as u32;
-        let mut ops = LOOP + int(p.reduce.len() as u32) + self.access_ref(0).1 + int(r);
+        let points = Int::product(p.reduce.iter().map(|&l| self.extent(l)).collect());
+        charge(out, self.block_ops(v, rows, width, started), blocks.clone());
+        if matches!(width, Width::Tail | Width::Head) {
+            // A tail's start unless set already, and per row the stored lanes' place, first
+            // lane and count, and one copy per lane.
+            let start = if started { 0 } else { 2 };
+            charge(out, int(start + 3 * rows as u32), blocks.clone());
+            let copy = Ops {
+                load: 1,
+                store: 1,
+                ..LOOP
+            };
+            charge(out, copy * rows as u32, blocks.clone() * kept.clone());
+            // The multiply-adds of the stored lanes: the others were counted with the blocks
+            // that store them.
+            let flops = Ops {
+                flops: 2 * rows as u32,
+                ..Ops::ZERO
+            };
+            charge(out, flops, blocks.clone() * points.clone() * kept);
+        }
+        // The reduction loops' control: every level's iterations, the innermost's with the
+        // step.
+        let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
+        for j in 0..p.reduce.len() {
+            let iterations = Int::product(p.reduce[..=j].iter().map(|&l| self.extent(l)).collect());
+            let inner = if j + 1 < p.reduce.len() {
+                int(1 + streams)
+            } else {
+                Ops::default()
+            };
+            charge(out, LOOP + int(streams) + inner, blocks.clone() * iterations);
+        }
+        charge(out, self.step_ops(v, rows, width), blocks * points);
+    }
+
+    /// A block's start ([`Self::block_indices`]): its subscripts and stream indices.
+    fn index_ops(&self, v: &Vars, rows: usize) -> Ops {
+        let p = &v.plan;
+        let mut ops = int(p.reduce.len() as u32) + self.access_ref(0).1 + int(rows as u32);
         for fac in &p.factors {
             ops += self.access_ref(fac.access).1 + int(fac.streams(rows) as u32);
         }
+        if p.coalesced.is_some() {
+            // The two points from the position: a quotient, a remainder and two adds.
+            ops += Ops { div: 2, ..int(2) };
+        }
+        ops
+    }
+
+    /// A block's own operations: its lanes loop's iteration and setting its indices (unless
+    /// `started`: set and charged before), loading and storing its accumulators, entering its
+    /// reduction walk.
+    fn block_ops(&self, v: &Vars, rows: usize, width: Width, started: bool) -> Ops {
+        let p = &v.plan;
+        let r = rows as u32;
+        let mut ops = match started {
+            true => Ops::default(),
+            false => LOOP + self.index_ops(v, rows),
+        };
         match width {
             Width::Vectors(n) => {
                 let n = n as u32;
@@ -783,12 +945,8 @@ impl Gen<'_> {
                 ops += (VLOAD + VSTORE) * (r * n) + int(2 * r * (n - 1));
             }
             // One accumulator per row, loaded, and stored whole to the local array.
-            Width::Tail => ops += (VLOAD + VSTORE) * r,
+            Width::Tail | Width::Head => ops += (VLOAD + VSTORE) * r,
             Width::Lane => {}
-        }
-        if p.coalesced.is_some() {
-            // The two points from the position: a quotient, a remainder and two adds.
-            ops += Ops { div: 2, ..int(2) };
         }
         let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
         ops + int(streams + 1)
@@ -804,7 +962,7 @@ impl Gen<'_> {
             ..Ops::default()
         };
         match width {
-            Width::Vectors(_) | Width::Tail => {
+            Width::Vectors(_) | Width::Tail | Width::Head => {
                 let n = if let Width::Vectors(n) = width { n as u32 } else { 1 };
                 for fac in &p.factors {
                     let s = fac.streams(rows) as u32;
@@ -814,8 +972,8 @@ impl Gen<'_> {
                     };
                 }
                 ops += cost::fma(p.lanes as u32, false) * (r * n);
-                if width == Width::Tail {
-                    // Counted by the lanes it keeps (see `charge_blocks`).
+                if matches!(width, Width::Tail | Width::Head) {
+                    // Counted by the lanes it keeps (see `charge_width`).
                     ops.flops = 0;
                 }
             }

@@ -78,32 +78,34 @@ impl Lower<'_, '_> {
         }
     }
 
-    /// Stores the last `count` lanes of `reg` from `place` on: lane `i` goes to element
-    /// `i - (lanes - count)` when `i >= lanes - count`.
-    pub(super) fn vstore_tail(&mut self, reg: VReg, place: &Place, count: &Int) {
+    /// Stores lanes `first..first + count` of `reg` from `place` on: lane `i` goes to element
+    /// `i - first`.
+    pub(super) fn vstore_lanes(&mut self, reg: VReg, place: &Place, first: &Int, count: &Int) {
         let lanes = self.f.lanes as i64;
-        let n = self.int(count);
+        let (first, n) = (self.int(first), self.int(count));
+        let end = self.b.ins().iadd(first, n);
+        let before = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, first, 0);
         let short = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, n, 1);
-        let long = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, lanes);
+        let long = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, end, lanes);
         let bad = self.b.ins().bor(short, long);
-        self.fail_if(bad, "a vector tail that stores no lanes or more than a vector's");
+        let bad = self.b.ins().bor(bad, before);
+        self.fail_if(bad, "a partial vector store of no lanes or of lanes outside the vector");
         let at = self.span_addr(place, n);
         let size = types::F32.bytes() as i64;
-        // The element lane `lane` goes to, `lane - (lanes - n)`, as a byte offset from `at`.
-        let skipped = self.b.ins().iadd_imm_s(n, -lanes);
         let parts = self.vregs[reg.0 as usize].clone();
         for lane in 0..lanes {
-            let keep = self
-                .b
-                .ins()
-                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, n, lanes - lane);
+            let from = self.b.ins().icmp_imm_s(IntCC::SignedLessThanOrEqual, first, lane);
+            let to = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, end, lane);
+            let keep = self.b.ins().band(from, to);
             let store = self.b.create_block();
             let next = self.b.create_block();
             self.b.ins().brif(keep, store, &[], next, &[]);
             self.b.switch_to_block(store);
             let part = self.b.use_var(parts[(lane / LANES) as usize]);
             let x = self.b.ins().extractlane(part, (lane % LANES) as u8);
-            let element = self.b.ins().iadd_imm_s(skipped, lane);
+            // Element `lane - first`, as a byte offset from `at`.
+            let lane_value = self.b.ins().iconst(types::I64, lane);
+            let element = self.b.ins().isub(lane_value, first);
             let off = self.b.ins().imul_imm_s(element, size);
             let to = self.b.ins().iadd(at, off);
             self.b.ins().store(vector_flags(), x, to, 0);
