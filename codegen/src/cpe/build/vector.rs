@@ -35,9 +35,13 @@ use crate::cost::{self, int, LOOP};
 use crate::cpe::{Cond, Func, Half, Int, Local, Place, Stmt, VReg, Value, Var, VarDecl};
 
 /// Rows of a block, at most.
-const ROWS: usize = 4;
-/// Target elements a row of a block spans: four `floatv4` or two `floatv8`.
+const ROWS: usize = 8;
+/// Target elements a row of a block spans at most: four `floatv4` or two `floatv8`.
 const ROW_LANES: usize = 16;
+/// Accumulators of a block, at most: as many as a block of four rows of `ROW_LANES` on
+/// SW26010, enough independent multiply-adds to cover the floating-point latency between
+/// the updates of one accumulator. Blocks of fewer vectors take more rows.
+const ACCUMULATORS: usize = 16;
 /// Vector registers a block may hold (of the CPE's 32, `$31` reads as zero and one is left to
 /// the compiler: reference/simd.md).
 const REGISTERS: usize = 30;
@@ -171,7 +175,7 @@ pub(super) fn plan(
                 (Some(x), Some(y)) if x || y
             )
     })?;
-    let vectors = ROW_LANES.div_ceil(lanes).max(1);
+    let widest = ROW_LANES.div_ceil(lanes).max(1);
     // Rows of the tile shorter than a block's lanes run on into the next: the target's
     // subscript before the last is one loop, and a factor moving along the lanes holds in its
     // last subscript no other loop with a tile of several points (so its tile's rows are as
@@ -194,13 +198,18 @@ pub(super) fn plan(
                 _ => uses(sub, outer) == 0,
             })
         });
+    // A block's row spans the whole vectors of a tile's row (one when it has fewer), up to
+    // `ROW_LANES`.
+    let row_points = s.tiles[lanes_loop] * coalesced.map_or(1, |l| s.tiles[l]);
+    let vectors = (row_points / lanes).clamp(1, widest);
     let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| Factor {
         access,
         along_lanes: lane_step(sub, lanes_loop) == Some(true),
         along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
     };
     // The rows: the parallel loop, with tiles of several points, that needs the fewest
-    // loads per multiply-add within the registers.
+    // loads per multiply-add within the registers; as many rows as its tiles and the
+    // accumulators allow.
     let loads = |rows: Option<usize>, n: usize| {
         let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
         let regs = x.registers(n, vectors) + y.registers(n, vectors);
@@ -211,7 +220,8 @@ pub(super) fn plan(
         .iter()
         .filter(|&&l| l != lanes_loop && Some(l) != coalesced && s.tiles[l] > 1)
     {
-        for n in (2..=ROWS).rev() {
+        let most = ROWS.min(ACCUMULATORS / vectors).min(s.tiles[l]);
+        for n in (2..=most).rev() {
             if let Some(cost) = loads(Some(l), n) {
                 if cost < best.2 {
                     best = (Some(l), n, cost);
@@ -495,21 +505,36 @@ impl Gen<'_> {
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let span = p.vectors * p.lanes;
         let mut out = Vec::new();
-        let widths = [
-            (o.clone(), multiple(span), span, Width::Vectors(p.vectors)),
-            (multiple(span), multiple(p.lanes), p.lanes, Width::Vectors(1)),
-        ];
-        for (from, to, step, width) in widths {
-            if width == Width::Vectors(1) && p.vectors == 1 {
-                continue;
-            }
-            out.push(Stmt::For {
-                var,
-                from,
-                to,
-                step: Int::Const(step as i64),
-                body: self.block(v, rows, width),
+        out.push(Stmt::For {
+            var,
+            from: o.clone(),
+            to: multiple(span),
+            step: Int::Const(span as i64),
+            body: self.block(v, rows, Width::Vectors(p.vectors)),
+        });
+        // The whole vectors after the full blocks, as one block of as many vectors.
+        if p.vectors > 1 {
+            let left = n.clone() % Int::Const(span as i64) / Int::Const(p.lanes as i64);
+            let tests = |r: usize| {
+                let tests = (p.vectors - r.max(1)) as u32;
+                int(tests) + cost::branch(tests)
+            };
+            let mut none = Vec::new();
+            super::charge_once(&mut none, tests(0));
+            let cases = (1..p.vectors).fold(none, |otherwise, r| {
+                let mut then = Vec::new();
+                super::charge_once(&mut then, tests(r));
+                let width = Width::Vectors(r);
+                self.charge_width(&mut then, v, rows, width, Int::Const(1), Int::Const(0), false);
+                then.push(Stmt::Set(var, multiple(span)));
+                then.extend(self.block(v, rows, width));
+                vec![Stmt::If {
+                    cond: Cond::Eq(left.clone(), Int::Const(r as i64)),
+                    then,
+                    otherwise,
+                }]
             });
+            out.extend(cases);
         }
         // The rest: a tail vector when the extent holds a whole vector, else single lanes.
         let lanes = Int::Const(p.lanes as i64);
@@ -838,10 +863,8 @@ impl Gen<'_> {
         };
         let n = self.lane_range(v).2;
         let span = p.vectors * p.lanes;
+        // The block of the whole vectors after the full blocks charges itself (`lane_loops`).
         let mut widths = vec![(Width::Vectors(p.vectors), div(n.clone(), span))];
-        if p.vectors > 1 {
-            widths.push((Width::Vectors(1), div(rem(n.clone(), span), p.lanes)));
-        }
         // A whole vector or more: a tail block if lanes remain. Fewer: a block chosen where it
         // runs, which charges itself (`short_row`).
         let whole = Int::min(div(n.clone(), p.lanes), Int::Const(1));
