@@ -7,17 +7,22 @@
 //! tiles are shorter than a block's lanes and the loop outside it moves every factor along
 //! the lanes by a whole tile row, the lanes run through both loops as one longer row
 //! (*coalesced*), each block finding its two points by a quotient and a remainder. The other parallel
-//! loops run outside, and the reduction loops innermost, in their order:
+//! loops run outside, and the reduction loops innermost, in their order. A block's row spans
+//! the whole vectors of a tile's row, up to 16 lanes, and a block takes as many rows (up to 8)
+//! as keep its accumulators within 16, enough independent multiply-adds to cover the latency
+//! of each accumulator's previous one:
 //! ```text
 //! for outer points:
 //!   for row blocks of R rows, then single rows:
-//!     for lane blocks of V vectors, then single vectors, then a tail vector (or single
-//!     lanes when the lanes are fewer than a vector):
+//!     for lane blocks of V vectors, then one block of the whole vectors left (fewer than V),
+//!     then a tail vector; a row shorter than a vector runs one head or tail vector where its
+//!     other lanes stay inside every buffer, else single lanes:
 //!       load the block's target elements into accumulators (R x V registers)
 //!       for every reduction point (in nest order):
 //!         load the factors' vectors (simd_loadu) or broadcast elements (simd_loade)
 //!         acc[i][j] = simd_vmas(a, b, acc[i][j])   for every row i and vector j
-//!       store the accumulators (a tail only its lanes that no vector stored)
+//!       store the accumulators (a tail or a head only the lanes of its row that no vector
+//!       stored)
 //! ```
 //! Each target element therefore takes the same fused multiply-adds, in the same order, as
 //! in the scalar nest ([`super::super::Stmt::Fold`]), so the results are equal bit for bit.
@@ -54,6 +59,11 @@ pub(super) struct Plan {
     /// lanes moves by a whole row of its tile (and the others not at all).
     coalesced: Option<usize>,
     rows_loop: Option<usize>,
+    /// Rows shorter than a vector may run as one vector (see [`Width::Head`]): the lanes are
+    /// not coalesced, and the target's buffer and every buffer of a factor moving along the
+    /// lanes hold a vector (C compilers reject code that stores one into a shorter buffer,
+    /// even where it never runs).
+    short_vectors: bool,
     /// The other parallel loops, in nest order.
     outer: Vec<usize>,
     /// The reduction loops, in nest order.
@@ -231,6 +241,9 @@ pub(super) fn plan(
         }
     }
     let (rows_loop, rows, _) = best;
+    let factors = [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)];
+    let holds = |i: usize| s.buffers[i].elements() >= lanes;
+    let short_vectors = coalesced.is_none() && holds(0) && factors.iter().all(|f| !f.along_lanes || holds(f.access));
     let outer = parallel
         .iter()
         .copied()
@@ -240,9 +253,10 @@ pub(super) fn plan(
         lanes_loop,
         coalesced,
         rows_loop,
+        short_vectors,
         outer,
         reduce,
-        factors: [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)],
+        factors,
         lanes,
         vectors,
         rows,
@@ -294,7 +308,7 @@ impl Vars {
         for (x, fac) in plan.factors.iter().enumerate() {
             let name = ["a", "b"][x];
             row_stride[x] = fac.along_rows.then(|| var(f, format!("{prefix}{name}_row")));
-            if fac.along_lanes && plan.coalesced.is_none() {
+            if fac.along_lanes && plan.short_vectors {
                 reach[x] = Some((
                     var(f, format!("{prefix}{name}_lo")),
                     var(f, format!("{prefix}{name}_hi")),
@@ -554,7 +568,8 @@ impl Gen<'_> {
 
     /// A block over a row shorter than a vector, with its charges: a head vector when its
     /// lanes after the row stay inside every buffer, else a tail vector when its lanes before
-    /// the row do, else single lanes (a coalesced row always runs single lanes).
+    /// the row do, else single lanes (a coalesced row, or one in a buffer shorter than a
+    /// vector, always runs single lanes).
     fn short_row(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
         let p = &v.plan;
         let (var, o, n) = self.lane_range(v);
@@ -567,7 +582,7 @@ impl Gen<'_> {
             step: Int::Const(1),
             body: self.block(v, rows, Width::Lane),
         });
-        if p.coalesced.is_some() {
+        if !p.short_vectors {
             return lanes;
         }
         let width = Int::Const(p.lanes as i64);
