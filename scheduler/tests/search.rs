@@ -76,7 +76,9 @@ fn a_convolution_is_split_so_that_each_cpe_reads_less() {
 }
 
 /// Every candidate partition reaches the CPE count with distinct parallel loops, the leading
-/// one first, and a kernel with fewer parallel points than CPEs has only that one.
+/// one first: chunks of fused loops none of which is needed without the last, and grids of
+/// two loops in at most as many blocks as CPEs, at least seven eighths of them, none empty.
+/// A kernel with fewer parallel points than CPEs has only the leading one.
 #[test]
 fn candidates_are_distinct_parallel_loops_that_fill_the_cpes() {
     let p = conv_program();
@@ -85,16 +87,33 @@ fn candidates_are_distinct_parallel_loops_that_fill_the_cpes() {
     let all = partition::candidates(k, &target);
     assert_eq!(all[0], partition::partition(k, &target));
     assert!(all.len() > 1);
+    let mut grids = Vec::new();
     for c in &all {
-        let points: usize = c.loops.iter().map(|&l| k.loops[l].extent).product();
-        assert_eq!(points, c.points);
+        let extents: Vec<usize> = c.loops.iter().map(|&l| k.loops[l].extent).collect();
+        assert_eq!(extents.iter().product::<usize>(), c.points);
         assert!(c.points >= target.cpes);
-        let without_last: usize = c.loops[..c.loops.len() - 1]
-            .iter()
-            .map(|&l| k.loops[l].extent)
-            .product();
+        if !c.grid.is_empty() {
+            grids.push((c.loops.clone(), c.grid.clone()));
+            let blocks: usize = c.grid.iter().product();
+            assert!(blocks <= target.cpes && 8 * blocks >= 7 * target.cpes, "{c:?}");
+            assert!(c.loops[0] < c.loops[1], "{c:?}");
+            let sizes = partition::block_sizes(&c.grid, &extents);
+            assert_eq!(c.chunk, sizes.iter().product::<usize>(), "{c:?}");
+            for ((&g, &size), &e) in c.grid.iter().zip(&sizes).zip(&extents) {
+                assert!(g >= 2 && (g - 1) * size < e, "{c:?}: an empty block");
+            }
+            continue;
+        }
+        let without_last: usize = extents[..extents.len() - 1].iter().product();
         assert!(without_last < target.cpes || c == &all[0], "{c:?}");
     }
+    // Output channels (64) by rows (56): 8 x 8 blocks; 16 parts of the rows would leave two
+    // empty, so 14 parts of 4 rows take 4 parts of the channels.
+    let (m, y) = (1, 2);
+    assert_eq!(k.loops[m].name, "m");
+    assert_eq!(k.loops[y].name, "o0");
+    assert!(grids.contains(&(vec![m, y], vec![8, 8])), "{grids:?}");
+    assert!(grids.contains(&(vec![m, y], vec![4, 14])), "{grids:?}");
     let small = Target {
         cpes: 1 << 20,
         mesh: [1 << 10, 1 << 10],

@@ -166,6 +166,9 @@ struct Gen<'a> {
     tile_r: Vec<Option<Var>>,
     /// The compute nest's vector code, when it has one.
     vector: Option<vector::Vars>,
+    /// Per loop of a grid partition: the variables holding the start and the length of this
+    /// CPE's block along it.
+    block: Vec<Option<(Var, Var)>>,
 }
 
 /// The CPE program of scheduled kernel `k` whose parameter struct has `fields`, for CPEs
@@ -214,6 +217,18 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
         .chain([seg_len])
         .map(Local::Var)
         .collect();
+    // A grid's block has no chunk to walk: its start and length along each partition loop
+    // take the chunk's variables' place.
+    let mut block = vec![None; k.loops.len()];
+    if !s.grid.is_empty() {
+        line.clear();
+        for &l in &s.partition {
+            let lo = var(&mut f, scope.fresh(&format!("{}_lo", k.loops[l].name), "l_"), None);
+            let len = var(&mut f, scope.fresh(&format!("{}_len", k.loops[l].name), "l_"), None);
+            line.extend([Local::Var(lo), Local::Var(len)]);
+            block[l] = Some((lo, len));
+        }
+    }
     f.decl_lines.push(std::mem::take(&mut line));
     let (mut point, mut origin, mut extent) = (Vec::new(), Vec::new(), Vec::new());
     let mut loop_names = Vec::new();
@@ -415,6 +430,12 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
         .filter(|&i| streams[i].is_some() && !is_written(k, i))
         .map(|i| s.buffers[i].depth)
         .max();
+    if reversed.is_some() && !s.grid.is_empty() {
+        return Err(CodegenError::Internal {
+            kernel: k.name.clone(),
+            reason: "a streamed tape's reader split into a grid of blocks cannot walk it backwards".into(),
+        });
+    }
     let seg_r = reversed
         .filter(|_| !s.partition.is_empty())
         .map(|_| var(&mut f, "seg_r".into(), None));
@@ -447,6 +468,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
     });
     let g = Gen {
         vector,
+        block,
         seg_r,
         tile_r,
         tape,
@@ -530,12 +552,16 @@ impl Gen<'_> {
         Int::Var(self.extent[l])
     }
 
+    /// Whether `l` is the innermost loop of a chunked partition, whose segment bounds it.
     fn is_inner_partition(&self, l: usize) -> bool {
-        self.s.partition.last() == Some(&l)
+        self.s.grid.is_empty() && self.s.partition.last() == Some(&l)
     }
 
-    /// Bounds of tile loop `l` within the segment.
+    /// Bounds of tile loop `l` within the segment (or the grid's block).
     fn bounds(&self, l: usize) -> (Int, Int) {
+        if let Some((lo, len)) = self.block[l] {
+            return (Int::Var(lo), Int::Var(lo) + Int::Var(len));
+        }
         match self.seg_lo {
             Some(lo) if self.is_inner_partition(l) => (Int::Var(lo), Int::Var(lo) + Int::Var(self.seg_len)),
             _ => (Int::Const(0), Int::Const(self.k.loops[l].extent as i64)),
@@ -554,7 +580,6 @@ impl Gen<'_> {
     }
 
     fn body(&self, fields: usize, replies: usize) -> Vec<Stmt> {
-        let k = self.k;
         let s = self.s;
         let mut out = Vec::new();
         let fields = fields as u32;
@@ -578,6 +603,20 @@ impl Gen<'_> {
         for i in 0..self.all.len() {
             self.stream_start(&mut out, i);
         }
+        match s.grid.is_empty() {
+            true => self.chunks(&mut out),
+            false => self.grid_block(&mut out),
+        }
+        for i in 0..self.all.len() {
+            self.stream_end(&mut out, i);
+        }
+        out
+    }
+
+    /// This CPE's chunk of the fused partition points, walked in segments.
+    fn chunks(&self, out: &mut Vec<Stmt>) {
+        let k = self.k;
+        let s = self.s;
         let points = s.partition_points as i64;
         out.push(Stmt::Comment(format!(
             "This CPE's chunk of the {points} points of the partition loops ({}).",
@@ -681,10 +720,68 @@ impl Gen<'_> {
                 });
             }
         }
-        for i in 0..self.all.len() {
-            self.stream_end(&mut out, i);
+    }
+
+    /// This CPE's block of a grid partition: each partition loop's part is a digit of the
+    /// CPE's id in the grid's mixed radix (the last loop's fastest); CPEs past the grid's
+    /// blocks have none.
+    fn grid_block(&self, out: &mut Vec<Stmt>) {
+        let k = self.k;
+        let s = self.s;
+        let names: Vec<&str> = s.partition.iter().map(|&l| k.loops[l].name.as_str()).collect();
+        let parts: Vec<String> = s.grid.iter().map(|g| g.to_string()).collect();
+        out.push(Stmt::Comment(format!(
+            "This CPE's block of the partition loops ({}), in a grid of {} blocks.",
+            comment(&names.join(", ")),
+            parts.join(" x ")
+        )));
+        let extents = k.extents();
+        let part_extents: Vec<usize> = s.partition.iter().map(|&l| extents[l]).collect();
+        let sizes = swflow_scheduler::schedule::partition::block_sizes(&s.grid, &part_extents);
+        let mut body = Vec::new();
+        // Per loop its part (a quotient and a remainder, one for the last, in software), its
+        // start (a multiply) and its length (a subtract and a minimum).
+        let d = s.partition.len() as u32;
+        charge_once(
+            &mut body,
+            Ops {
+                div: 2 * d - 1,
+                ..int(4 * d)
+            },
+        );
+        let mut inner = 1i64;
+        for (j, &l) in s.partition.iter().enumerate().rev() {
+            let g = Int::Const(s.grid[j] as i64);
+            let part = match inner {
+                1 => Int::Cpe % g,
+                _ => Int::Cpe / Int::Const(inner) % g,
+            };
+            let (lo, len) = self.block[l].expect("a grid's loops have a block");
+            let size = Int::Const(sizes[j] as i64);
+            body.push(Stmt::Set(lo, part * size.clone()));
+            body.push(Stmt::Set(
+                len,
+                Int::min(size, Int::Const(extents[l] as i64) - Int::Var(lo)),
+            ));
+            inner *= s.grid[j] as i64;
         }
-        out
+        for (l, &ext) in extents.iter().enumerate().filter(|&(l, _)| self.pos[l].is_none()) {
+            let (o, n) = match self.block[l] {
+                Some((lo, len)) => (Int::Var(lo), Int::Var(len)),
+                None => (Int::Const(0), Int::Const(ext as i64)),
+            };
+            body.push(Stmt::Set(self.origin[l], o));
+            body.push(Stmt::Set(self.extent[l], n));
+        }
+        self.fills(&mut body, 0);
+        self.level(&mut body, 0);
+        self.write_back(&mut body, 0);
+        charge_once(out, int(1) + branch(1));
+        out.push(Stmt::If {
+            cond: Cond::Lt(Int::Cpe, Int::Const(inner)),
+            then: body,
+            otherwise: Vec::new(),
+        });
     }
 }
 
@@ -701,8 +798,9 @@ impl Gen<'_> {
         let o = self.origin(l);
         let mut body = Vec::new();
         body.push(Stmt::Set(self.extent[l], Int::min(hi.clone() - o, t.clone())));
-        // The loop's control and the line above (twice the bound when it is the segment's).
-        let bound = u32::from(self.is_inner_partition(l));
+        // The loop's control and the line above (twice the bound when it is the segment's or
+        // the block's).
+        let bound = u32::from(self.is_inner_partition(l) || self.block[l].is_some());
         charge_once(&mut body, LOOP + int(3 + 2 * bound) + branch(1));
         self.fills(&mut body, pos + 1);
         self.level(&mut body, pos + 1);

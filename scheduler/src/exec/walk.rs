@@ -5,7 +5,7 @@
 
 use crate::loops::{Access, Index, Kernel, LoopKind};
 use crate::schedule::clip::Clipped;
-use crate::schedule::{accesses, is_written, keep_index, partition, Residence, Schedule};
+use crate::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 use crate::tape::stream::Layering;
 
 /// One step of the walk.
@@ -73,27 +73,15 @@ pub fn walk(
     let all = accesses(k);
     let keep = keep_index(k);
     let extents = k.extents();
-    let inner = s.partition.last().copied();
     let mut origin = vec![0usize; k.loops.len()];
     let mut box_ext = extents.clone();
-    for &l in &s.partition {
-        box_ext[l] = 1;
-    }
-    for seg in partition::segments(cpe, s.chunk, s.partition_points, &s.partition, &extents) {
-        // Within a segment the innermost partition loop ranges over [seg_lo, seg_hi).
-        let (seg_lo, seg_hi) = inner.map_or((0, 0), |l| (seg.start[l], seg.start[l] + seg.len));
-        let range = |l: usize| {
-            if Some(l) == inner {
-                seg.len
-            } else {
-                s.ranges[l]
-            }
-        };
-        let count = |l: usize| range(l).div_ceil(s.tiles[l]);
+    for seg in s.segments(cpe, &extents) {
+        // Within a segment each loop ranges over [start, start + len), walked in tiles.
+        let count = |l: usize| seg.len[l].div_ceil(s.tiles[l]);
         let outer_points: usize = s.order.iter().map(|&l| count(l)).product();
         origin.copy_from_slice(&seg.start);
-        if let Some(l) = inner {
-            box_ext[l] = s.tiles[l].min(seg.len);
+        for &l in &s.partition {
+            box_ext[l] = s.tiles[l].min(seg.len[l]);
         }
         let mut tile = vec![0usize; s.order.len()];
         let mut held_target: Option<(Vec<i64>, Vec<usize>)> = None;
@@ -102,10 +90,8 @@ pub fn walk(
         let mut changed_from = 0;
         for step in 0..outer_points {
             for (pos, &l) in s.order.iter().enumerate() {
-                let lo = if Some(l) == inner { seg_lo } else { 0 };
-                let hi = if Some(l) == inner { seg_hi } else { extents[l] };
-                origin[l] = lo + tile[pos] * s.tiles[l];
-                box_ext[l] = s.tiles[l].min(hi - origin[l]);
+                origin[l] = seg.start[l] + tile[pos] * s.tiles[l];
+                box_ext[l] = s.tiles[l].min(seg.start[l] + seg.len[l] - origin[l]);
             }
             let first_visit = s
                 .order

@@ -535,6 +535,17 @@ impl Parser<'_> {
         let partition_points = self.number()?;
         self.keyword("points")?;
         self.punct(',')?;
+        let mut grid = Vec::new();
+        if self.peek() == Some(&Tok::Word("grid".into())) {
+            self.word()?;
+            let text = self.word()?;
+            grid = text
+                .split('x')
+                .map(|g| g.parse())
+                .collect::<Result<Vec<usize>, _>>()
+                .or_else(|_| self.err(format!("bad grid '{text}'")))?;
+            self.punct(',')?;
+        }
         let chunk: usize = self.number()?;
         self.keyword("per")?;
         self.keyword("CPE")?;
@@ -604,12 +615,13 @@ impl Parser<'_> {
             buffers.push(buffer);
         }
         let ranges = (0..self.loops.len())
-            .map(|l| crate::schedule::partition::range(&partition, chunk, l, self.loops[l].extent))
+            .map(|l| crate::schedule::partition::range(&partition, &grid, chunk, l, self.loops[l].extent))
             .collect();
         Ok(Schedule {
             partition,
             partition_points,
             chunk,
+            grid,
             ranges,
             tiles,
             order,

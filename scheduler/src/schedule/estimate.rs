@@ -22,7 +22,6 @@
 use crate::loops::{Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
-use super::partition::{segments, Partition};
 use super::reorder::access_traffic;
 use super::sizing::{buffer_dims, is_direct};
 use super::Schedule;
@@ -73,18 +72,12 @@ fn lanes_loop(k: &Kernel) -> Option<usize> {
 
 /// The estimate of kernel `k` under schedule `s` (its buffers planned).
 pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estimate {
-    let part = Partition {
-        loops: s.partition.clone(),
-        points: s.partition_points,
-        chunk: s.chunk,
-    };
     let (tiles, order) = (&s.tiles[..], &s.order[..]);
     let t = &target.timing;
     let d = &t.dma;
     let line = d.line_bytes as f64;
     let all = super::accesses(k);
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
-    let inner = part.loops.last().copied();
     let lanes = lanes_loop(k).filter(|_| target.f32_vector_lanes > 1);
     // Cycles of one visit of each access (queue occupancy of one get and of one put), and
     // the points per element of the nest a direct access costs.
@@ -118,27 +111,23 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             }
         })
         .sum();
-    let mut memo: Vec<(usize, f64, f64, f64)> = Vec::new();
+    let mut memo: Vec<(Vec<usize>, f64, f64, f64)> = Vec::new();
     let (mut queue, mut stalled) = (0.0, 0.0);
     let mut busiest: f64 = 0.0;
     for cpe in 0..target.cpes {
         let mut own = 0.0;
-        for seg in segments(cpe, part.chunk, part.points, &part.loops, &extents) {
-            if let Some(&(_, q, w, c)) = memo.iter().find(|m| m.0 == seg.len) {
+        for seg in s.segments(cpe, &extents) {
+            if let Some((_, q, w, c)) = memo.iter().find(|m| m.0 == seg.len) {
                 queue += q;
                 stalled += w;
                 own += c;
                 continue;
             }
-            let mut ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
-            let mut seg_tiles = tiles.to_vec();
-            if let Some(l) = inner {
-                ranges[l] = seg.len;
-                seg_tiles[l] = tiles[l].min(seg.len);
-            }
+            let ranges = &seg.len;
+            let seg_tiles: Vec<usize> = tiles.iter().zip(ranges).map(|(&t, &r)| t.min(r)).collect();
             let (mut q, mut w) = (0.0, 0.0);
             let mut waited = 0;
-            for a in access_traffic(k, p, &seg_tiles, &ranges, order) {
+            for a in access_traffic(k, p, &seg_tiles, ranges, order) {
                 let (get, put) = transfer(a.access, &seg_tiles);
                 q += a.gets as f64 * get + a.puts as f64 * put;
                 if !s.buffers.get(a.access).is_some_and(|b| b.double) {
@@ -152,7 +141,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                 t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
             });
             let c = points * (per_point + direct_cycles) + waited as f64 * d.get_latency_cycles;
-            memo.push((seg.len, q, w, c));
+            memo.push((seg.len.clone(), q, w, c));
             queue += q;
             stalled += w;
             own += c;

@@ -114,8 +114,12 @@ pub struct Schedule {
     pub partition: Vec<usize>,
     /// Iterations of the fused partition loops.
     pub partition_points: usize,
-    /// Partition points per CPE (the last CPEs may get fewer, or none).
+    /// Partition points per CPE (the last CPEs may get fewer, or none); with a grid, the
+    /// points of one block.
     pub chunk: usize,
+    /// Parts of each partition loop for a block partition (see [`partition`]); empty when
+    /// CPEs take contiguous chunks of the fused partition loops.
+    pub grid: Vec<usize>,
     /// How many values of each loop one CPE walks in one go: the extent, or for partition
     /// loops the chunk (innermost) or 1 (outer ones).
     pub ranges: Vec<usize>,
@@ -139,6 +143,18 @@ impl Schedule {
         self.partition_points as f64 / (cpes * self.chunk) as f64
     }
 
+    /// The segments CPE `cpe` walks (see [`partition::segments`]) in a kernel of `extents`.
+    pub fn segments(&self, cpe: usize, extents: &[usize]) -> Vec<partition::Segment> {
+        partition::segments(
+            cpe,
+            self.chunk,
+            self.partition_points,
+            &self.partition,
+            &self.grid,
+            extents,
+        )
+    }
+
     /// Text lines describing the schedule, for the kernel printer.
     pub fn describe(&self, k: &Kernel, p: &Program) -> String {
         let names = |ls: &[usize]| {
@@ -148,9 +164,16 @@ impl Schedule {
                 .join(", ")
         };
         let mut s = String::new();
+        let grid = match self.grid.is_empty() {
+            true => String::new(),
+            false => {
+                let parts: Vec<String> = self.grid.iter().map(|g| g.to_string()).collect();
+                format!(" grid {},", parts.join("x"))
+            }
+        };
         let _ = writeln!(
             s,
-            "  partition [{}] {} points, {} per CPE",
+            "  partition [{}] {} points,{grid} {} per CPE",
             names(&self.partition),
             self.partition_points,
             self.chunk
@@ -260,6 +283,7 @@ pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<
         partition: part.loops.clone(),
         partition_points: part.points,
         chunk: part.chunk,
+        grid: part.grid.clone(),
         tiles,
         order,
         buffers: Vec::new(),
@@ -289,13 +313,32 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
         return Err("partition loops must be distinct parallel loops of the kernel".into());
     }
     let points: usize = s.partition.iter().map(|&l| k.loops[l].extent).product();
-    if points != s.partition_points || s.chunk != points.div_ceil(target.cpes) {
+    let extents: Vec<usize> = s.partition.iter().map(|&l| k.loops[l].extent).collect();
+    let chunk = match s.grid.is_empty() {
+        true => points.div_ceil(target.cpes),
+        false => {
+            if s.grid.len() != s.partition.len()
+                || s.grid.iter().product::<usize>() > target.cpes
+                || !partition::covers(&s.grid, &extents)
+            {
+                return Err(format!(
+                    "grid {:?} must give each partition loop parts that are none empty, in at most {} blocks",
+                    s.grid, target.cpes
+                ));
+            }
+            partition::block_sizes(&s.grid, &extents).iter().product()
+        }
+    };
+    if points != s.partition_points || s.chunk != chunk {
         return Err(format!(
-            "partition of {points} points in chunks of {} does not match the stated {} in chunks of {}",
-            points.div_ceil(target.cpes),
-            s.partition_points,
-            s.chunk
+            "partition of {points} points in chunks of {chunk} does not match the stated {} in chunks of {}",
+            s.partition_points, s.chunk
         ));
+    }
+    let ranges_ok = s.ranges.len() == n
+        && (0..n).all(|l| s.ranges[l] == partition::range(&s.partition, &s.grid, s.chunk, l, k.loops[l].extent));
+    if !ranges_ok {
+        return Err("every loop's range must be what the partition gives it".into());
     }
     if s.tiles.len() != n || s.ranges.len() != n || (0..n).any(|l| s.tiles[l] == 0 || s.tiles[l] > s.ranges[l]) {
         return Err("every loop needs a tile between 1 and its range".into());

@@ -1,5 +1,12 @@
 //! CPE partitioning: split parallel loops over the compute cores (the leading ones, or one of
 //! the [`candidates`] the scheduler compares).
+//!
+//! A partition either fuses its loops into one index cut into equal contiguous chunks, one per
+//! CPE (walked in [`segments`] that stay within one row of the innermost loop), or, with a
+//! *grid*, cuts each of its loops into parts: CPE `c` takes the block whose part numbers are
+//! `c`'s digits in the grid's mixed radix (the last loop's fastest), so that, for a matrix
+//! product split by rows and columns, each CPE reads a share of both factors instead of one of
+//! them whole.
 
 use crate::loops::{Kernel, LoopKind};
 use crate::target::Target;
@@ -12,8 +19,12 @@ pub struct Partition {
     pub loops: Vec<usize>,
     /// Iterations of the fused loops.
     pub points: usize,
-    /// Contiguous iterations per CPE: `ceil(points / cpes)`.
+    /// Contiguous iterations per CPE: `ceil(points / cpes)`; with a grid, the points of one
+    /// block (the product of [`block_sizes`]).
     pub chunk: usize,
+    /// Parts of each partition loop, in the order of `loops`, for a block partition (at most
+    /// as many blocks as CPEs, none empty); empty for chunks.
+    pub grid: Vec<usize>,
 }
 
 /// The leading parallel loops, fused until their iterations reach the CPE count.
@@ -36,13 +47,15 @@ pub fn partition(k: &Kernel, target: &Target) -> Partition {
         loops,
         points,
         chunk: points.div_ceil(target.cpes),
+        grid: Vec::new(),
     }
 }
 
 /// Partitions worth comparing, the leading one of [`partition`] first: every sequence of
 /// up to three distinct parallel loops of more than one iteration whose points reach the CPE
-/// count, none of them needed without the last one. A kernel with fewer parallel points than
-/// CPEs has only the leading one.
+/// count, none of them needed without the last one; then grids of two parallel loops in at
+/// most as many blocks as CPEs (see [`grids`]). A kernel with fewer parallel points
+/// than CPEs has only the leading one.
 pub fn candidates(k: &Kernel, target: &Target) -> Vec<Partition> {
     let first = partition(k, target);
     let mut out = vec![first.clone()];
@@ -60,6 +73,7 @@ pub fn candidates(k: &Kernel, target: &Target) -> Vec<Partition> {
                 loops,
                 points,
                 chunk: points.div_ceil(target.cpes),
+                grid: Vec::new(),
             };
             if !out.contains(&p) {
                 out.push(p);
@@ -73,51 +87,134 @@ pub fn candidates(k: &Kernel, target: &Target) -> Vec<Partition> {
         }
     }
     out[1..].sort_by(|a, b| a.loops.cmp(&b.loops));
+    out.extend(grids(k, &parallel, target.cpes));
     out
+}
+
+/// Block partitions of two of the `parallel` loops (in the kernel's order): for every power
+/// of two `a` below the CPE count, the first loop in as few parts as give the blocks of `a`
+/// parts, and the second in as few as give those of the CPEs left for each (so that no block
+/// is empty), when both have at least 2 parts and the blocks leave at most an eighth of the
+/// CPEs idle. (The estimate counts compute as a lower bound, one instruction per point, so
+/// it would undervalue the CPEs that a sparser grid leaves idle.)
+fn grids(k: &Kernel, parallel: &[usize], cpes: usize) -> Vec<Partition> {
+    // The fewest parts of `extent` values whose blocks are those of `parts` parts.
+    let fewest = |parts: usize, extent: usize| extent.div_ceil(extent.div_ceil(parts.clamp(1, extent)));
+    let mut out: Vec<Partition> = Vec::new();
+    for (i, &x) in parallel.iter().enumerate() {
+        for &y in &parallel[i + 1..] {
+            let extents = [k.loops[x].extent, k.loops[y].extent];
+            for a in (1..).map(|e| 1usize << e).take_while(|&a| a < cpes) {
+                let first = fewest(a, extents[0]);
+                let grid = vec![first, fewest(cpes / first, extents[1])];
+                if grid.iter().any(|&g| g < 2) || 8 * grid.iter().product::<usize>() < 7 * cpes {
+                    continue;
+                }
+                let p = Partition {
+                    loops: vec![x, y],
+                    points: extents.iter().product(),
+                    chunk: block_sizes(&grid, &extents).iter().product(),
+                    grid,
+                };
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Values of each loop of `extents` in one block of a `grid`: `ceil(extent / parts)`.
+pub fn block_sizes(grid: &[usize], extents: &[usize]) -> Vec<usize> {
+    grid.iter().zip(extents).map(|(&g, &e)| e.div_ceil(g)).collect()
+}
+
+/// Whether every part of every loop holds a value: `parts <= extent` and the blocks before
+/// the last one leave it some.
+pub fn covers(grid: &[usize], extents: &[usize]) -> bool {
+    grid.iter()
+        .zip(extents)
+        .all(|(&g, &e)| g >= 1 && g <= e && (g - 1) * e.div_ceil(g) < e)
 }
 
 impl Partition {
     /// How many consecutive values of loop `l` one CPE may walk (see [`range`]).
     pub fn range(&self, k: &Kernel, l: usize) -> usize {
-        range(&self.loops, self.chunk, l, k.loops[l].extent)
+        range(&self.loops, &self.grid, self.chunk, l, k.loops[l].extent)
     }
 }
 
-/// How many consecutive values of loop `l` (of `extent`) one CPE may walk: the chunk (bounded
-/// by the extent) for the innermost partition loop, 1 for the other partition loops, the
-/// extent for loops that are not partitioned.
-pub fn range(partition: &[usize], chunk: usize, l: usize, extent: usize) -> usize {
+/// How many consecutive values of loop `l` (of `extent`) one CPE may walk: for a chunked
+/// partition the chunk (bounded by the extent) for the innermost partition loop and 1 for the
+/// other partition loops; for a grid the block's size along `l`; the extent for loops that
+/// are not partitioned.
+pub fn range(partition: &[usize], grid: &[usize], chunk: usize, l: usize, extent: usize) -> usize {
     match partition.iter().position(|&p| p == l) {
+        Some(i) if !grid.is_empty() => extent.div_ceil(grid[i]),
         Some(i) if i + 1 == partition.len() => chunk.min(extent),
         Some(_) => 1,
         None => extent,
     }
 }
 
-/// A run of a CPE's chunk that stays within one row of the innermost partition loop: the
-/// partition loops' values at its start, and how many consecutive values of the innermost
-/// one it covers.
+/// A box of partition points one CPE walks in one go: for a chunked partition a run of its
+/// chunk that stays within one row of the innermost partition loop, for a grid its block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {
+    /// Every loop's first value (0 for the loops outside the partition).
     pub start: Vec<usize>,
-    pub len: usize,
+    /// How many consecutive values of each loop it covers: of a partition loop, its share
+    /// (1 for the outer loops of a chunked partition); of any other loop, its extent.
+    pub len: Vec<usize>,
 }
 
-/// The segments of CPE `cpe`'s chunk, in order. `extents` are the kernel's loop extents;
-/// `start` has one entry per loop (non-partition loops are 0).
-pub fn segments(cpe: usize, chunk: usize, points: usize, loops: &[usize], extents: &[usize]) -> Vec<Segment> {
+/// The segments of CPE `cpe`, in order: of its chunk of the `points` fused points of `loops`
+/// or, with a `grid`, its block (none for a CPE past the grid's blocks). `extents` are the
+/// kernel's loop extents.
+pub fn segments(
+    cpe: usize,
+    chunk: usize,
+    points: usize,
+    loops: &[usize],
+    grid: &[usize],
+    extents: &[usize],
+) -> Vec<Segment> {
+    if !grid.is_empty() {
+        let blocks: usize = grid.iter().product();
+        if cpe >= blocks {
+            return Vec::new();
+        }
+        let sizes = block_sizes(grid, &loops.iter().map(|&l| extents[l]).collect::<Vec<_>>());
+        let (mut start, mut len) = (vec![0; extents.len()], extents.to_vec());
+        let mut rest = cpe;
+        for (j, &l) in loops.iter().enumerate().rev() {
+            let part = rest % grid[j];
+            rest /= grid[j];
+            start[l] = part * sizes[j];
+            len[l] = sizes[j].min(extents[l] - start[l]);
+        }
+        return vec![Segment { start, len }];
+    }
     let mut out = Vec::new();
     let range = chunk_of(cpe, chunk, points);
     let mut f = range.start;
     while f < range.end {
         let mut start = vec![0; extents.len()];
         decompose(f, loops, extents, &mut start);
-        let len = match loops.last() {
-            Some(&l) => (range.end - f).min(extents[l] - start[l]),
+        let mut len = extents.to_vec();
+        for &l in loops {
+            len[l] = 1;
+        }
+        let inner = match loops.last() {
+            Some(&l) => {
+                len[l] = (range.end - f).min(extents[l] - start[l]);
+                len[l]
+            }
             None => 1,
         };
         out.push(Segment { start, len });
-        f += len;
+        f += inner;
     }
     out
 }

@@ -110,7 +110,7 @@ pub fn mirror_schedule(
         .loops
         .iter()
         .enumerate()
-        .map(|(l, lp)| range(&partition, fs.chunk, l, lp.extent))
+        .map(|(l, lp)| range(&partition, &fs.grid, fs.chunk, l, lp.extent))
         .collect();
     let mut tiles = ranges.clone();
     for (d, &fl) in f_loops.iter().enumerate() {
@@ -135,6 +135,7 @@ pub fn mirror_schedule(
         partition,
         partition_points: fs.partition_points,
         chunk: fs.chunk,
+        grid: fs.grid.clone(),
         ranges,
         tiles,
         order,

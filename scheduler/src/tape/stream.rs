@@ -102,6 +102,8 @@ pub enum StreamError {
     ReversedReduction,
     #[error("it is its producer's result, and only a kept value streams")]
     NotKept,
+    #[error("its producer splits its loops into a grid of blocks, whose walk the reader does not reverse")]
+    Grid,
 }
 
 /// The access of kernel `k` that writes `tensor`.
@@ -160,6 +162,9 @@ pub fn stream_schedules(
         return Err(StreamError::NotKept);
     }
     let mut fs = schedule_kernel(f, p, &beside).map_err(|e| StreamError::Producer(e.reason))?;
+    if !fs.grid.is_empty() {
+        return Err(StreamError::Grid);
+    }
     // Halve the largest tile of the tensor's box until the box fits half the arena.
     let box_loops: Vec<usize> = accesses(f)[fi]
         .index
