@@ -203,7 +203,7 @@ fn a_kept_value_through_c_and_the_jit() {
         // Rows split over the CPEs, and tiles of 32 columns inside the tiles of the reduction.
         let part = swflow_scheduler::schedule::partition::partition(k, &target);
         s.ranges = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
-        (s.partition, s.partition_points, s.chunk) = (part.loops, part.points, part.chunk);
+        (s.partition, s.partition_points, s.chunk, s.grid) = (part.loops, part.points, part.chunk, part.grid);
         for (t, &r) in s.tiles.iter_mut().zip(&s.ranges) {
             *t = (*t).min(r);
         }

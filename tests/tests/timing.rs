@@ -123,7 +123,7 @@ fn double_buffering_overlaps_dma_with_compute() {
     // Rows of the product split over the CPEs, two each.
     let part = swflow_scheduler::schedule::partition::partition(&k, &target);
     s.ranges = (0..k.loops.len()).map(|l| part.range(&k, l)).collect();
-    (s.partition, s.partition_points, s.chunk) = (part.loops, part.points, part.chunk);
+    (s.partition, s.partition_points, s.chunk, s.grid) = (part.loops, part.points, part.chunk, part.grid);
     for (l, tile) in [("m", 2), ("n", 64), ("k", 64)] {
         let i = k.loops.iter().position(|x| x.name == l).unwrap();
         s.tiles[i] = tile;

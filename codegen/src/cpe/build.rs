@@ -2,7 +2,7 @@
 //!
 //! The program walks the schedule exactly as the loop-IR executor does (`exec::walk`):
 //! ```text
-//! for each segment of this CPE's chunk of partition points:
+//! for each segment of this CPE's chunk of partition points (with a grid: its one block):
 //!   fill buffers placed at depth 0
 //!   for t0 in tiles(order[0]):            # tile loops, outermost first
 //!     fill buffers placed at depth 1      # gets wait at once, or were prefetched
@@ -218,10 +218,11 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
         .map(Local::Var)
         .collect();
     // A grid's block has no chunk to walk: its start and length along each partition loop
-    // take the chunk's variables' place.
+    // take the chunk's variables' place (`f` stays: the parameter struct's fetch counts with
+    // it).
     let mut block = vec![None; k.loops.len()];
     if !s.grid.is_empty() {
-        line.clear();
+        line = vec![Local::Var(fv)];
         for &l in &s.partition {
             let lo = var(&mut f, scope.fresh(&format!("{}_lo", k.loops[l].name), "l_"), None);
             let len = var(&mut f, scope.fresh(&format!("{}_len", k.loops[l].name), "l_"), None);

@@ -5,8 +5,9 @@
 //!    CPEs) are split into equal contiguous chunks, one per CPE, so distinct CPEs write
 //!    disjoint parts of the target. A CPE walks its chunk in segments that stay within one
 //!    value of the outer partition loops; the innermost partition loop is tiled within a
-//!    segment like any other loop. Every candidate partition goes through the passes below,
-//!    and the one with the shortest [`estimate`] is kept.
+//!    segment like any other loop. Or a grid cuts two parallel loops into parts, and each CPE
+//!    takes one block, a segment within which both loops are tiled. Every candidate partition
+//!    goes through the passes below, and the one with the shortest [`estimate`] is kept.
 //! 2. [`sizing`] (swTVM Algorithm 1): tile sizes of the other loops, so that the LDM buffers
 //!    of all accesses fit the target's LDM, then improved one tile at a time while the
 //!    estimate falls.
@@ -18,6 +19,7 @@
 //! The loop nest a scheduled kernel runs on each CPE:
 //! ```text
 //! for segment in chunk(cpe):               # outer partition loops fixed, innermost a range
+//!                                          # (with a grid: the CPE's block, one segment)
 //!   for t0 in tiles(order[0]):             # tile loops, outermost first
 //!     [DMA of buffers placed at depth 1]
 //!     for t1 in tiles(order[1]):
