@@ -241,13 +241,24 @@ pub fn schedule_program(p: &mut Program, target: &Target) -> Result<(), Schedule
 /// Runs the passes on one kernel, for every partition of [`partition::candidates`], and
 /// keeps the schedule with the shortest [`estimate`] (the first such).
 pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Schedule, ScheduleError> {
+    schedule_among(k, p, partition::candidates(k, target), target)
+}
+
+/// [`schedule_kernel`] among the `candidates` partitions only (the first of which is tried
+/// first).
+pub fn schedule_among(
+    k: &Kernel,
+    p: &Program,
+    candidates: Vec<partition::Partition>,
+    target: &Target,
+) -> Result<Schedule, ScheduleError> {
     let fail = |reason: String| ScheduleError {
         kernel: k.name.clone(),
         reason,
     };
     let mut best: Option<(f64, Schedule)> = None;
     let mut first_error = None;
-    for part in partition::candidates(k, target) {
+    for part in candidates {
         let s = match split_by(k, p, &part, target) {
             Ok(s) => s,
             Err(e) => {

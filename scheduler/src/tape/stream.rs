@@ -26,9 +26,10 @@
 
 use crate::loops::{Index, Kernel, LoopKind, Program, TensorId};
 use crate::schedule::dma::plan_buffers;
+use crate::schedule::partition::candidates;
 use crate::schedule::reorder::best_order;
 use crate::schedule::sizing::halve;
-use crate::schedule::{accesses, is_written, keep_index, schedule_kernel, verify_schedule, Residence, Schedule};
+use crate::schedule::{accesses, is_written, keep_index, schedule_among, verify_schedule, Residence, Schedule};
 use crate::target::Target;
 
 use super::{mirror_schedule, MirrorError, Saved};
@@ -102,8 +103,6 @@ pub enum StreamError {
     ReversedReduction,
     #[error("it is its producer's result, and only a kept value streams")]
     NotKept,
-    #[error("its producer splits its loops into a grid of blocks, whose walk the reader does not reverse")]
-    Grid,
 }
 
 /// The access of kernel `k` that writes `tensor`.
@@ -161,10 +160,13 @@ pub fn stream_schedules(
     if keep_index(f) != Some(fi) {
         return Err(StreamError::NotKept);
     }
-    let mut fs = schedule_kernel(f, p, &beside).map_err(|e| StreamError::Producer(e.reason))?;
-    if !fs.grid.is_empty() {
-        return Err(StreamError::Grid);
-    }
+    // The reader walks the producer's segments backwards, which a grid's blocks are not cut
+    // into: the producer takes chunks.
+    let chunked = candidates(f, &beside)
+        .into_iter()
+        .filter(|c| c.grid.is_empty())
+        .collect();
+    let mut fs = schedule_among(f, p, chunked, &beside).map_err(|e| StreamError::Producer(e.reason))?;
     // Halve the largest tile of the tensor's box until the box fits half the arena.
     let box_loops: Vec<usize> = accesses(f)[fi]
         .index
