@@ -575,10 +575,14 @@ impl Gen<'_> {
         let (var, o, n) = self.lane_range(v);
         let mut lanes = Vec::new();
         self.charge_width(&mut lanes, v, rows, Width::Lane, n.clone(), n.clone(), false);
+        // The row holds fewer lanes than a vector; bounding the loop by that as well (a
+        // compare and a select, once) keeps C compilers from deriving, from the tests that
+        // no vector fits, accesses past the buffers in iterations that never run.
+        super::charge_once(&mut lanes, int(2));
         lanes.push(Stmt::For {
             var,
             from: o.clone(),
-            to: o.clone() + n.clone(),
+            to: o.clone() + Int::min(n.clone(), Int::Const(p.lanes as i64 - 1)),
             step: Int::Const(1),
             body: self.block(v, rows, Width::Lane),
         });
