@@ -99,8 +99,9 @@ fn a_ragged_grid_through_every_engine() {
     }
 }
 
-/// A grid prints and parses back; a grid with an empty block or more blocks than CPEs is
-/// refused, naming the grid.
+/// A grid prints and parses back; a grid with an empty block, no parts, a missing loop's
+/// parts or more blocks than CPEs is refused, naming the grid, and text with such a grid is
+/// an error, not a crash.
 #[test]
 fn grids_print_parse_and_verify() {
     let g = matmul();
@@ -111,13 +112,22 @@ fn grids_print_parse_and_verify() {
     assert!(text.contains("grid 8x8,"), "{text}");
     let parsed = parse_kernel(&text, &p).unwrap();
     assert_eq!(parsed.schedule, k.schedule);
-    for (grid, why) in [(vec![16, 9], "more blocks than CPEs"), (vec![13, 4], "an empty block")] {
+    let huge = usize::MAX / 2;
+    for (grid, why) in [
+        (vec![16, 9], "more blocks than CPEs"),
+        (vec![13, 4], "an empty block"),
+        (vec![0, 8], "no parts"),
+        (vec![8], "one loop's parts missing"),
+        (vec![huge, huge], "more blocks than any count"),
+    ] {
         let mut s = k.schedule.clone().unwrap();
-        s.chunk = grid.iter().zip([96usize, 120]).map(|(&g, e)| e.div_ceil(g)).product();
-        s.ranges[0] = 96usize.div_ceil(grid[0]);
-        s.ranges[1] = 120usize.div_ceil(grid[1]);
         s.grid = grid;
         let err = verify_schedule(k, &p, &s, &target).expect_err(why);
         assert!(err.contains("grid"), "{why}: {err}");
+        let parts: Vec<String> = s.grid.iter().map(|g| g.to_string()).collect();
+        let edited = text.replace("grid 8x8,", &format!("grid {},", parts.join("x")));
+        let parsed = parse_kernel(&edited, &p).unwrap();
+        let err = verify_schedule(&parsed, &p, parsed.schedule.as_ref().unwrap(), &target).expect_err(why);
+        assert!(err.contains("grid"), "{why} (parsed): {err}");
     }
 }

@@ -330,8 +330,9 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
     let chunk = match s.grid.is_empty() {
         true => points.div_ceil(target.cpes),
         false => {
+            let blocks = s.grid.iter().try_fold(1usize, |a, &g| a.checked_mul(g));
             if s.grid.len() != s.partition.len()
-                || s.grid.iter().product::<usize>() > target.cpes
+                || blocks.is_none_or(|b| b > target.cpes)
                 || !partition::covers(&s.grid, &extents)
             {
                 return Err(format!(

@@ -151,7 +151,9 @@ impl Partition {
 /// are not partitioned.
 pub fn range(partition: &[usize], grid: &[usize], chunk: usize, l: usize, extent: usize) -> usize {
     match partition.iter().position(|&p| p == l) {
-        Some(i) if !grid.is_empty() => extent.div_ceil(grid[i]),
+        // (A grid that does not match the partition is refused by `verify_schedule`; here it
+        // only must not fail.)
+        Some(i) if !grid.is_empty() => extent.div_ceil(grid.get(i).copied().unwrap_or(1).max(1)),
         Some(i) if i + 1 == partition.len() => chunk.min(extent),
         Some(_) => 1,
         None => extent,
