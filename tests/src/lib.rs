@@ -338,3 +338,14 @@ pub fn each_body(body: &mut Vec<swflow_codegen::cpe::Stmt>, edit: &mut dyn FnMut
         }
     }
 }
+
+/// Asserts that a kernel's row of an emulator report (`bench --json`, `SWFLOW_STATS`) counts
+/// the gets, puts and their bytes that the scheduler's tile walk counts.
+pub fn assert_walked_traffic(row: &serde_json::Value, walked: &swflow_scheduler::exec::walk::Traffic, label: &str) {
+    let count = |key: &str| row[key].as_u64().unwrap_or_else(|| panic!("{label}: no {key}")) as usize;
+    assert_eq!(
+        (count("gets"), count("puts"), count("get_bytes"), count("put_bytes")),
+        (walked.gets, walked.puts, walked.get_bytes, walked.put_bytes),
+        "{label}"
+    );
+}

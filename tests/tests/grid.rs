@@ -11,8 +11,8 @@ use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
 use swflow_scheduler::schedule::partition::Partition;
 use swflow_scheduler::schedule::{split_by, verify_schedule};
 use swflow_scheduler::target::Target;
-use swflow_tests::cbuild::{emulator_lib, make, run_model, run_with_stats, scratch};
-use swflow_tests::seeded_inputs;
+use swflow_tests::cbuild::{generate, make, run_model, run_with_stats, scratch, sdk_check};
+use swflow_tests::{assert_walked_traffic, seeded_inputs};
 
 /// `c[96, 120] = a[96, 200] x b[200, 120]`.
 fn matmul() -> Graph {
@@ -66,14 +66,9 @@ fn a_ragged_grid_through_every_engine() {
             .unwrap_or_else(|m| panic!("{}: {}", target.name, m.message));
 
         let dir = scratch("grid", &format!("ragged-{}", target.name));
-        let lib = emulator_lib().unwrap();
-        let generated = swflow_codegen::generate(&p, &target, lib.to_str().unwrap()).unwrap();
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
-        generated.write_to(&dir).unwrap();
+        generate(&p, &target, &dir).unwrap();
         make(&dir, &[]).unwrap();
-        make(&dir, &[swflow_tests::cbuild::sdk_check(&target)]).unwrap();
+        make(&dir, &[sdk_check(&target)]).unwrap();
         let c_outputs = run_model(&dir, &g, &inputs, &[]).unwrap();
         let c_stats = run_with_stats(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
@@ -86,14 +81,7 @@ fn a_ragged_grid_through_every_engine() {
         let j = serde_json::to_value(&run.report).unwrap();
         assert_eq!(j["kernels"], c_stats["kernels"], "{}", target.name);
         let walked = kernel_stats(&p, k, s, &target).traffic;
-        let row = &j["kernels"][0];
-        let count = |key: &str| row[key].as_u64().unwrap() as usize;
-        assert_eq!(
-            (count("gets"), count("puts"), count("get_bytes"), count("put_bytes")),
-            (walked.gets, walked.puts, walked.get_bytes, walked.put_bytes),
-            "{}",
-            target.name
-        );
+        assert_walked_traffic(&j["kernels"][0], &walked, &target.name);
         // Each element of the result is written once, by the CPE whose block holds it.
         assert_eq!(walked.put_bytes, 96 * 120 * 4, "{}", target.name);
     }

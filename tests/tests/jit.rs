@@ -14,7 +14,7 @@ use swflow_scheduler::schedule::dma::plan_buffers;
 use swflow_scheduler::schedule::verify_schedule;
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{compile, emulator_lib, make, run_model, run_with_stats, scratch};
-use swflow_tests::{each_body, lenet, seeded_inputs};
+use swflow_tests::{assert_walked_traffic, each_body, lenet, seeded_inputs};
 
 fn inputs_of(g: &Graph) -> Vec<Tensor> {
     seeded_inputs(g, 7)
@@ -199,14 +199,9 @@ fn a_kept_value_through_c_and_the_jit() {
             panic!("one kernel keeps the product")
         };
         assert!(k.stmt.keep.is_some());
-        let mut s = k.schedule.clone().unwrap();
         // Rows split over the CPEs, and tiles of 32 columns inside the tiles of the reduction.
         let part = swflow_scheduler::schedule::partition::partition(k, &target);
-        s.ranges = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
-        (s.partition, s.partition_points, s.chunk, s.grid) = (part.loops, part.points, part.chunk, part.grid);
-        for (t, &r) in s.tiles.iter_mut().zip(&s.ranges) {
-            *t = (*t).min(r);
-        }
+        let mut s = swflow_scheduler::schedule::split_by(k, &p, &part, &target).unwrap();
         let r = k.loops.iter().position(|l| l.kind == LoopKind::Reduce).unwrap();
         let n = k.loops.iter().position(|l| l.name == "n").unwrap();
         assert!(s.order.contains(&r), "{s:?}");
@@ -235,14 +230,7 @@ fn a_kept_value_through_c_and_the_jit() {
         }
         let j = serde_json::to_value(&run.report).unwrap();
         assert_eq!(j["kernels"], c_stats["kernels"], "{}", target.name);
-        let row = &j["kernels"][0];
-        let count = |key: &str| row[key].as_u64().unwrap() as usize;
-        assert_eq!(
-            (count("gets"), count("puts"), count("get_bytes"), count("put_bytes")),
-            (walked.gets, walked.puts, walked.get_bytes, walked.put_bytes),
-            "{}",
-            target.name
-        );
+        assert_walked_traffic(&j["kernels"][0], &walked, &target.name);
     }
 }
 
