@@ -529,6 +529,14 @@ impl Parser<'_> {
         names.iter().map(|n| self.loop_index(n)).collect()
     }
 
+    /// Numbers joined by `x` (`1x64x28`): a buffer's dimensions, a grid's parts.
+    fn extents(&self, text: &str, what: &str) -> Result<Vec<usize>, LoopParseError> {
+        text.split('x')
+            .map(|d| d.parse())
+            .collect::<Result<Vec<usize>, _>>()
+            .or_else(|_| self.err(format!("bad {what} '{text}'")))
+    }
+
     fn schedule(&mut self) -> Result<Schedule, LoopParseError> {
         self.keyword("partition")?;
         let partition = self.loop_names()?;
@@ -539,11 +547,7 @@ impl Parser<'_> {
         if self.peek() == Some(&Tok::Word("grid".into())) {
             self.word()?;
             let text = self.word()?;
-            grid = text
-                .split('x')
-                .map(|g| g.parse())
-                .collect::<Result<Vec<usize>, _>>()
-                .or_else(|_| self.err(format!("bad grid '{text}'")))?;
+            grid = self.extents(&text, "grid")?;
             self.punct(',')?;
         }
         let chunk: usize = self.number()?;
@@ -588,12 +592,10 @@ impl Parser<'_> {
                 },
                 "buffer" => {
                     let dims_text = self.word()?;
-                    let dims = if dims_text == "scalar" { "" } else { &dims_text }
-                        .split('x')
-                        .filter(|d| !d.is_empty())
-                        .map(|d| d.parse())
-                        .collect::<Result<Vec<usize>, _>>()
-                        .or_else(|_| self.err(format!("bad buffer dims '{dims_text}'")))?;
+                    let dims = match dims_text.as_str() {
+                        "scalar" => Vec::new(),
+                        text => self.extents(text, "buffer dims")?,
+                    };
                     self.keyword("at")?;
                     self.keyword("depth")?;
                     let depth = self.number()?;
