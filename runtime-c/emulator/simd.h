@@ -26,4 +26,24 @@ typedef float floatv8 __attribute__((vector_size(32)));
         swflow_c_;                                                                         \
     }))
 
+/* The lanes in argument order. */
+#define simd_set_floatv4(a, b, c, d) ((floatv4){(a), (b), (c), (d)})
+#define simd_set_floatv8(a, b, c, d, e, f, g, h) ((floatv8){(a), (b), (c), (d), (e), (f), (g), (h)})
+/* 2.0 where a <= b, else 0 (NaN compares false), lane by lane. */
+#define simd_vfcmple(a, b)                                                                 \
+    (__extension__({                                                                       \
+        __typeof__(a) swflow_x_ = (a), swflow_y_ = (b), swflow_r_;                         \
+        for (unsigned swflow_i_ = 0; swflow_i_ < sizeof swflow_r_ / sizeof(float); swflow_i_++) \
+            swflow_r_[swflow_i_] = swflow_x_[swflow_i_] <= swflow_y_[swflow_i_] ? 2.0f : 0.0f; \
+        swflow_r_;                                                                         \
+    }))
+/* c <= 0 ? a : b, lane by lane. */
+#define simd_vselle(c, a, b)                                                               \
+    (__extension__({                                                                       \
+        __typeof__(a) swflow_c_ = (c), swflow_a_ = (a), swflow_b_ = (b), swflow_s_;        \
+        for (unsigned swflow_i_ = 0; swflow_i_ < sizeof swflow_s_ / sizeof(float); swflow_i_++) \
+            swflow_s_[swflow_i_] = swflow_c_[swflow_i_] <= 0 ? swflow_a_[swflow_i_] : swflow_b_[swflow_i_]; \
+        swflow_s_;                                                                         \
+    }))
+
 #endif

@@ -455,6 +455,30 @@ static inline void swflow_fma_f64(double *t, double a, double b) { *t = fma(a, b
             (p)[swflow_i_] = swflow_lanes_[swflow_first_ + swflow_i_];         \
     } while (0)
 
+/* Lane-wise vector code. Needs <simd.h>.
+ * SWFLOW_VLOAD_STRIDED4/8: v = the 4 (8) floats from p on, s apart.
+ * SWFLOW_VSPLAT: v = the float x in every lane (a broadcast load of it).
+ * SWFLOW_VMAX/SWFLOW_VMIN: lane by lane, what swflow_max_f32/swflow_min_f32 give: a NaN
+ * first operand, else a NaN second one, else the second when greater (less), else the first.
+ * Built from the SDK's compare (simd_vfcmple: 2.0 where a <= b, else 0) and select
+ * (simd_vselle(c, x, y): c <= 0 ? x : y); simd_vfcmple(a, a) is 0 exactly where a is NaN. */
+#define SWFLOW_VLOAD_STRIDED4(v, p, s)                                         \
+    ((v) = simd_set_floatv4((p)[0], (p)[(s)], (p)[2 * (s)], (p)[3 * (s)]))
+#define SWFLOW_VLOAD_STRIDED8(v, p, s)                                         \
+    ((v) = simd_set_floatv8((p)[0], (p)[(s)], (p)[2 * (s)], (p)[3 * (s)],    \
+                            (p)[4 * (s)], (p)[5 * (s)], (p)[6 * (s)], (p)[7 * (s)]))
+#define SWFLOW_VSPLAT(v, x)                                                    \
+    do {                                                                       \
+        const float swflow_splat_ = (x);                                       \
+        simd_loade((v), &swflow_splat_);                                       \
+    } while (0)
+#define SWFLOW_VMAX(a, b)                                                      \
+    simd_vselle(simd_vfcmple((a), (a)), (a),                                   \
+                simd_vselle(simd_vfcmple((b), (a)), (b), (a)))
+#define SWFLOW_VMIN(a, b)                                                      \
+    simd_vselle(simd_vfcmple((a), (a)), (a),                                   \
+                simd_vselle(simd_vfcmple((a), (b)), (b), (a)))
+
 static inline float swflow_sigmoid_f32(float a) { return 1.0f / (1.0f + expf(-a)); }
 static inline double swflow_sigmoid_f64(double a) { return 1.0 / (1.0 + exp(-a)); }
 

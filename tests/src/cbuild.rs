@@ -46,17 +46,35 @@ pub fn generate(
     Ok(out)
 }
 
-/// The runtime's host object, which is the same in every folder built with the same runtime
-/// source, headers and Makefile flags.
-const RUNTIME_OBJECT: &str = "build/emulator/runtime/src/swflow_host.o";
+/// The runtime's objects, which are the same in every folder built with the same runtime
+/// sources, machine header and Makefile flags.
+const RUNTIME_OBJECTS: [&str; 3] = [
+    "build/emulator/runtime/src/swflow_host.o",
+    "build/emulator/runtime/src/swflow_train.o",
+    "build/emulator/runtime/emulator/emulator.o",
+];
 
-/// A key for the runtime host object of folder `dir`: its source, header and the Makefile's
-/// compiler, flag and API lines.
-fn runtime_object_key(dir: &Path) -> Result<String> {
+/// A key for the runtime objects of folder `dir`: every file of its `runtime/` copy, the
+/// machine header and the Makefile's compiler, flag and API lines.
+fn runtime_objects_key(dir: &Path) -> Result<String> {
     use std::hash::{Hash, Hasher};
+    let mut files = vec![dir.join("include/swflow_machine.h")];
+    let mut folders = vec![dir.join("runtime")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    for f in ["runtime/src/swflow_host.c", "runtime/include/swflow_host.h"] {
-        std::fs::read(dir.join(f))?.hash(&mut h);
+    for f in &files {
+        f.strip_prefix(dir)?.hash(&mut h);
+        std::fs::read(f)?.hash(&mut h);
     }
     let makefile = std::fs::read_to_string(dir.join("Makefile"))?;
     for line in makefile.lines() {
@@ -71,25 +89,33 @@ fn runtime_object_key(dir: &Path) -> Result<String> {
 }
 
 /// Builds folder `dir` with `make`, as [`make`] with no arguments does, but compiles the
-/// runtime's host source (the largest file, identical across folders) once per key and
-/// reuses the object: suites that build hundreds of folders spend their time on the
-/// generated code.
+/// runtime's sources (identical across folders, and most of the compile time of a small
+/// model) once per key and reuses their objects: suites that build hundreds of folders spend
+/// their time on the generated code.
 pub fn make_reusing_runtime(dir: &Path) -> Result<()> {
     let cached = workspace_root()
         .join(".cache/c/runtime-objects")
-        .join(format!("{}.o", runtime_object_key(dir)?));
-    let object = dir.join(RUNTIME_OBJECT);
-    if cached.is_file() {
-        std::fs::create_dir_all(object.parent().context("object folder")?)?;
-        // A fresh copy is newer than the source just written, so make keeps it.
-        std::fs::copy(&cached, &object)?;
+        .join(runtime_objects_key(dir)?);
+    if cached.is_dir() {
+        for object in RUNTIME_OBJECTS {
+            let to = dir.join(object);
+            std::fs::create_dir_all(to.parent().context("object folder")?)?;
+            // A fresh copy is newer than the sources just written, so make keeps it.
+            std::fs::copy(cached.join(object), &to)?;
+        }
     }
     make(dir, &[])?;
-    if !cached.is_file() {
-        std::fs::create_dir_all(cached.parent().context("cache folder")?)?;
+    if !cached.is_dir() {
         let partial = cached.with_extension(format!("{}.tmp", std::process::id()));
-        std::fs::copy(&object, &partial)?;
-        std::fs::rename(&partial, &cached)?;
+        for object in RUNTIME_OBJECTS {
+            let to = partial.join(object);
+            std::fs::create_dir_all(to.parent().context("cache folder")?)?;
+            std::fs::copy(dir.join(object), &to)?;
+        }
+        // Another suite may have stored the same key meanwhile: either copy will do.
+        if std::fs::rename(&partial, &cached).is_err() {
+            std::fs::remove_dir_all(&partial)?;
+        }
     }
     Ok(())
 }

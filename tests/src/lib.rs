@@ -149,14 +149,34 @@ pub fn run_manifest_where(
         names.retain(|(n, _)| n.contains(&only));
     }
     let mut failures = Vec::new();
+    let mut times = Vec::new();
     for (name, options) in &names {
+        let start = std::time::Instant::now();
         if !options.is_empty() {
             failures.push(format!("{name}: unknown manifest options '{options}'"));
         } else if let Err(e) = check(&OnnxCase::new(dir.join(name))) {
             failures.push(format!("{name}: {e:#}"));
         }
+        times.push((start.elapsed(), name));
     }
+    print_slowest(&mut times);
     Ok((names.len() - failures.len(), failures))
+}
+
+/// How many of a suite's slowest cases [`print_slowest`] names.
+const SLOWEST: usize = 8;
+
+/// Prints a suite's total time and its slowest cases, so that a suite that grows slow says
+/// where its time goes.
+fn print_slowest(times: &mut [(std::time::Duration, &String)]) {
+    let total: std::time::Duration = times.iter().map(|(t, _)| *t).sum();
+    times.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let slowest: Vec<String> = times
+        .iter()
+        .take(SLOWEST)
+        .map(|(t, name)| format!("{name} {:.1?}", t))
+        .collect();
+    println!("{} cases in {total:.1?}; slowest: {}", times.len(), slowest.join(", "));
 }
 
 /// Runs `check` on each light model, printing `light_<model> (<label>): ok in <time>` and

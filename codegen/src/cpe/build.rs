@@ -30,6 +30,7 @@ use crate::cost::{self, branch, int, LOOP};
 use crate::names::{comment, Names};
 use crate::CodegenError;
 
+mod lanewise;
 mod vector;
 
 /// Fixed identifiers of a kernel body that loop names must not take.
@@ -164,8 +165,10 @@ struct Gen<'a> {
     /// backward loops, the segments' and, per loop around the box, its tiles'.
     seg_r: Option<Var>,
     tile_r: Vec<Option<Var>>,
-    /// The compute nest's vector code, when it has one.
+    /// The compute nest's vector code, when it has one: register-blocked sums of products,
+    /// or else lane-wise maps and folds.
     vector: Option<vector::Vars>,
+    lanewise: Option<lanewise::Vars>,
     /// Per loop of a grid partition: the variables holding the start and the length of this
     /// CPE's block along it.
     block: Vec<Option<(Var, Var)>>,
@@ -467,8 +470,16 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
         let prefix = scope.fresh("vx", "v_");
         vector::Vars::declare(plan, &mut f, &format!("{prefix}_"))
     });
+    let lanewise = match vector {
+        Some(_) => None,
+        None => lanewise::plan(p, k, s, lanes, &buffered, &streamed).map(|plan| {
+            let prefix = scope.fresh("vx", "v_");
+            lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
+        }),
+    };
     let g = Gen {
         vector,
+        lanewise,
         block,
         seg_r,
         tile_r,
@@ -1465,9 +1476,10 @@ impl Gen<'_> {
                 (store_stmt, value_ops + target_ops + store)
             }
         };
-        match &self.vector {
-            Some(v) => self.vector_nest(out, v),
-            None => {
+        match (&self.vector, &self.lanewise) {
+            (Some(v), _) => self.vector_nest(out, v),
+            (None, Some(v)) => self.lanewise_nest(out, v, statement, ops),
+            (None, None) => {
                 let all: Vec<usize> = (0..k.loops.len()).collect();
                 self.charge_nest(out, &all, ops);
                 out.extend(self.point_loops(&all, vec![statement]));

@@ -356,6 +356,28 @@ pub enum Stmt {
         first: Int,
         count: Int,
     },
+    /// `reg` = the [`Func::lanes`] f32 elements from `place` on, `stride` elements apart
+    /// (`SWFLOW_VLOAD_STRIDED`, `simd_set_floatv4` or `simd_set_floatv8` of them). LDM places
+    /// only.
+    VLoadStrided {
+        reg: VReg,
+        place: Place,
+        stride: i64,
+    },
+    /// `reg` = `value` in every lane (`SWFLOW_VSPLAT`: a broadcast load of it).
+    VSplat {
+        reg: VReg,
+        value: f32,
+    },
+    /// `dst = op(a, b)` lane by lane, each lane as the scalar operation computes it: `+ - *
+    /// /` of the vector type, or `SWFLOW_VMAX`/`SWFLOW_VMIN`, which pick NaN operands as
+    /// `swflow_max_f32`/`swflow_min_f32` do. Only those six operators.
+    VBinary {
+        op: BinaryOp,
+        dst: VReg,
+        a: VReg,
+        b: VReg,
+    },
     /// `acc = a * b + acc` lane by lane, each rounded once (`simd_vmas`).
     VFma {
         acc: VReg,

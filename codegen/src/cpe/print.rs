@@ -7,7 +7,8 @@ use super::{fused_product, Cond, DmaClass, Func, Half, Int, Local, Place, Stmt, 
 use crate::cost::charge;
 use crate::scalar::{binary, cast, ctype, fma, fold, literal, unary};
 use crate::writer::Writer;
-use swflow_frontend::ir::DType;
+use swflow_frontend::ir::{BinaryOp, DType};
+use swflow_scheduler::loops::Scalar;
 
 /// Members of the kernel's LDM struct (after `para`, before `reply`), one per line.
 pub fn print_ldm_members(f: &Func) -> Vec<String> {
@@ -239,6 +240,29 @@ impl Printer<'_> {
                 self.int(first, TERNARY),
                 self.int(count, TERNARY)
             )),
+            Stmt::VLoadStrided { reg, place, stride } => w.line(format!(
+                "SWFLOW_VLOAD_STRIDED{}({}, &{}, {stride});",
+                self.f.lanes,
+                self.f.vreg(*reg),
+                self.place(place)
+            )),
+            Stmt::VSplat { reg, value } => w.line(format!(
+                "SWFLOW_VSPLAT({}, {});",
+                self.f.vreg(*reg),
+                self.value(&Value::Const(Scalar::F32(*value)))
+            )),
+            Stmt::VBinary { op, dst, a, b } => {
+                let (dst, a, b) = (self.f.vreg(*dst), self.f.vreg(*a), self.f.vreg(*b));
+                w.line(match op {
+                    BinaryOp::Add => format!("{dst} = {a} + {b};"),
+                    BinaryOp::Sub => format!("{dst} = {a} - {b};"),
+                    BinaryOp::Mul => format!("{dst} = {a} * {b};"),
+                    BinaryOp::Div => format!("{dst} = {a} / {b};"),
+                    BinaryOp::Max => format!("{dst} = SWFLOW_VMAX({a}, {b});"),
+                    BinaryOp::Min => format!("{dst} = SWFLOW_VMIN({a}, {b});"),
+                    other => unreachable!("no vector form of {other:?}"),
+                })
+            }
             Stmt::VFma { acc, a, b } => {
                 let (acc, a, b) = (self.f.vreg(*acc), self.f.vreg(*a), self.f.vreg(*b));
                 w.line(format!("{acc} = simd_vmas({a}, {b}, {acc});"));

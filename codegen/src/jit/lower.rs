@@ -254,6 +254,9 @@ impl<'f> Lower<'f, '_> {
                 first,
                 count,
             } => self.vstore_lanes(*reg, place, first, count),
+            Stmt::VLoadStrided { reg, place, stride } => self.vload_strided(*reg, place, *stride),
+            Stmt::VSplat { reg, value } => self.vsplat(*reg, *value),
+            Stmt::VBinary { op, dst, a, b } => self.vbinary(*op, *dst, *a, *b),
             Stmt::VFma { acc, a, b } => self.vfma(*acc, *a, *b),
             Stmt::Set(v, e) => {
                 let x = self.int(e);

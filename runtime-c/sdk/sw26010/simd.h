@@ -15,5 +15,8 @@ void swflow_sdk_storeu(floatv4 v, float *p);
 #define simd_loade(v, p) ((v) = swflow_sdk_loade(p))
 #define simd_storeu(v, p) swflow_sdk_storeu((v), (p))
 floatv4 simd_vmas(floatv4 a, floatv4 b, floatv4 c);
+floatv4 simd_set_floatv4(float a, float b, float c, float d);
+floatv4 simd_vfcmple(floatv4 a, floatv4 b);
+floatv4 simd_vselle(floatv4 c, floatv4 a, floatv4 b);
 
 #endif

@@ -169,9 +169,11 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
 const MOVES: usize = 64;
 
 /// Tiles near `tiles` (which fit) with a shorter [`super::estimate`]: while some tile,
-/// doubled (or grown to its range) or halved, still fits and shortens the estimate of the
-/// schedule it gives (the best order of its tile loops, its buffers placed and
-/// double-buffered where the LDM has room), the best such move is taken.
+/// doubled (or grown to its range) or halved, or one tile halved and another grown in the
+/// same move (which trades LDM between loops: a tile's rows grown whole, so that its
+/// transfers become one contiguous block, for fewer rows), still fits and shortens the
+/// estimate of the schedule it gives (the best order of its tile loops, its buffers placed
+/// and double-buffered where the LDM has room), the best such move is taken.
 pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>, target: &Target) -> Vec<usize> {
     let n_access = super::accesses(k).len();
     let budget = target
@@ -185,20 +187,26 @@ pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>,
     let mut now = cycles(&tiles);
     for _ in 0..MOVES {
         let mut best: Option<(f64, Vec<usize>)> = None;
-        for l in (0..k.loops.len()).filter(|&l| ranges[l] > 1) {
-            for to in [grow(tiles[l], ranges[l]), halve(tiles[l]).max(1)] {
-                if to == tiles[l] {
-                    continue;
-                }
-                let mut t = tiles.clone();
+        let loops: Vec<usize> = (0..k.loops.len()).filter(|&l| ranges[l] > 1).collect();
+        let mut moves = Vec::new();
+        for &l in &loops {
+            moves.push(vec![(l, grow(tiles[l], ranges[l]))]);
+            moves.push(vec![(l, halve(tiles[l]).max(1))]);
+            for &m in loops.iter().filter(|&&m| m != l) {
+                moves.push(vec![(l, halve(tiles[l]).max(1)), (m, grow(tiles[m], ranges[m]))]);
+            }
+        }
+        for changes in moves {
+            let mut t = tiles.clone();
+            for &(l, to) in &changes {
                 t[l] = to;
-                if usage(k, p, &t) > budget {
-                    continue;
-                }
-                let c = cycles(&t);
-                if c < now && best.as_ref().is_none_or(|b| c < b.0) {
-                    best = Some((c, t));
-                }
+            }
+            if t == tiles || usage(k, p, &t) > budget {
+                continue;
+            }
+            let c = cycles(&t);
+            if c < now && best.as_ref().is_none_or(|b| c < b.0) {
+                best = Some((c, t));
             }
         }
         let Some((c, t)) = best else { break };

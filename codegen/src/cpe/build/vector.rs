@@ -382,20 +382,20 @@ enum Width {
 /// An unaligned vector load (`simd_loadu`). No public source gives its cost on a CPE: it is
 /// charged as two LDM loads and a merge on P0, as the pair of aligned accesses it is built
 /// from (an assumption).
-const VLOAD: Ops = Ops {
+pub(super) const VLOAD: Ops = Ops {
     load: 2,
     fp: 1,
     ..Ops::ZERO
 };
 /// An unaligned vector store (`simd_storeu`): two LDM stores and a merge (an assumption, as
 /// [`VLOAD`]).
-const VSTORE: Ops = Ops {
+pub(super) const VSTORE: Ops = Ops {
     store: 2,
     fp: 1,
     ..Ops::ZERO
 };
 /// A load of one element into every lane (`simd_loade`): one LDM load.
-const VBROADCAST: Ops = Ops { load: 1, ..Ops::ZERO };
+pub(super) const VBROADCAST: Ops = Ops { load: 1, ..Ops::ZERO };
 
 impl Gen<'_> {
     /// The vector code of the compute nest, with its charges.

@@ -6,6 +6,8 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value as Val};
 
 use super::{vector_flags, Lower, LANES};
+use swflow_frontend::ir::BinaryOp;
+
 use crate::cpe::{Int, Place, VReg};
 
 impl Lower<'_, '_> {
@@ -111,6 +113,55 @@ impl Lower<'_, '_> {
             self.b.ins().store(vector_flags(), x, to, 0);
             self.b.ins().jump(next, &[]);
             self.b.switch_to_block(next);
+        }
+    }
+
+    /// Lane `i` from the element `i * stride` after `place`.
+    pub(super) fn vload_strided(&mut self, reg: VReg, place: &Place, stride: i64) {
+        let lanes = self.f.lanes as i64;
+        let span = self.b.ins().iconst(types::I64, (lanes - 1) * stride + 1);
+        let at = self.span_addr(place, span);
+        let size = types::F32.bytes() as i64;
+        let parts = self.vregs[reg.0 as usize].clone();
+        for (c, var) in parts.into_iter().enumerate() {
+            let zero = self.b.ins().f32const(0.0);
+            let mut x = self.b.ins().splat(types::F32X4, zero);
+            for lane in 0..LANES {
+                let element = (c as i64 * LANES + lane) * stride;
+                let e = self
+                    .b
+                    .ins()
+                    .load(types::F32, vector_flags(), at, (element * size) as i32);
+                x = self.b.ins().insertlane(x, e, lane as u8);
+            }
+            self.b.def_var(var, x);
+        }
+    }
+
+    pub(super) fn vsplat(&mut self, reg: VReg, value: f32) {
+        let x = self.b.ins().f32const(value);
+        let x = self.b.ins().splat(types::F32X4, x);
+        for var in self.vregs[reg.0 as usize].clone() {
+            self.b.def_var(var, x);
+        }
+    }
+
+    /// `dst = op(a, b)` lane by lane; the maximum and minimum as the scalar helpers pick
+    /// their operands (as `SWFLOW_VMAX`/`SWFLOW_VMIN` do).
+    pub(super) fn vbinary(&mut self, op: BinaryOp, dst: VReg, a: VReg, b: VReg) {
+        let parts = |l: &Self, r: VReg| l.vregs[r.0 as usize].clone();
+        let (dst, a, b) = (parts(self, dst), parts(self, a), parts(self, b));
+        for ((dst, a), b) in dst.into_iter().zip(a).zip(b) {
+            let (x, y) = (self.b.use_var(a), self.b.use_var(b));
+            let r = match op {
+                BinaryOp::Add => self.b.ins().fadd(x, y),
+                BinaryOp::Sub => self.b.ins().fsub(x, y),
+                BinaryOp::Mul => self.b.ins().fmul(x, y),
+                BinaryOp::Div => self.b.ins().fdiv(x, y),
+                BinaryOp::Max | BinaryOp::Min => self.vector_extreme(op, x, y),
+                other => unreachable!("no vector form of {other:?}"),
+            };
+            self.b.def_var(dst, r);
         }
     }
 

@@ -1,0 +1,543 @@
+//! Vector code for lane-wise kernels: every target element takes its own value (an
+//! elementwise map) or folds its own values over the reduction loops (pooling, a sum or a
+//! maximum along another axis). Sums of products, which register blocking serves better,
+//! are [`super::vector`]'s.
+//!
+//! The lanes are the loop of the target's last subscript. Every load moves along it by a
+//! fixed number of elements in the last dimension of its tile: one (a vector load), none (a
+//! broadcast) or more (a strided load, element by element). The nest runs as:
+//! ```text
+//! constants into registers, once
+//! for outer points (the other parallel loops):
+//!   for blocks of V vectors along the lanes, then one of V/2, ... down to one vector:
+//!     a fold: load the block's target vectors into accumulators
+//!     for every reduction point (in nest order; once for a map):
+//!       each load's index at the block's first lane
+//!       every vector's value; folded into its accumulator, or stored (a map)
+//!     a fold: store the accumulators
+//!   the lanes left, fewer than a vector: the scalar nest
+//! ```
+//! Every lane computes what the scalar code computes at its point, with the same operations
+//! in the same order: the vector maximum and minimum treat NaN as `swflow_max_f32` does, ReLU
+//! is the maximum with +0 (equal to it bit for bit, signed zeros and NaN included), and a sum
+//! of a product is one fused multiply-add. The results are therefore equal bit for bit.
+
+use swflow_emulator::timing::Ops;
+use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
+use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program, Scalar};
+use swflow_scheduler::schedule::Schedule;
+
+use super::vector::{VBROADCAST, VLOAD, VSTORE};
+use super::{charge, charge_once, Gen};
+use crate::cost::{int, LOOP};
+use crate::cpe::{Func, Int, Local, Place, Stmt, VReg, Var, VarDecl};
+
+/// Vectors of a block, at most: enough independent folds to cover the latency of a maximum's
+/// three dependent instructions (compare, select, select) on SW26010's four lanes.
+const VECTORS: usize = 8;
+/// Vector registers a block may hold (as [`super::vector`]'s blocks).
+const REGISTERS: usize = 30;
+
+/// One operation of the value, evaluated per vector.
+#[derive(Clone, Copy, Debug)]
+enum Node {
+    /// Access `access` (in [`Gen::all`] order), whose index moves `stride` elements per lane.
+    Load {
+        access: usize,
+        stride: i64,
+    },
+    Const(f32),
+    /// `op` of two earlier nodes.
+    Binary(BinaryOp, usize, usize),
+}
+
+impl Node {
+    /// The same in every vector of a block: held in one register.
+    fn shared(self) -> bool {
+        matches!(self, Node::Const(_) | Node::Load { stride: 0, .. })
+    }
+}
+
+/// How each lane's value joins its target element.
+#[derive(Clone, Copy, Debug)]
+enum Fold {
+    /// Stored (an elementwise map).
+    Store,
+    /// `acc = op(acc, value)`: a sum, maximum or minimum.
+    Op(BinaryOp),
+    /// `acc = a * b + acc`, rounded once, of the two factor nodes.
+    Fma(usize, usize),
+}
+
+/// How a kernel's compute nest runs as lane-wise vectors.
+pub(super) struct Plan {
+    lanes_loop: usize,
+    /// The other parallel loops, in nest order.
+    outer: Vec<usize>,
+    /// The reduction loops, in nest order.
+    reduce: Vec<usize>,
+    /// Nodes in evaluation order; with [`Fold::Store`] and [`Fold::Op`] the value is the last.
+    nodes: Vec<Node>,
+    fold: Fold,
+    /// f32 lanes of a vector register.
+    lanes: usize,
+    /// Vectors of the widest block.
+    vectors: usize,
+}
+
+/// The plan for kernel `k` under schedule `s` with `lanes` f32 lanes a vector, when its
+/// target and every load are f32 tiles in LDM (`buffered`, not `streamed`), the target's last
+/// subscript is a parallel loop that every load moves along by a fixed step in its own last
+/// subscript (or not at all), and the value is made of loads, constants, `+ - * /`, maximum,
+/// minimum and ReLU, folded (if at all) by a sum, maximum or minimum.
+pub(super) fn plan(
+    p: &Program,
+    k: &Kernel,
+    s: &Schedule,
+    lanes: usize,
+    buffered: &[bool],
+    streamed: &[bool],
+) -> Option<Plan> {
+    if lanes < 2 || k.stmt.keep.is_some() || !k.target_is_dense() {
+        return None;
+    }
+    let all = swflow_scheduler::schedule::accesses(k);
+    let tensor = |i: usize| k.operands[all[i].operand];
+    let f32_tile = |i: usize| buffered[i] && !streamed[i] && p.tensor(tensor(i)).ty.dtype == DType::F32;
+    if !f32_tile(0) {
+        return None;
+    }
+    let lanes_loop = match k.stmt.target.index.last()? {
+        Index::Affine(x) if x.terms.len() == 1 && x.terms[0].1 == 1 => x.terms[0].0,
+        _ => return None,
+    };
+    // Tiles shorter than a vector would run single lanes only.
+    if k.loops[lanes_loop].kind != LoopKind::Parallel || s.tiles[lanes_loop] < lanes {
+        return None;
+    }
+    let mut nodes = Vec::new();
+    let fold = match k.stmt.reduce {
+        None => {
+            add_nodes(&k.stmt.value, &all, &mut nodes)?;
+            Fold::Store
+        }
+        Some(r) => match (r.kind, &k.stmt.value) {
+            (ReduceKind::Sum, Expr::Binary(BinaryOp::Mul, a, b)) => {
+                let a = add_nodes(a, &all, &mut nodes)?;
+                let b = add_nodes(b, &all, &mut nodes)?;
+                Fold::Fma(a, b)
+            }
+            (ReduceKind::Sum | ReduceKind::Max | ReduceKind::Min, value) => {
+                add_nodes(value, &all, &mut nodes)?;
+                Fold::Op(match r.kind {
+                    ReduceKind::Sum => BinaryOp::Add,
+                    ReduceKind::Max => BinaryOp::Max,
+                    _ => BinaryOp::Min,
+                })
+            }
+            _ => return None,
+        },
+    };
+    for node in &mut nodes {
+        if let Node::Load { access, stride } = node {
+            if !f32_tile(*access) || tensor(*access) == tensor(0) {
+                return None;
+            }
+            *stride = lane_stride(all[*access], lanes_loop)?;
+        }
+    }
+    // Each vector of a block needs a register per node not shared, and an accumulator.
+    let shared = nodes.iter().filter(|n| n.shared()).count();
+    let per_vector = nodes.len() - shared + usize::from(!matches!(fold, Fold::Store));
+    let fits = |v: usize| shared + v * per_vector <= REGISTERS;
+    let widest = (s.tiles[lanes_loop] / lanes).clamp(1, VECTORS);
+    let vectors = (0..=VECTORS.trailing_zeros())
+        .map(|e| 1 << e)
+        .filter(|&v| v <= widest && fits(v))
+        .max()?;
+    let of_kind = |kind: LoopKind| (0..k.loops.len()).filter(move |&l| k.loops[l].kind == kind);
+    Some(Plan {
+        lanes_loop,
+        outer: of_kind(LoopKind::Parallel).filter(|&l| l != lanes_loop).collect(),
+        reduce: of_kind(LoopKind::Reduce).collect(),
+        nodes,
+        fold,
+        lanes,
+        vectors,
+    })
+}
+
+/// Appends the nodes of `e` (operands first) and returns the index of its value's node, when
+/// every operation has a vector form.
+fn add_nodes(e: &Expr, all: &[&Access], nodes: &mut Vec<Node>) -> Option<usize> {
+    let node = match e {
+        Expr::Load(a) => Node::Load {
+            access: all.iter().position(|x| std::ptr::eq(*x, a))?,
+            stride: 0,
+        },
+        Expr::Const(Scalar::F32(c)) => Node::Const(*c),
+        Expr::Unary(UnaryOp::Relu, a) => {
+            let a = add_nodes(a, all, nodes)?;
+            nodes.push(Node::Const(0.0));
+            Node::Binary(BinaryOp::Max, a, nodes.len() - 1)
+        }
+        Expr::Binary(
+            op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min),
+            a,
+            b,
+        ) => {
+            let a = add_nodes(a, all, nodes)?;
+            let b = add_nodes(b, all, nodes)?;
+            Node::Binary(*op, a, b)
+        }
+        _ => return None,
+    };
+    nodes.push(node);
+    Some(nodes.len() - 1)
+}
+
+/// Elements access `a` moves per point of loop `l`: its coefficient in the last subscript,
+/// when no other subscript holds `l` (the last dimension of a tile is contiguous in LDM).
+fn lane_stride(a: &Access, l: usize) -> Option<i64> {
+    let mut stride = 0;
+    for (d, x) in a.index.iter().enumerate() {
+        let Index::Affine(x) = x else { return None };
+        let c: i64 = x.terms.iter().filter(|t| t.0 == l).map(|t| t.1).sum();
+        if c != 0 {
+            if d + 1 != a.index.len() || c < 0 {
+                return None;
+            }
+            stride = c;
+        }
+    }
+    Some(stride)
+}
+
+/// The variables and registers of a plan's code.
+pub(super) struct Vars {
+    plan: Plan,
+    /// The index of the target element at a block's first lane.
+    target: Var,
+    /// Per load node, its index at a block's first lane.
+    index: Vec<Option<Var>>,
+    /// Per node, a register per vector (one for a shared node).
+    regs: Vec<Vec<VReg>>,
+    acc: Vec<VReg>,
+}
+
+impl Vars {
+    /// Declares the variables and registers of `plan` in `f`, named after `prefix`.
+    pub(super) fn declare(plan: Plan, f: &mut Func, prefix: &str) -> Vars {
+        let mut line = Vec::new();
+        let mut var = |f: &mut Func, name: String| {
+            f.vars.push(VarDecl { name, init: None });
+            let v = Var(f.vars.len() as u32 - 1);
+            line.push(Local::Var(v));
+            v
+        };
+        let target = var(f, format!("{prefix}t"));
+        let index = plan
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(n, node)| matches!(node, Node::Load { .. }).then(|| var(f, format!("{prefix}i{n}"))))
+            .collect();
+        f.decl_lines.push(line);
+        let mut reg = |name: String| {
+            f.vregs.push(name);
+            VReg(f.vregs.len() as u32 - 1)
+        };
+        let regs = plan
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(n, node)| match node.shared() {
+                true => vec![reg(format!("{prefix}n{n}"))],
+                false => (0..plan.vectors).map(|j| reg(format!("{prefix}n{n}_{j}"))).collect(),
+            })
+            .collect();
+        let acc = match plan.fold {
+            Fold::Store => Vec::new(),
+            _ => (0..plan.vectors).map(|j| reg(format!("{prefix}acc{j}"))).collect(),
+        };
+        Vars {
+            plan,
+            target,
+            index,
+            regs,
+            acc,
+        }
+    }
+
+    fn reg(&self, node: usize, vector: usize) -> VReg {
+        let regs = &self.regs[node];
+        regs[vector.min(regs.len() - 1)]
+    }
+}
+
+/// A strided load of `lanes` elements (`simd_set_floatv4`/`floatv8` of them). No public source
+/// gives its cost: charged as an LDM load and an insert on P0 per lane, and an address add
+/// per lane after the first (an assumption).
+fn strided_load(lanes: u32) -> Ops {
+    Ops {
+        load: lanes,
+        fp: lanes,
+        integer: lanes - 1,
+        ..Ops::ZERO
+    }
+}
+
+/// A vector operation on `lanes` lanes, as `SWFLOW_VMAX`/`SWFLOW_VMIN` and the C operators
+/// write it. A division is charged as a division per lane: no public source gives the cost
+/// of `simd_vdivs`, and it is not pipelined (an assumption).
+fn vector_op(op: BinaryOp, lanes: u32) -> Ops {
+    let flops = Ops {
+        flops: lanes,
+        ..Ops::ZERO
+    };
+    flops
+        + match op {
+            BinaryOp::Div => Ops {
+                div: lanes,
+                ..Ops::ZERO
+            },
+            // Two compares and two selects.
+            BinaryOp::Max | BinaryOp::Min => Ops { fp: 4, ..Ops::ZERO },
+            _ => Ops { fp: 1, ..Ops::ZERO },
+        }
+}
+
+/// Instructions of a fold on the chain from one accumulator value to the next.
+fn fold_depth(fold: Fold) -> u32 {
+    match fold {
+        Fold::Store => 0,
+        Fold::Op(BinaryOp::Max | BinaryOp::Min) => 3,
+        Fold::Op(_) | Fold::Fma(..) => 1,
+    }
+}
+
+impl Gen<'_> {
+    /// The lane-wise vector code of the compute nest, with its charges; the lanes left after
+    /// the vectors run `scalar` (the nest's statement at a point, costing `scalar_ops`).
+    pub(super) fn lanewise_nest(&self, out: &mut Vec<Stmt>, v: &Vars, scalar: Stmt, scalar_ops: Ops) {
+        let p = &v.plan;
+        out.push(Stmt::Comment(format!(
+            "In blocks of up to {} vector(s) of {} lanes ({}), then single lanes.",
+            p.vectors, p.lanes, self.loop_names[p.lanes_loop]
+        )));
+        let mut consts = Vec::new();
+        for (n, node) in p.nodes.iter().enumerate() {
+            if let Node::Const(c) = node {
+                consts.push(Stmt::VSplat {
+                    reg: v.reg(n, 0),
+                    value: *c,
+                });
+            }
+        }
+        charge_once(out, VBROADCAST * consts.len() as u32);
+        out.extend(consts);
+        // The outer loops' control, as the scalar nest charges it.
+        for j in 0..p.outer.len() {
+            let iterations = Int::product(p.outer[..=j].iter().map(|&l| self.extent(l)).collect());
+            charge(out, LOOP + int(1), iterations);
+        }
+        let lanes = self.lanewise_loops(v, scalar, scalar_ops);
+        out.extend(self.point_loops(&p.outer, lanes));
+    }
+
+    /// The lanes loops at one outer point: blocks of decreasing width, then single lanes.
+    fn lanewise_loops(&self, v: &Vars, scalar: Stmt, scalar_ops: Ops) -> Vec<Stmt> {
+        let p = &v.plan;
+        let l = p.lanes_loop;
+        let (o, n) = (self.origin(l), self.extent(l));
+        // The start of the lanes after the whole multiples of `m` lanes.
+        let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
+        let widths: Vec<usize> = (0..=p.vectors.trailing_zeros()).rev().map(|e| 1 << e).collect();
+        let mut out = Vec::new();
+        // Per width and for the single lanes: the bound, a multiple by shifts, once.
+        charge_once(&mut out, int(3 * (widths.len() as u32 + 1)));
+        for (w, &width) in widths.iter().enumerate() {
+            let span = width * p.lanes;
+            let from = match w {
+                0 => o.clone(),
+                _ => multiple(2 * span),
+            };
+            out.push(Stmt::For {
+                var: self.point[l],
+                from,
+                to: multiple(span),
+                step: Int::Const(span as i64),
+                body: self.lanewise_block(v, width),
+            });
+        }
+        let mut lane = Vec::new();
+        let at_point = self.charged_scalar(&mut lane, &p.reduce, scalar, scalar_ops);
+        lane.extend(at_point);
+        out.push(Stmt::For {
+            var: self.point[l],
+            from: multiple(p.lanes),
+            to: o + n,
+            step: Int::Const(1),
+            body: lane,
+        });
+        out
+    }
+
+    /// The scalar nest's reduction loops around `scalar` at one point of the lanes, after
+    /// their charges (and the lanes loop's control).
+    fn charged_scalar(&self, out: &mut Vec<Stmt>, reduce: &[usize], scalar: Stmt, ops: Ops) -> Vec<Stmt> {
+        charge_once(out, LOOP);
+        let points = Int::product(reduce.iter().map(|&l| self.extent(l)).collect());
+        charge(out, ops + LOOP * u32::from(!reduce.is_empty()), points);
+        for j in 1..reduce.len() {
+            let iterations = Int::product(reduce[..j].iter().map(|&l| self.extent(l)).collect());
+            charge(out, LOOP + int(1), iterations);
+        }
+        self.point_loops(reduce, vec![scalar])
+    }
+
+    /// One block of `width` vectors from the lanes loop's point, with its charges.
+    fn lanewise_block(&self, v: &Vars, width: usize) -> Vec<Stmt> {
+        let p = &v.plan;
+        let mut out = Vec::new();
+        let (target, target_ops) = self.access_ref(0);
+        let Place::Ldm { buf, half, index } = target else {
+            unreachable!("planned accesses are in LDM")
+        };
+        let at = |var: Var, offset: i64| Place::Ldm {
+            buf,
+            half: half.clone(),
+            index: if offset == 0 {
+                Int::Var(var)
+            } else {
+                Int::Var(var) + Int::Const(offset)
+            },
+        };
+        let lanes = p.lanes as i64;
+        // The target's index, the loop's control, and per vector an offset and its load or
+        // store (a fold both).
+        let folds = !matches!(p.fold, Fold::Store);
+        let offsets = int(width as u32 - 1);
+        let access = if folds { VLOAD + VSTORE } else { VSTORE };
+        charge_once(
+            &mut out,
+            target_ops + int(1) + LOOP + offsets * (1 + u32::from(folds)) + access * width as u32,
+        );
+        out.push(Stmt::Set(v.target, index));
+        if folds {
+            for j in 0..width {
+                out.push(Stmt::VLoad {
+                    reg: v.acc[j],
+                    place: at(v.target, j as i64 * lanes),
+                    broadcast: false,
+                });
+            }
+        }
+        // The step at one reduction point (the block's only one for a map).
+        let mut step = Vec::new();
+        let mut step_ops = Ops {
+            carried: fold_depth(p.fold),
+            ..Ops::ZERO
+        };
+        for (n, node) in p.nodes.iter().enumerate() {
+            if let Node::Load { access, .. } = node {
+                let (place, ops) = self.access_ref(*access);
+                let Place::Ldm { index, .. } = place else {
+                    unreachable!("planned accesses are in LDM")
+                };
+                step.push(Stmt::Set(v.index[n].expect("a load has an index"), index));
+                step_ops += ops + int(1);
+            }
+        }
+        for j in 0..width {
+            for (n, node) in p.nodes.iter().enumerate() {
+                if node.shared() && j > 0 {
+                    continue;
+                }
+                let reg = v.reg(n, j);
+                match *node {
+                    Node::Load { access, stride } => {
+                        let (place, _) = self.access_ref(access);
+                        let Place::Ldm { buf, half, .. } = place else {
+                            unreachable!("planned accesses are in LDM")
+                        };
+                        let offset = j as i64 * lanes * stride;
+                        let index = v.index[n].expect("a load has an index");
+                        let place = Place::Ldm {
+                            buf,
+                            half,
+                            index: match offset {
+                                0 => Int::Var(index),
+                                _ => Int::Var(index) + Int::Const(offset),
+                            },
+                        };
+                        step_ops += int(u32::from(offset != 0));
+                        match stride {
+                            0 | 1 => {
+                                step_ops += if stride == 0 { VBROADCAST } else { VLOAD };
+                                step.push(Stmt::VLoad {
+                                    reg,
+                                    place,
+                                    broadcast: stride == 0,
+                                });
+                            }
+                            _ => {
+                                step_ops += strided_load(p.lanes as u32);
+                                step.push(Stmt::VLoadStrided { reg, place, stride });
+                            }
+                        }
+                    }
+                    Node::Const(_) => {}
+                    Node::Binary(op, a, b) => {
+                        step_ops += vector_op(op, p.lanes as u32);
+                        step.push(Stmt::VBinary {
+                            op,
+                            dst: reg,
+                            a: v.reg(a, j),
+                            b: v.reg(b, j),
+                        });
+                    }
+                }
+            }
+            let value = v.reg(p.nodes.len() - 1, j);
+            match p.fold {
+                Fold::Store => step.push(Stmt::VStore {
+                    reg: value,
+                    place: at(v.target, j as i64 * lanes),
+                }),
+                Fold::Op(op) => {
+                    step_ops += vector_op(op, p.lanes as u32);
+                    step.push(Stmt::VBinary {
+                        op,
+                        dst: v.acc[j],
+                        a: v.acc[j],
+                        b: value,
+                    });
+                }
+                Fold::Fma(a, b) => {
+                    step_ops += Ops {
+                        fp: 1,
+                        flops: 2 * p.lanes as u32,
+                        ..Ops::ZERO
+                    };
+                    step.push(Stmt::VFma {
+                        acc: v.acc[j],
+                        a: v.reg(a, j),
+                        b: v.reg(b, j),
+                    });
+                }
+            }
+        }
+        self.charge_nest(&mut out, &p.reduce, step_ops);
+        out.extend(self.point_loops(&p.reduce, step));
+        if folds {
+            for j in 0..width {
+                out.push(Stmt::VStore {
+                    reg: v.acc[j],
+                    place: at(v.target, j as i64 * lanes),
+                });
+            }
+        }
+        out
+    }
+}

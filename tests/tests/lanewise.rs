@@ -1,0 +1,249 @@
+//! The lane-wise vector code of elementwise maps and of folds that are no sum of products
+//! (pooling, reductions along another axis): it computes what the scalar code computes, bit
+//! for bit, through the JIT and the generated C, and the operations it is charged with are
+//! those it executes.
+
+use swflow_codegen::cpe::{Func, Int, Ops, Place, Stmt, Value};
+use swflow_codegen::jit;
+use swflow_frontend::interp;
+use swflow_frontend::ir::{parse, BinaryOp, Graph, Tensor, UnaryOp};
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::target::Target;
+use swflow_tests::cbuild;
+use swflow_tests::{each_body, seeded_inputs};
+
+/// Maps with broadcast operands and constants (a normalisation, ReLU, a division, a minimum)
+/// and folds: a 3x3 stride-2 maximum pool with padding (strided loads), an average pool (a
+/// sum, then its scalar epilogue) and a maximum along a middle axis. Rows of 30, 17 and 9
+/// points leave single lanes after the vectors on both targets.
+const MODEL: &str = r#"graph "lanewise" {
+  %x: f32[2,5,9,30] = input
+  %s: f32[5,1,1] = input
+  %t: f32[5,1,1] = input
+  %m: f32[2,5,9,30] = mul(%x, %s)
+  %a: f32[2,5,9,30] = add(%m, %t)
+  %r: f32[2,5,9,30] = relu(%a)
+  %q: f32[1,8,17,33] = input
+  %p: f32[1,8,9,17] = max_pool(%q) {kernel=[3,3], strides=[2,2], dilations=[1,1], pads=[1,1,1,1], ceil_mode=false}
+  %v: f32[1,8,15,31] = avg_pool(%q) {kernel=[3,3], strides=[1,1], dilations=[1,1], pads=[0,0,0,0], ceil_mode=false, count_include_pad=true}
+  %z: f32[64,6,40] = input
+  %y: f32[64,1,40] = reduce_max(%z) {axes=[1]}
+  %w: f32[64,6,40] = input
+  %d: f32[64,6,40] = div(%z, %w)
+  %n: f32[64,6,40] = min(%d, %z)
+  output "r" = %r
+  output "p" = %p
+  output "v" = %v
+  output "y" = %y
+  output "n" = %n
+}"#;
+
+fn model() -> Graph {
+    parse(MODEL).unwrap()
+}
+
+/// A target without vectors: every kernel runs its scalar nest.
+fn scalar(target: &Target) -> Target {
+    Target {
+        f32_vector_lanes: 1,
+        ..target.clone()
+    }
+}
+
+fn lanewise_kernels(f: &Func) -> bool {
+    let mut found = false;
+    let mut body = f.body.clone();
+    each_body(&mut body, &mut |b| {
+        found |= b
+            .iter()
+            .any(|s| matches!(s, Stmt::VBinary { .. } | Stmt::VLoadStrided { .. }));
+    });
+    found
+}
+
+/// Every output of the vector code equals the scalar code's bit for bit, through the JIT
+/// and the generated C, with equal counters; and all of them agree with the interpreter
+/// within the project tolerance.
+#[test]
+fn vectors_compute_what_scalars_compute() {
+    let g = model();
+    let inputs = seeded_inputs(&g, 5);
+    let want = interp::run(&g, &inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let mut vectorised = 0;
+        let jitted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
+            vectorised += usize::from(lanewise_kernels(f));
+        })
+        .unwrap()
+        .run(&p, &target, &inputs)
+        .unwrap();
+        // The normalisation with its ReLU, the maximum pool, the average pool's sum and its
+        // division, the reduction, and the division with its minimum.
+        assert_eq!(vectorised, 6, "{}: lane-wise kernels", target.name);
+        let plain = scalar(&target);
+        let ps = swflow_scheduler::pipeline::compile(&g, &plain).unwrap();
+        let scalar_run = jit::compile(&ps, &plain).unwrap().run(&ps, &plain, &inputs).unwrap();
+        for (k, (v, s)) in jitted.outputs.iter().zip(&scalar_run.outputs).enumerate() {
+            compare(v, s, Comparison::Exact).unwrap_or_else(|m| panic!("{}: output {k}: {}", target.name, m.message));
+        }
+        for (got, want) in jitted.outputs.iter().zip(&want) {
+            compare(got, want, Comparison::Tolerance).unwrap_or_else(|m| panic!("{}: {}", target.name, m.message));
+        }
+        let dir = cbuild::scratch(&format!("lanewise-{}", target.name), "model");
+        cbuild::generate(&p, &target, &dir).unwrap();
+        cbuild::make(&dir, &[]).unwrap();
+        cbuild::make(&dir, &[cbuild::sdk_check(&target)]).unwrap();
+        let built: Vec<Tensor> = cbuild::run_model(&dir, &g, &inputs, &[]).unwrap();
+        for (k, (c, j)) in built.iter().zip(&jitted.outputs).enumerate() {
+            compare(c, j, Comparison::Exact).unwrap_or_else(|m| panic!("{}: C output {k}: {}", target.name, m.message));
+        }
+        let c_report = cbuild::run_with_stats(&dir).unwrap();
+        let seeded = jit::compile(&p, &target)
+            .unwrap()
+            .run(&p, &target, &seeded_inputs(&g, 0))
+            .unwrap();
+        let jit_report = serde_json::to_value(&seeded.report).unwrap();
+        for (c, j) in c_report["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(jit_report["kernels"].as_array().unwrap())
+        {
+            for field in ["flops", "modelled_cycles", "get_bytes", "put_bytes"] {
+                assert_eq!(c[field], j[field], "{}: {} of {}", target.name, field, c["kernel"]);
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// P0 instructions of one execution of a value's operations at a point, as the scalar code
+/// writes them (`cost::binary` and `cost::unary` for f32).
+fn value_fp(v: &Value) -> u32 {
+    match v {
+        Value::Load(Place::Ldm { .. } | Place::Main { .. }) | Value::Const(_) | Value::Index(_) => 0,
+        Value::Unary(op, _, a) => {
+            value_fp(a)
+                + match op {
+                    UnaryOp::Relu | UnaryOp::Neg | UnaryOp::Abs => 1,
+                    other => panic!("no count for {other:?}"),
+                }
+        }
+        Value::Binary(op, _, a, b) => {
+            value_fp(a)
+                + value_fp(b)
+                + match op {
+                    BinaryOp::Max | BinaryOp::Min => 3,
+                    BinaryOp::Div => 0,
+                    _ => 1,
+                }
+        }
+        Value::Cast(_, _, a) => value_fp(a) + 1,
+        Value::Select(c, a, b) => value_fp(c) + value_fp(a) + value_fp(b),
+    }
+}
+
+/// P0 instructions one execution of a statement issues, as the timing model charges them
+/// (an unaligned vector load or store is one merge, a strided load one insert per lane, a
+/// vector maximum two compares and two selects: assumptions of the cost model, which this
+/// counts as stated).
+fn issued(s: &Stmt, lanes: u32) -> u32 {
+    match s {
+        Stmt::VFma { .. } | Stmt::VStore { .. } | Stmt::VStoreLanes { .. } => 1,
+        Stmt::VLoad { broadcast, .. } => u32::from(!broadcast),
+        Stmt::VLoadStrided { .. } => lanes,
+        Stmt::VBinary { op, .. } => match op {
+            BinaryOp::Max | BinaryOp::Min => 4,
+            BinaryOp::Div => 0,
+            _ => 1,
+        },
+        Stmt::Store { value, .. } => value_fp(value),
+        Stmt::Fold { kind, value, .. } => {
+            value_fp(value)
+                + match kind {
+                    swflow_frontend::ir::ReduceKind::Max | swflow_frontend::ir::ReduceKind::Min => 3,
+                    _ => 1,
+                }
+        }
+        _ => 0,
+    }
+}
+
+/// The charges describe the code: the flops are those of the scalar nest (one per operation
+/// at each point, each lane counted once), and the P0 instructions charged in bulk equal
+/// those of the statements executed, counted by a program whose charges are replaced by one
+/// after every statement that issues any.
+#[test]
+fn charges_are_the_operations_executed() {
+    let g = model();
+    let inputs = seeded_inputs(&g, 3);
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let lanes = target.f32_vector_lanes as u32;
+        let plain = scalar(&target);
+        let flops = |t: &Target| {
+            let run = jit::compile(&p, t).unwrap().run(&p, t, &inputs).unwrap();
+            serde_json::to_value(&run.report).unwrap()["kernels"]
+                .as_array()
+                .unwrap()
+                .clone()
+        };
+        for (v, s) in flops(&target).iter().zip(flops(&plain)) {
+            assert_eq!(v["flops"], s["flops"], "{}: flops of {}", target.name, v["kernel"]);
+        }
+        let counted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
+            each_body(&mut f.body, &mut |body| {
+                let old = std::mem::take(body);
+                for s in old {
+                    if matches!(s, Stmt::Charge { .. }) {
+                        continue;
+                    }
+                    let n = issued(&s, lanes);
+                    body.push(s);
+                    if n > 0 {
+                        body.push(Stmt::Charge {
+                            ops: Ops {
+                                flops: n,
+                                ..Ops::default()
+                            },
+                            count: Int::Const(1),
+                        });
+                    }
+                }
+            });
+        })
+        .unwrap()
+        .run(&p, &target, &inputs)
+        .unwrap();
+        let charged = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
+            each_body(&mut f.body, &mut |body| {
+                for s in body.iter_mut() {
+                    if let Stmt::Charge { ops, .. } = s {
+                        *ops = Ops {
+                            flops: ops.fp,
+                            ..Ops::default()
+                        };
+                    }
+                }
+            });
+        })
+        .unwrap()
+        .run(&p, &target, &inputs)
+        .unwrap();
+        let rows = |r: &jit::JitRun| {
+            serde_json::to_value(&r.report).unwrap()["kernels"]
+                .as_array()
+                .unwrap()
+                .clone()
+        };
+        for (x, y) in rows(&charged).iter().zip(rows(&counted)) {
+            assert_eq!(x["kernel"], y["kernel"]);
+            assert_eq!(
+                x["flops"], y["flops"],
+                "{}: P0 instructions of {}",
+                target.name, x["kernel"]
+            );
+        }
+    }
+}
