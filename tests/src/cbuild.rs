@@ -11,13 +11,41 @@ use swflow_scheduler::target::Target;
 
 use crate::workspace_root;
 
-/// The emulator library `cargo build --release` makes beside the `swflow` binary.
+/// The emulator library `cargo build --release` makes beside the `swflow` binary, as the
+/// suites link it: a copy without debug information (`strip -g`), made once per build of the
+/// library, which links in about half the time (the original where `strip` is missing).
 pub fn emulator_lib() -> Result<PathBuf> {
+    use std::hash::{Hash, Hasher};
     let lib = workspace_root().join("target/release/libswflow_emulator.a");
-    if !lib.is_file() {
-        bail!("{} is missing: run cargo build --release first", lib.display());
+    let meta = std::fs::metadata(&lib)
+        .with_context(|| format!("{} is missing: run cargo build --release first", lib.display()))?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (meta.len(), meta.modified()?).hash(&mut h);
+    let stripped = workspace_root()
+        .join(".cache/c/emulator-lib")
+        .join(format!("{:016x}", h.finish()))
+        .join("libswflow_emulator.a");
+    if stripped.is_file() {
+        return Ok(stripped);
     }
-    Ok(lib)
+    let folder = stripped.parent().context("library folder")?;
+    std::fs::create_dir_all(folder)?;
+    // A name of this call's own: suites and their threads may make copies at once.
+    static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = folder.join(format!("partial-{}-{copy}.a", std::process::id()));
+    std::fs::copy(&lib, &partial)?;
+    match Command::new("strip").arg("-g").arg(&partial).status() {
+        Ok(status) if status.success() => {
+            // Another suite may have made the same copy meanwhile: either will do.
+            std::fs::rename(&partial, &stripped)?;
+            Ok(stripped)
+        }
+        _ => {
+            std::fs::remove_file(&partial)?;
+            Ok(lib)
+        }
+    }
 }
 
 /// A scratch folder for generated programs, under the git-ignored cache.
