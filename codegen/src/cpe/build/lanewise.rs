@@ -370,30 +370,29 @@ impl Gen<'_> {
                 body: self.lanewise_block(v, width),
             });
         }
-        let mut lane = Vec::new();
-        let at_point = self.charged_scalar(&mut lane, &p.reduce, scalar, scalar_ops);
-        lane.extend(at_point);
         out.push(Stmt::For {
             var: self.point[l],
             from: multiple(p.lanes),
             to: o + n,
             step: Int::Const(1),
-            body: lane,
+            body: self.scalar_lane(&p.reduce, scalar, scalar_ops),
         });
         out
     }
 
-    /// The scalar nest's reduction loops around `scalar` at one point of the lanes, after
-    /// their charges (and the lanes loop's control).
-    fn charged_scalar(&self, out: &mut Vec<Stmt>, reduce: &[usize], scalar: Stmt, ops: Ops) -> Vec<Stmt> {
-        charge_once(out, LOOP);
+    /// One point of the lanes in scalar code: the charges of the lanes loop's control and of
+    /// the reduction loops, then those loops around `scalar` (which costs `ops`).
+    fn scalar_lane(&self, reduce: &[usize], scalar: Stmt, ops: Ops) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        charge_once(&mut out, LOOP);
         let points = Int::product(reduce.iter().map(|&l| self.extent(l)).collect());
-        charge(out, ops + LOOP * u32::from(!reduce.is_empty()), points);
+        charge(&mut out, ops + LOOP * u32::from(!reduce.is_empty()), points);
         for j in 1..reduce.len() {
             let iterations = Int::product(reduce[..j].iter().map(|&l| self.extent(l)).collect());
-            charge(out, LOOP + int(1), iterations);
+            charge(&mut out, LOOP + int(1), iterations);
         }
-        self.point_loops(reduce, vec![scalar])
+        out.extend(self.point_loops(reduce, vec![scalar]));
+        out
     }
 
     /// One block of `width` vectors from the lanes loop's point, with its charges.
@@ -450,83 +449,7 @@ impl Gen<'_> {
             }
         }
         for j in 0..width {
-            for (n, node) in p.nodes.iter().enumerate() {
-                if node.shared() && j > 0 {
-                    continue;
-                }
-                let reg = v.reg(n, j);
-                match *node {
-                    Node::Load { access, stride } => {
-                        let (place, _) = self.access_ref(access);
-                        let Place::Ldm { buf, half, .. } = place else {
-                            unreachable!("planned accesses are in LDM")
-                        };
-                        let offset = j as i64 * lanes * stride;
-                        let index = v.index[n].expect("a load has an index");
-                        let place = Place::Ldm {
-                            buf,
-                            half,
-                            index: match offset {
-                                0 => Int::Var(index),
-                                _ => Int::Var(index) + Int::Const(offset),
-                            },
-                        };
-                        step_ops += int(u32::from(offset != 0));
-                        match stride {
-                            0 | 1 => {
-                                step_ops += if stride == 0 { VBROADCAST } else { VLOAD };
-                                step.push(Stmt::VLoad {
-                                    reg,
-                                    place,
-                                    broadcast: stride == 0,
-                                });
-                            }
-                            _ => {
-                                step_ops += strided_load(p.lanes as u32);
-                                step.push(Stmt::VLoadStrided { reg, place, stride });
-                            }
-                        }
-                    }
-                    Node::Const(_) => {}
-                    Node::Binary(op, a, b) => {
-                        step_ops += vector_op(op, p.lanes as u32);
-                        step.push(Stmt::VBinary {
-                            op,
-                            dst: reg,
-                            a: v.reg(a, j),
-                            b: v.reg(b, j),
-                        });
-                    }
-                }
-            }
-            let value = v.reg(p.nodes.len() - 1, j);
-            match p.fold {
-                Fold::Store => step.push(Stmt::VStore {
-                    reg: value,
-                    place: at(v.target, j as i64 * lanes),
-                }),
-                Fold::Op(op) => {
-                    step_ops += vector_op(op, p.lanes as u32);
-                    step.push(Stmt::VBinary {
-                        op,
-                        dst: v.acc[j],
-                        a: v.acc[j],
-                        b: value,
-                    });
-                }
-                Fold::Fma(a, b) => {
-                    step_ops += Ops {
-                        fp: 1,
-                        flops: 2 * p.lanes as u32,
-                        ..Ops::ZERO
-                    };
-                    step.push(Stmt::VFma {
-                        acc: v.acc[j],
-                        a: v.reg(a, j),
-                        b: v.reg(b, j),
-                    });
-                }
-            }
+            step_ops += self.lanewise_vector(v, j, &at, &mut step);
         }
         self.charge_nest(&mut out, &p.reduce, step_ops);
         out.extend(self.point_loops(&p.reduce, step));
@@ -539,5 +462,92 @@ impl Gen<'_> {
             }
         }
         out
+    }
+
+    /// Vector `j` of a block at one reduction point, appended to `out`: its value's
+    /// operations, then its fold or store (at the target's place `at`); returns their
+    /// operations.
+    fn lanewise_vector(&self, v: &Vars, j: usize, at: &dyn Fn(Var, i64) -> Place, out: &mut Vec<Stmt>) -> Ops {
+        let p = &v.plan;
+        let lanes = p.lanes as i64;
+        let mut ops = Ops::ZERO;
+        for (n, node) in p.nodes.iter().enumerate() {
+            if node.shared() && j > 0 {
+                continue;
+            }
+            let reg = v.reg(n, j);
+            match *node {
+                Node::Load { access, stride } => {
+                    let (place, _) = self.access_ref(access);
+                    let Place::Ldm { buf, half, .. } = place else {
+                        unreachable!("planned accesses are in LDM")
+                    };
+                    let offset = j as i64 * lanes * stride;
+                    let index = v.index[n].expect("a load has an index");
+                    let place = Place::Ldm {
+                        buf,
+                        half,
+                        index: match offset {
+                            0 => Int::Var(index),
+                            _ => Int::Var(index) + Int::Const(offset),
+                        },
+                    };
+                    ops += int(u32::from(offset != 0));
+                    match stride {
+                        0 | 1 => {
+                            ops += if stride == 0 { VBROADCAST } else { VLOAD };
+                            out.push(Stmt::VLoad {
+                                reg,
+                                place,
+                                broadcast: stride == 0,
+                            });
+                        }
+                        _ => {
+                            ops += strided_load(p.lanes as u32);
+                            out.push(Stmt::VLoadStrided { reg, place, stride });
+                        }
+                    }
+                }
+                Node::Const(_) => {}
+                Node::Binary(op, a, b) => {
+                    ops += vector_op(op, p.lanes as u32);
+                    out.push(Stmt::VBinary {
+                        op,
+                        dst: reg,
+                        a: v.reg(a, j),
+                        b: v.reg(b, j),
+                    });
+                }
+            }
+        }
+        let value = v.reg(p.nodes.len() - 1, j);
+        match p.fold {
+            Fold::Store => out.push(Stmt::VStore {
+                reg: value,
+                place: at(v.target, j as i64 * lanes),
+            }),
+            Fold::Op(op) => {
+                ops += vector_op(op, p.lanes as u32);
+                out.push(Stmt::VBinary {
+                    op,
+                    dst: v.acc[j],
+                    a: v.acc[j],
+                    b: value,
+                });
+            }
+            Fold::Fma(a, b) => {
+                ops += Ops {
+                    fp: 1,
+                    flops: 2 * p.lanes as u32,
+                    ..Ops::ZERO
+                };
+                out.push(Stmt::VFma {
+                    acc: v.acc[j],
+                    a: v.reg(a, j),
+                    b: v.reg(b, j),
+                });
+            }
+        }
+        ops
     }
 }
