@@ -93,7 +93,10 @@ use Pattern::*;
 /// it is joined into its consumers when a rule admits each of them.
 ///
 /// Elementwise producers are not joined into contractions: a convolution or matrix product
-/// reads each operand element many times, and would compute it again every time.
+/// reads each operand element many times, and would compute it again every time. For the
+/// same reason a producer whose value calls a library routine (`exp`, `pow`, ...) is not
+/// joined into a pooling whose windows overlap (a local response normalisation before a 3x3
+/// stride-2 max pool would compute its `pow` 2.25 times per element).
 pub const RULES: &[Rule] = &[
     Rule {
         name: "elementwise-chain",
@@ -193,6 +196,8 @@ pub fn unfused(g: &Graph) -> Plan {
 pub fn plan(g: &Graph) -> Plan {
     let (consumers, outputs) = (g.users(), g.output_mask());
     let mut plan = unfused(g);
+    // Per node: its value, computed where it is needed, calls a library routine.
+    let mut calls = vec![false; g.nodes().len()];
     for id in g.ids() {
         let node = g.node(id);
         let i = id.index();
@@ -215,6 +220,7 @@ pub fn plan(g: &Graph) -> Plan {
         if outputs[i] || uses.is_empty() || node.ty.numel() == 0 {
             continue;
         }
+        calls[i] = calls_library(&node.op) || node.inputs.iter().any(|&x| plan.is_joined(x) && calls[x.index()]);
         let joins = |c: NodeId| {
             let consumer = g.node(c);
             let padded = consumer
@@ -222,7 +228,8 @@ pub fn plan(g: &Graph) -> Plan {
                 .iter()
                 .enumerate()
                 .any(|(j, &x)| x == id && consumer.op.reads_padded(j));
-            !padded && rule(plan.patterns[i], Pattern::of(&consumer.op), Join::Inline).is_some()
+            let recomputed = calls[i] && overlapping_windows(&consumer.op);
+            !padded && !recomputed && rule(plan.patterns[i], Pattern::of(&consumer.op), Join::Inline).is_some()
         };
         if !uses.iter().all(|&c| joins(c)) {
             continue;
@@ -250,6 +257,33 @@ pub fn plan(g: &Graph) -> Plan {
         }
     }
     plan
+}
+
+/// Whether elementwise `op` calls a library routine per element (`exp`, `log`, `pow`, ...):
+/// tens to hundreds of cycles on a CPE, against one for arithmetic.
+fn calls_library(op: &Op) -> bool {
+    use crate::ir::{BinaryOp, UnaryOp};
+    matches!(
+        op,
+        Op::Unary(
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Erf | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Sigmoid
+        ) | Op::Binary(BinaryOp::Pow)
+    )
+}
+
+/// Whether `op` is a pooling whose windows overlap (a window spans more than a stride along
+/// some axis), so that an inlined producer would be computed again for every window that
+/// reads its element.
+fn overlapping_windows(op: &Op) -> bool {
+    match op {
+        Op::Pool(a) => a
+            .kernel
+            .iter()
+            .zip(&a.strides)
+            .zip(&a.dilations)
+            .any(|((&k, &s), &d)| k.saturating_sub(1) * d + 1 > s),
+        _ => false,
+    }
 }
 
 /// The epilogue of reduction `id`, if it can take one: following uses from `id` through
