@@ -359,6 +359,50 @@ pub fn each_body(body: &mut Vec<swflow_codegen::cpe::Stmt>, edit: &mut dyn FnMut
     }
 }
 
+/// Replaces every charge of CPE program `f` by a count of the instructions its statements
+/// issue: after each statement `s` (charges dropped), a charge of `issued(s)` reported
+/// through the flops counter, when positive. Compare with [`charged_fp_as_flops`].
+pub fn count_issued_as_flops(
+    f: &mut swflow_codegen::cpe::Func,
+    issued: &mut dyn FnMut(&swflow_codegen::cpe::Stmt) -> u32,
+) {
+    use swflow_codegen::cpe::{Int, Ops, Stmt};
+    each_body(&mut f.body, &mut |body| {
+        for s in std::mem::take(body) {
+            if matches!(s, Stmt::Charge { .. }) {
+                continue;
+            }
+            let n = issued(&s);
+            body.push(s);
+            if n > 0 {
+                body.push(Stmt::Charge {
+                    ops: Ops {
+                        flops: n,
+                        ..Ops::default()
+                    },
+                    count: Int::Const(1),
+                });
+            }
+        }
+    });
+}
+
+/// Makes every charge of CPE program `f` report, through the flops counter, the pipelined P0
+/// instructions (`fp`) it charges, and nothing else.
+pub fn charged_fp_as_flops(f: &mut swflow_codegen::cpe::Func) {
+    use swflow_codegen::cpe::{Ops, Stmt};
+    each_body(&mut f.body, &mut |body| {
+        for s in body.iter_mut() {
+            if let Stmt::Charge { ops, .. } = s {
+                *ops = Ops {
+                    flops: ops.fp,
+                    ..Ops::default()
+                };
+            }
+        }
+    });
+}
+
 /// Asserts that a kernel's row of an emulator report (`bench --json`, `SWFLOW_STATS`) counts
 /// the gets, puts and their bytes that the scheduler's tile walk counts.
 pub fn assert_walked_traffic(row: &serde_json::Value, walked: &swflow_scheduler::exec::walk::Traffic, label: &str) {

@@ -3,14 +3,14 @@
 //! for bit, through the JIT and the generated C, and the operations it is charged with are
 //! those it executes.
 
-use swflow_codegen::cpe::{Func, Int, Ops, Place, Stmt, Value};
+use swflow_codegen::cpe::{Func, Place, Stmt, Value};
 use swflow_codegen::jit;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{parse, BinaryOp, Graph, Tensor, UnaryOp};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild;
-use swflow_tests::{each_body, seeded_inputs};
+use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, seeded_inputs};
 
 /// Maps with broadcast operands and constants (a normalisation, ReLU, a division, a minimum)
 /// and folds: a 3x3 stride-2 maximum pool with padding (strided loads), an average pool (a
@@ -193,44 +193,15 @@ fn charges_are_the_operations_executed() {
             assert_eq!(v["flops"], s["flops"], "{}: flops of {}", target.name, v["kernel"]);
         }
         let counted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
-            each_body(&mut f.body, &mut |body| {
-                let old = std::mem::take(body);
-                for s in old {
-                    if matches!(s, Stmt::Charge { .. }) {
-                        continue;
-                    }
-                    let n = issued(&s, lanes);
-                    body.push(s);
-                    if n > 0 {
-                        body.push(Stmt::Charge {
-                            ops: Ops {
-                                flops: n,
-                                ..Ops::default()
-                            },
-                            count: Int::Const(1),
-                        });
-                    }
-                }
-            });
+            count_issued_as_flops(f, &mut |s| issued(s, lanes))
         })
         .unwrap()
         .run(&p, &target, &inputs)
         .unwrap();
-        let charged = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
-            each_body(&mut f.body, &mut |body| {
-                for s in body.iter_mut() {
-                    if let Stmt::Charge { ops, .. } = s {
-                        *ops = Ops {
-                            flops: ops.fp,
-                            ..Ops::default()
-                        };
-                    }
-                }
-            });
-        })
-        .unwrap()
-        .run(&p, &target, &inputs)
-        .unwrap();
+        let charged = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| charged_fp_as_flops(f))
+            .unwrap()
+            .run(&p, &target, &inputs)
+            .unwrap();
         let rows = |r: &jit::JitRun| {
             serde_json::to_value(&r.report).unwrap()["kernels"]
                 .as_array()

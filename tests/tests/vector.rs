@@ -1,13 +1,13 @@
 //! The vector code of sums of products: the operations it is charged with are those it
 //! executes, and it computes what the scalar code computes.
 
-use swflow_codegen::cpe::{fused_product, Func, Int, Ops, Stmt};
+use swflow_codegen::cpe::{fused_product, Func, Int, Stmt};
 use swflow_codegen::jit;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::target::Target;
-use swflow_tests::{each_body, seeded_inputs};
+use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, seeded_inputs};
 
 /// Matrix products and convolutions whose kernels do nothing but their sums of products, at
 /// sizes that leave partial row blocks, single vectors and tails; the strided 1x1
@@ -97,33 +97,17 @@ fn charges_are_the_operations_executed() {
         let mut coalesced = 0;
         let counted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
             let mut vector = false;
-            each_body(&mut f.body, &mut |body| {
-                let old = std::mem::take(body);
-                for s in old {
-                    if matches!(s, Stmt::Charge { .. }) {
-                        continue;
-                    }
-                    vector |= matches!(s, Stmt::VFma { .. });
-                    match &s {
-                        Stmt::VStoreLanes {
-                            first: Int::Const(0), ..
-                        } => heads += 1,
-                        Stmt::VStoreLanes { .. } => tails += 1,
-                        _ => {}
-                    }
-                    coalesced += usize::from(matches!(&s, Stmt::Comment(c) if c.contains("as one row")));
-                    let n = issued(&s, target.f32_vector_lanes as u32);
-                    body.push(s);
-                    if n > 0 {
-                        body.push(Stmt::Charge {
-                            ops: Ops {
-                                flops: n,
-                                ..Ops::default()
-                            },
-                            count: Int::Const(1),
-                        });
-                    }
+            count_issued_as_flops(f, &mut |s| {
+                vector |= matches!(s, Stmt::VFma { .. });
+                match s {
+                    Stmt::VStoreLanes {
+                        first: Int::Const(0), ..
+                    } => heads += 1,
+                    Stmt::VStoreLanes { .. } => tails += 1,
+                    _ => {}
                 }
+                coalesced += usize::from(matches!(s, Stmt::Comment(c) if c.contains("as one row")));
+                issued(s, target.f32_vector_lanes as u32)
             });
             vector_kernels += usize::from(vector);
         })
@@ -134,21 +118,10 @@ fn charges_are_the_operations_executed() {
         assert!(tails > 0, "{}: some block is a tail", target.name);
         assert!(heads > 0, "{}: some row shorter than a vector runs a head", target.name);
         assert_eq!(coalesced, 1, "{}: the 7-wide rows run as one", target.name);
-        let instructions = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
-            each_body(&mut f.body, &mut |body| {
-                for s in body.iter_mut() {
-                    if let Stmt::Charge { ops, .. } = s {
-                        *ops = Ops {
-                            flops: ops.fp,
-                            ..Ops::default()
-                        };
-                    }
-                }
-            });
-        })
-        .unwrap()
-        .run(&p, &target, &inputs)
-        .unwrap();
+        let instructions = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| charged_fp_as_flops(f))
+            .unwrap()
+            .run(&p, &target, &inputs)
+            .unwrap();
         let mut issuing = 0;
         for (x, y) in kernels(serde_json::to_value(&instructions.report).unwrap())
             .iter()
