@@ -10,6 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::cpe;
 use crate::machine::{exit_with, Direction, KernelFn, Machine, Violation};
+use crate::mesh::Line;
 use crate::report;
 use crate::tape::DmaClass;
 use crate::timing::{Ops, Spec};
@@ -261,6 +262,37 @@ pub unsafe extern "C" fn swflow_emu_charge(ops: *const Ops, n: c_long) {
 #[no_mangle]
 pub extern "C" fn swflow_emu_barrier() {
     cpe::barrier().unwrap_or_else(|v| stop(&v));
+}
+
+/// The line of a register-communication call, or the end of the program.
+fn line(code: c_int, what: &str) -> Line {
+    Line::from_code(code).unwrap_or_else(|| die(&format!("{what}: line {code} is neither 0 (row) nor 1 (column)")))
+}
+
+/// Register communication (SW26010): sends the `bytes` at `value` (one register, at most 32
+/// bytes) along the calling CPE's row (`line` 0) or column (1) to index `dst` of it, or to
+/// every other CPE of it (`dst` 8; only the low four bits count, as on the hardware).
+///
+/// # Safety
+/// `value` points to `bytes` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swflow_emu_regcomm_put(code: c_int, value: *const c_void, bytes: usize, dst: c_int) {
+    let l = line(code, "swflow_emu_regcomm_put");
+    let data = std::slice::from_raw_parts(value.cast::<u8>(), bytes);
+    cpe::reg_put(l, dst as u32, data).unwrap_or_else(|v| stop(&v));
+}
+
+/// Register communication (SW26010): takes the calling CPE's oldest message along its row
+/// (`line` 0) or column (1) into the `bytes` at `value`, which must be as many as were put;
+/// waits for it. A get that no put will ever match stops the program.
+///
+/// # Safety
+/// `value` points to `bytes` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn swflow_emu_regcomm_get(code: c_int, value: *mut c_void, bytes: usize) {
+    let l = line(code, "swflow_emu_regcomm_get");
+    let out = std::slice::from_raw_parts_mut(value.cast::<u8>(), bytes);
+    cpe::reg_get(l, out).unwrap_or_else(|v| stop(&v));
 }
 
 /// Stops the program with a failure the running kernel detected.

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::machine::{Direction, KernelCounters, Launch, Shared, Violation};
+use crate::mesh::Line;
 use crate::replay::{Event, Log};
 use crate::tape::DmaClass;
 use crate::timing::Ops;
@@ -452,19 +453,72 @@ unsafe fn perform(t: &Transfer) {
 /// Waits until every CPE of the launch has arrived. Only a machine with a thread per CPE
 /// can meet at barriers.
 pub fn barrier() -> Result<(), Violation> {
-    let shared = with_cpe("athread_syn", |cpe| {
+    let (shared, id) = meeting("athread_syn", "meets at a barrier", Event::Barrier)?;
+    shared.mesh.barrier(id)
+}
+
+/// The calling CPE's machine and id for an operation that meets other CPEs (`doing`, as a
+/// violation says it), after logging `event`: only a machine with a thread per CPE can run
+/// them.
+fn meeting(what: &str, doing: &str, event: Event) -> Result<(Arc<Shared>, usize), Violation> {
+    with_cpe(what, |cpe| {
         if !cpe.machine.thread_per_cpe {
-            return Err(cpe.violation(
-                "meets at a barrier, which needs a thread per CPE; this machine runs its CPEs as tasks".into(),
-            ));
+            return Err(cpe.violation(format!(
+                "{doing}, which needs a thread per CPE; this machine runs its CPEs as tasks"
+            )));
         }
         if cpe.machine.spec.is_some() {
-            cpe.log.push(Event::Barrier);
+            cpe.log.push(event);
         }
-        Ok(cpe.machine.clone())
+        Ok((cpe.machine.clone(), cpe.id))
+    })
+}
+
+/// Register communication needs its latency in a timed machine's description: a target
+/// without it (SW26010-Pro) has none.
+fn check_regcomm(cpe: &Cpe, what: &str) -> Result<(), Violation> {
+    match &cpe.machine.spec {
+        Some(spec) if spec.timing.regcomm_latency_cycles.is_none() => Err(cpe.violation(format!(
+            "uses {what}, but this machine has no register communication (its description gives no timing.regcomm_latency_cycles)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Sends `data` (one register, at most 32 bytes) along the calling CPE's row or column to
+/// index `dst` of it, or to all its other CPEs ([`crate::mesh::BROADCAST`]).
+pub fn reg_put(line: Line, dst: u32, data: &[u8]) -> Result<(), Violation> {
+    let what = if line == Line::Row { "putr" } else { "putc" };
+    let (shared, id) = with_cpe(what, |cpe| {
+        check_regcomm(cpe, what)?;
+        if !cpe.machine.thread_per_cpe {
+            return Err(cpe.violation(format!(
+                "uses {what}, which needs a thread per CPE; this machine runs its CPEs as tasks"
+            )));
+        }
+        Ok((cpe.machine.clone(), cpe.id))
     })?;
-    shared.barrier.wait();
-    Ok(())
+    let to = shared.mesh.put(id, line, dst, data)?;
+    with_cpe(what, |cpe| {
+        cpe.counters.reg_puts += 1;
+        if cpe.machine.spec.is_some() {
+            cpe.log.push(Event::Send { line, to });
+        }
+        Ok(())
+    })
+}
+
+/// Takes the calling CPE's oldest message along its row or column into `out` (as many bytes
+/// as were put), waiting for it.
+pub fn reg_get(line: Line, out: &mut [u8]) -> Result<(), Violation> {
+    let what = if line == Line::Row { "getr" } else { "getc" };
+    with_cpe(what, |cpe| check_regcomm(cpe, what))?;
+    let (shared, id) = meeting(what, &format!("uses {what}"), Event::Receive { line })?;
+    shared.mesh.get(id, line, out)?;
+    with_cpe(what, |cpe| {
+        cpe.counters.reg_gets += 1;
+        Ok(())
+    })
 }
 
 /// The calling CPE's LDM area for a kernel compiled into this process, or `None` on the

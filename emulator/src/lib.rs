@@ -28,6 +28,9 @@
 pub mod capi;
 mod cpe;
 mod machine;
+pub mod mesh;
+#[cfg(test)]
+mod mesh_tests;
 pub mod native;
 mod race;
 pub mod replay;
@@ -56,6 +59,7 @@ fn test_timing() -> timing::Timing {
         spawn_cycles: 0.0,
         join_cycles: 0.0,
         barrier_cycles: 5.0,
+        regcomm_latency_cycles: Some(14.0),
         dma: timing::DmaTiming {
             line_bytes: 128,
             get_block_cycles: 10.0,

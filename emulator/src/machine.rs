@@ -17,10 +17,11 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cpe::{Block, Cpe};
+use crate::mesh::Mesh;
 use crate::race::find_race;
 use crate::replay::{self, LaunchTime, Log, Span};
 use crate::tape::TapeStack;
@@ -90,6 +91,9 @@ pub struct KernelCounters {
     pub tape_puts: usize,
     pub tape_get_bytes: usize,
     pub tape_put_bytes: usize,
+    /// Register-communication puts and gets (a broadcast is one put).
+    pub reg_puts: usize,
+    pub reg_gets: usize,
 }
 
 /// Per-kernel modelled time over all its launches, in CPE cycles. The CPE fields are sums
@@ -151,6 +155,8 @@ impl KernelCounters {
         self.tape_puts += o.tape_puts;
         self.tape_get_bytes += o.tape_get_bytes;
         self.tape_put_bytes += o.tape_put_bytes;
+        self.reg_puts += o.reg_puts;
+        self.reg_gets += o.reg_gets;
     }
 }
 
@@ -191,7 +197,8 @@ pub(crate) struct Shared {
     control: Mutex<Control>,
     wake: Condvar,
     done: Condvar,
-    pub barrier: Barrier,
+    /// Register communication and barriers of the running launch.
+    pub mesh: Mesh,
     /// Whether each CPE has a thread of its own (else a pool of threads, and the host while
     /// it joins, run them as tasks).
     pub thread_per_cpe: bool,
@@ -266,7 +273,7 @@ impl Machine {
             control: Mutex::new(Control::default()),
             wake: Condvar::new(),
             done: Condvar::new(),
-            barrier: Barrier::new(cpes),
+            mesh: Mesh::new(cpes),
             thread_per_cpe: pool.is_none(),
             untaken: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
@@ -340,6 +347,7 @@ impl Machine {
         c.taken = 0;
         c.running = self.shared.cpes;
         c.results.clear();
+        self.shared.mesh.start(kernel);
         self.shared.untaken.store(self.shared.cpes, Ordering::Release);
         self.shared.running.store(self.shared.cpes, Ordering::Release);
         self.shared.wake.notify_all();
@@ -373,6 +381,9 @@ impl Machine {
         };
         results.sort_by_key(|r| r.id);
         if let Some(v) = results.iter_mut().find_map(|r| r.violation.take()) {
+            return Err(v);
+        }
+        if let Some(v) = self.shared.mesh.leftovers() {
             return Err(v);
         }
         let regions = self.shared.regions.lock().expect("region list").clone();
@@ -547,6 +558,7 @@ fn cpe_thread(fixed: Option<usize>, shared: Arc<Shared>) {
 fn run_cpe(id: usize, launch: &Arc<Launch>, shared: &Arc<Shared>) {
     Cpe::enter(id, launch.clone(), shared.clone());
     (launch.func)(launch.arg as *mut c_void);
+    shared.mesh.returned(id);
     let cpe = Cpe::leave();
     let mut c = shared.control.lock().expect("control");
     c.results.push(CpeResult {

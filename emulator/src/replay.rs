@@ -10,6 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use crate::mesh::Line;
 use crate::timing::Timing;
 
 /// One thing a CPE did, in program order.
@@ -32,6 +33,10 @@ pub(crate) enum Event {
     Wait { reply: usize },
     /// A barrier across the launch's CPEs.
     Barrier,
+    /// A register-communication put along `line` to the CPEs of the bit set `to`.
+    Send { line: Line, to: u64 },
+    /// A register-communication get along `line`: it waits for the oldest message there.
+    Receive { line: Line },
 }
 
 /// A CPE's events during one launch; consecutive stretches of the same kind merge.
@@ -66,7 +71,8 @@ pub struct CpeTime {
     pub compute: f64,
     pub dma_wait: f64,
     pub direct: f64,
-    /// Waiting at barriers, and from the CPE's return to the slowest CPE's.
+    /// Waiting at barriers and for register messages, and from the CPE's return to the
+    /// slowest CPE's.
     pub idle: f64,
 }
 
@@ -81,6 +87,8 @@ pub enum Span {
     Direct { cpe: usize, start: f64, cycles: f64 },
     /// CPE `cpe` waited at a barrier for the other CPEs.
     Barrier { cpe: usize, start: f64, cycles: f64 },
+    /// CPE `cpe` waited for a register message.
+    Receive { cpe: usize, start: f64, cycles: f64 },
     /// The DMA queue served a transfer of CPE `cpe` (of gradient tape when `tape`).
     Transfer {
         cpe: usize,
@@ -151,6 +159,11 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
     let mut queue_busy = 0.0;
     let mut tape_queue = 0.0;
     let mut at_barrier: Vec<usize> = Vec::new();
+    // Per CPE, the arrival times of the register messages not yet taken (row, column), and
+    // the line of a receive it waits at with none there, with its clock.
+    let mut inbox: Vec<[std::collections::VecDeque<f64>; 2]> = logs.iter().map(|_| Default::default()).collect();
+    let mut parked: Vec<Option<(Line, f64)>> = vec![None; logs.len()];
+    let latency = t.regcomm_latency_cycles.unwrap_or(0.0);
     let mut emit = |s: Span| {
         if let Some(f) = trace.as_mut() {
             f(s)
@@ -225,6 +238,34 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                     });
                 }
                 s.clock = done;
+            }
+            Event::Send { line, to } => {
+                let arrival = s.clock + latency;
+                for c in (0..logs.len()).filter(|&c| to >> c & 1 == 1) {
+                    inbox[c][line as usize].push_back(arrival);
+                    if let Some((l, clock)) = parked[c].filter(|p| p.0 == line) {
+                        debug_assert_eq!(l, line);
+                        parked[c] = None;
+                        heap.push(Next(clock, c));
+                    }
+                }
+            }
+            Event::Receive { line } => {
+                let Some(arrival) = inbox[i][line as usize].pop_front() else {
+                    // Taken up again by the put that delivers its message.
+                    parked[i] = Some((line, s.clock));
+                    continue;
+                };
+                let waited = arrival - s.clock;
+                if waited > 0.0 {
+                    s.time.idle += waited;
+                    emit(Span::Receive {
+                        cpe: i,
+                        start: s.clock,
+                        cycles: waited,
+                    });
+                    s.clock = arrival;
+                }
             }
             Event::Barrier => {
                 s.pos += 1;

@@ -51,6 +51,11 @@ pub struct Timing {
     pub join_cycles: f64,
     /// Cycles of a barrier across the CPEs once the last one has arrived.
     pub barrier_cycles: f64,
+    /// Cycles from a register-communication put until its receivers can take the message;
+    /// absent on a machine without register communication. The put and the get themselves
+    /// issue on P1 and are charged by the code as a store and a load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regcomm_latency_cycles: Option<f64>,
     pub dma: DmaTiming,
 }
 
@@ -105,6 +110,11 @@ impl Spec {
         ];
         if let Some((name, v)) = positive.iter().find(|(_, v)| !(v.is_finite() && *v > 0.0)) {
             return Err(format!("{name} must be a positive number, not {v}"));
+        }
+        if let Some(v) = t.regcomm_latency_cycles.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(format!(
+                "timing.regcomm_latency_cycles must be a number of cycles, not {v}"
+            ));
         }
         if let Some((name, v)) = costs.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
             return Err(format!("{name} must be a number of cycles, not {v}"));

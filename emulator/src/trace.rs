@@ -94,6 +94,7 @@ impl TraceWriter {
                 Span::DmaWait { cpe, start, cycles } => ("\"DMA wait\"", cpe, start, cycles),
                 Span::Direct { cpe, start, cycles } => ("\"direct access\"", cpe, start, cycles),
                 Span::Barrier { cpe, start, cycles } => ("\"barrier\"", cpe, start, cycles),
+                Span::Receive { cpe, start, cycles } => ("\"register receive\"", cpe, start, cycles),
                 Span::Transfer {
                     put,
                     tape,

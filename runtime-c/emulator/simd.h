@@ -46,4 +46,27 @@ typedef float floatv8 __attribute__((vector_size(32)));
         swflow_s_;                                                                         \
     }))
 
+#ifndef SWFLOW_CRTS
+#include "swflow_emu.h"
+
+/* Register communication (SW26010 only; SW26010-Pro has remote LDM access instead): a put
+ * sends the register along the row (putr) or column (putc) to index dst of it, 8 to all the
+ * others; a get returns the oldest message of the row or column, of the argument's type. */
+#define swflow_regcomm_put_(line, v, dst)                                                  \
+    (__extension__({                                                                       \
+        __typeof__(v) swflow_v_ = (v);                                                     \
+        swflow_emu_regcomm_put((line), &swflow_v_, sizeof swflow_v_, (dst));               \
+    }))
+#define swflow_regcomm_get_(line, v)                                                       \
+    (__extension__({                                                                       \
+        __typeof__(v) swflow_v_;                                                           \
+        swflow_emu_regcomm_get((line), &swflow_v_, sizeof swflow_v_);                      \
+        swflow_v_;                                                                         \
+    }))
+#define simd_putr(v, dst) swflow_regcomm_put_(0, v, dst)
+#define simd_putc(v, dst) swflow_regcomm_put_(1, v, dst)
+#define simd_getr(v) swflow_regcomm_get_(0, v)
+#define simd_getc(v) swflow_regcomm_get_(1, v)
+#endif
+
 #endif

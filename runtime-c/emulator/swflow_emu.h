@@ -59,6 +59,14 @@ struct swflow_ops {
 void swflow_emu_charge(const struct swflow_ops *ops, long n);
 /* Barrier across the CPEs of the launch. */
 void swflow_emu_barrier(void);
+/* Register communication (SW26010's 8 x 8 mesh): sends the `bytes` at `value` (one register,
+ * at most 32 bytes) along the calling CPE's row (line 0) or column (line 1) to index `dst` of
+ * it (0-7), or to every other CPE of it (8). */
+void swflow_emu_regcomm_put(int line, const void *value, size_t bytes, int dst);
+/* Takes the calling CPE's oldest message along its row (0) or column (1) into the `bytes` at
+ * `value` (as many as were put), waiting for it; a get no put will ever match stops the
+ * program. */
+void swflow_emu_regcomm_get(int line, void *value, size_t bytes);
 /* Stops the program with a failure the running kernel detected. */
 void swflow_emu_fail(const char *message);
 

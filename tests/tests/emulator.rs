@@ -1,6 +1,6 @@
 //! Hand-written C programs (`tests/emulator/*.c`) on runtime-c and the emulator: the athread
 //! and CRTS interfaces (identities, strided DMA, barriers, running reply counters, the
-//! asynchrony of DMA), DMA classes and the stack check of streamed tape, and the STREAM
+//! asynchrony of DMA), register communication, DMA classes and the stack check of streamed tape, and the STREAM
 //! calibration of the timing model against the DMA bandwidth measured on an SW26010 core
 //! group.
 
@@ -50,6 +50,59 @@ fn build(program: &str, target: &Target) -> (PathBuf, PathBuf) {
 #[test]
 fn athread_interface() {
     assert_eq!(build_and_run("athread_api", &Target::sw26010()), "ok\n");
+}
+
+/// `tests/emulator/regcomm.c`: SUMMA with row and column broadcasts gives the exact product;
+/// a receive no put matches and a message never received each stop the program with one
+/// message naming the kernel and the CPE. The register-communication lines type-check
+/// against the SW26010 SDK's headers.
+#[test]
+fn register_communication() {
+    let (dir, exe) = build("regcomm", &Target::sw26010());
+    let run = |mode: Option<&str>| {
+        Command::new(&exe)
+            .args(mode)
+            .env_remove("SWFLOW_STATS")
+            .output()
+            .unwrap()
+    };
+    let ok = run(None);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(String::from_utf8_lossy(&ok.stdout), "ok\n");
+    for (mode, message) in [
+        (
+            "unmatched",
+            "error: kernel 'unmatched' on CPE 9: getc waits for a message that no CPE of its column will send: \
+             every CPE of the launch waits or has returned (1 in a receive, 0 at a barrier, 63 returned)\n",
+        ),
+        (
+            "lost",
+            "error: kernel 'lost' on CPE 3: returns with 1 message(s) in its row buffer never taken by getr \
+             (the first put by CPE 0)\n",
+        ),
+    ] {
+        let out = run(Some(mode));
+        assert_eq!(out.status.code(), Some(1), "{mode}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), message, "{mode}");
+    }
+    let check = dir.join("regcomm_sdk.c");
+    std::fs::write(
+        &check,
+        "#include <slave.h>\n#include <simd.h>\nfloatv4 pass(floatv4 v);\nfloatv4 pass(floatv4 v)\n{\n\
+         simd_putr(v, 8);\n    simd_putc(v, 0);\n    v = simd_getr(v);\n    return simd_getc(v);\n}\n",
+    )
+    .unwrap();
+    let out = Command::new("gcc")
+        .args(["-std=c99", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!(
+            "-I{}",
+            workspace_root().join("runtime-c/sdk/sw26010").display()
+        ))
+        .arg(&check)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -18,5 +18,11 @@ floatv4 simd_vmas(floatv4 a, floatv4 b, floatv4 c);
 floatv4 simd_set_floatv4(float a, float b, float c, float d);
 floatv4 simd_vfcmple(floatv4 a, floatv4 b);
 floatv4 simd_vselle(floatv4 c, floatv4 a, floatv4 b);
+/* Register communication: send along the row or column (dst 0-7, or 8 for all the others),
+ * receive the oldest message (the argument only gives the type). */
+void simd_putr(floatv4 v, int dst);
+void simd_putc(floatv4 v, int dst);
+floatv4 simd_getr(floatv4 v);
+floatv4 simd_getc(floatv4 v);
 
 #endif

@@ -1,0 +1,364 @@
+//! What the CPEs of a launch do to each other: register communication on SW26010's 8 x 8 mesh
+//! and barriers, with the checks that turn what would hang the hardware into violations.
+//!
+//! CPE `id` sits at row `id / 8`, column `id % 8`. A put (`simd_putr`, `simd_putc`) sends one
+//! register of at most 32 bytes along the sender's row or column, either to one index of it
+//! (0 to 7: the column index for a row, the row index for a column) or to every other CPE of
+//! it (index 8); a get (`simd_getr`, `simd_getc`) takes the oldest message in the receiver's
+//! row or column buffer, waiting until one arrives. A message to a CPE comes after every
+//! message put to it before (a broadcast reaches all its receivers at once), so programs that
+//! order their puts through their gets, as SUMMA's steps do, receive in program order. Every
+//! message of a launch must be received in it; a get must ask for as many bytes as were put.
+//!
+//! The mesh knows what each CPE of the running launch is doing: running, waiting for a
+//! message, waiting at a barrier, or returned. When no CPE runs and some still wait, none of
+//! them will ever move on: the launch is stuck, a violation naming the kernel and the lowest
+//! waiting CPE, which every waiting CPE gets instead of hanging.
+//!
+//! The receive buffers are unbounded here. The hardware's hold a few messages and stall a put
+//! into a full one; no public source gives their depth, so a program whose puts run far ahead
+//! of its gets may stall on the hardware where it runs here.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::machine::Violation;
+
+/// CPEs in a row of the mesh, and rows.
+pub const MESH_SIDE: usize = 8;
+/// The most bytes one message carries: one 256-bit register.
+pub const MESSAGE_BYTES: usize = 32;
+/// The destination index that sends to every other CPE of the line.
+pub const BROADCAST: u32 = 8;
+
+/// The line of the mesh a message travels along.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Line {
+    Row,
+    Column,
+}
+
+impl Line {
+    /// From the C ABI's code: 0 row, 1 column.
+    pub fn from_code(code: i32) -> Option<Line> {
+        match code {
+            0 => Some(Line::Row),
+            1 => Some(Line::Column),
+            _ => None,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn put_name(self) -> &'static str {
+        match self {
+            Line::Row => "putr",
+            Line::Column => "putc",
+        }
+    }
+
+    fn get_name(self) -> &'static str {
+        match self {
+            Line::Row => "getr",
+            Line::Column => "getc",
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Line::Row => "row",
+            Line::Column => "column",
+        }
+    }
+
+    /// The CPE at `index` of the line through `cpe`.
+    fn member(self, cpe: usize, index: usize) -> usize {
+        match self {
+            Line::Row => cpe / MESH_SIDE * MESH_SIDE + index,
+            Line::Column => index * MESH_SIDE + cpe % MESH_SIDE,
+        }
+    }
+
+    /// `cpe`'s own index along the line.
+    fn position(self, cpe: usize) -> usize {
+        match self {
+            Line::Row => cpe % MESH_SIDE,
+            Line::Column => cpe / MESH_SIDE,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Running,
+    Receiving(Line),
+    AtBarrier,
+    Returned,
+}
+
+struct Message {
+    from: usize,
+    len: usize,
+    bytes: [u8; MESSAGE_BYTES],
+}
+
+struct State {
+    kernel: String,
+    status: Vec<Status>,
+    /// Per CPE, its row and column receive buffers.
+    inbox: Vec<[VecDeque<Message>; 2]>,
+    barrier_generation: u64,
+    /// Why the launch cannot go on, once it cannot.
+    stuck: Option<Violation>,
+}
+
+impl State {
+    fn violation(&self, cpe: usize, message: String) -> Violation {
+        Violation {
+            kernel: self.kernel.clone(),
+            cpes: vec![cpe],
+            message,
+        }
+    }
+
+    /// Whether CPE `c` waits with nothing that could wake it but another CPE's progress.
+    fn blocked(&self, c: usize) -> bool {
+        match self.status[c] {
+            Status::Receiving(l) => self.inbox[c][l.index()].is_empty(),
+            Status::AtBarrier => true,
+            Status::Running | Status::Returned => false,
+        }
+    }
+
+    /// Finds whether the launch is stuck: no CPE runs (or has a message to take) and some
+    /// wait. The violation names the lowest CPE waiting for a message, else the lowest
+    /// waiting at a barrier.
+    fn check_stuck(&mut self) {
+        if self.stuck.is_some() {
+            return;
+        }
+        let n = self.status.len();
+        if (0..n).any(|c| self.status[c] != Status::Returned && !self.blocked(c)) {
+            return;
+        }
+        let receiving = |c: &usize| matches!(self.status[*c], Status::Receiving(_));
+        let Some(first) = (0..n).find(receiving).or_else(|| (0..n).find(|&c| self.blocked(c))) else {
+            return;
+        };
+        let count = |f: fn(&Status) -> bool| self.status.iter().filter(|s| f(s)).count();
+        let receiving = count(|s| matches!(s, Status::Receiving(_)));
+        let at_barrier = count(|s| *s == Status::AtBarrier);
+        let returned = count(|s| *s == Status::Returned);
+        let others = format!(
+            "every CPE of the launch waits or has returned ({receiving} in a receive, {at_barrier} at a barrier, {returned} returned)"
+        );
+        let message = match self.status[first] {
+            Status::Receiving(l) => format!(
+                "{} waits for a message that no CPE of its {} will send: {others}",
+                l.get_name(),
+                l.noun()
+            ),
+            _ => format!("waits at a barrier that not every CPE will reach: {others}"),
+        };
+        self.stuck = Some(self.violation(first, message));
+    }
+}
+
+/// The running launch's register communication and barriers.
+pub(crate) struct Mesh {
+    cpes: usize,
+    state: Mutex<State>,
+    moved: Condvar,
+}
+
+impl Mesh {
+    pub fn new(cpes: usize) -> Mesh {
+        Mesh {
+            cpes,
+            state: Mutex::new(State {
+                kernel: String::new(),
+                status: vec![Status::Running; cpes],
+                inbox: (0..cpes).map(|_| Default::default()).collect(),
+                barrier_generation: 0,
+                stuck: None,
+            }),
+            moved: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Readies the mesh for a launch of `kernel` (every CPE running, every buffer empty).
+    pub fn start(&self, kernel: &str) {
+        let mut st = self.lock();
+        st.kernel = kernel.to_string();
+        st.status.fill(Status::Running);
+        for b in &mut st.inbox {
+            b[0].clear();
+            b[1].clear();
+        }
+        st.stuck = None;
+    }
+
+    /// CPE `cpe` returned from its kernel.
+    pub fn returned(&self, cpe: usize) {
+        let mut st = self.lock();
+        st.status[cpe] = Status::Returned;
+        st.check_stuck();
+        self.moved.notify_all();
+    }
+
+    /// Sends the `data` bytes from `from` along `line` to index `dst` of it, or to its other
+    /// CPEs when `dst` is [`BROADCAST`]; returns the receivers as a bit set of CPE ids.
+    pub fn put(&self, from: usize, line: Line, dst: u32, data: &[u8]) -> Result<u64, Violation> {
+        let mut st = self.lock();
+        if self.cpes != MESH_SIDE * MESH_SIDE {
+            return Err(st.violation(
+                from,
+                format!(
+                    "uses {}, which needs the 8 x 8 mesh of 64 CPEs; this machine has {}",
+                    line.put_name(),
+                    self.cpes
+                ),
+            ));
+        }
+        if data.is_empty() || data.len() > MESSAGE_BYTES {
+            return Err(st.violation(
+                from,
+                format!(
+                    "{} sends {} bytes; a message is one register of at most {MESSAGE_BYTES}",
+                    line.put_name(),
+                    data.len()
+                ),
+            ));
+        }
+        let me = line.position(from);
+        let to: Vec<usize> = match dst & 0xf {
+            BROADCAST => (0..MESH_SIDE)
+                .filter(|&i| i != me)
+                .map(|i| line.member(from, i))
+                .collect(),
+            d if (d as usize) < MESH_SIDE && d as usize != me => vec![line.member(from, d as usize)],
+            d if (d as usize) < MESH_SIDE => {
+                return Err(st.violation(
+                    from,
+                    format!(
+                        "{} to index {d}, its own place in its {}: a CPE does not receive its own messages",
+                        line.put_name(),
+                        line.noun()
+                    ),
+                ))
+            }
+            d => {
+                return Err(st.violation(
+                    from,
+                    format!(
+                        "{} to index {d}: only 0 to 7 (one CPE of the {}) or 8 (all the others) exist",
+                        line.put_name(),
+                        line.noun()
+                    ),
+                ))
+            }
+        };
+        let mut bytes = [0; MESSAGE_BYTES];
+        bytes[..data.len()].copy_from_slice(data);
+        for &c in &to {
+            st.inbox[c][line.index()].push_back(Message {
+                from,
+                len: data.len(),
+                bytes,
+            });
+        }
+        self.moved.notify_all();
+        Ok(to.iter().fold(0u64, |set, &c| set | 1 << c))
+    }
+
+    /// Takes `cpe`'s oldest message along `line` into `out`, waiting for one.
+    pub fn get(&self, cpe: usize, line: Line, out: &mut [u8]) -> Result<(), Violation> {
+        let mut st = self.lock();
+        loop {
+            if let Some(m) = st.inbox[cpe][line.index()].pop_front() {
+                st.status[cpe] = Status::Running;
+                if m.len != out.len() {
+                    return Err(st.violation(
+                        cpe,
+                        format!(
+                            "{} takes {} bytes from a message of {} bytes that CPE {} put",
+                            line.get_name(),
+                            out.len(),
+                            m.len,
+                            m.from
+                        ),
+                    ));
+                }
+                out.copy_from_slice(&m.bytes[..m.len]);
+                return Ok(());
+            }
+            if let Some(v) = &st.stuck {
+                return Err(v.clone());
+            }
+            if st.status[cpe] != Status::Receiving(line) {
+                st.status[cpe] = Status::Receiving(line);
+                st.check_stuck();
+                if st.stuck.is_some() {
+                    self.moved.notify_all();
+                    continue;
+                }
+            }
+            st = self.moved.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Waits until every CPE of the launch has arrived.
+    pub fn barrier(&self, cpe: usize) -> Result<(), Violation> {
+        let mut st = self.lock();
+        if let Some(v) = &st.stuck {
+            return Err(v.clone());
+        }
+        st.status[cpe] = Status::AtBarrier;
+        if st.status.iter().all(|s| *s == Status::AtBarrier) {
+            st.barrier_generation += 1;
+            st.status.fill(Status::Running);
+            self.moved.notify_all();
+            return Ok(());
+        }
+        st.check_stuck();
+        self.moved.notify_all();
+        let generation = st.barrier_generation;
+        loop {
+            if st.barrier_generation != generation {
+                return Ok(());
+            }
+            if let Some(v) = &st.stuck {
+                return Err(v.clone());
+            }
+            st = self.moved.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// After the launch: a message nobody received, as a violation of its receiver.
+    pub fn leftovers(&self) -> Option<Violation> {
+        let st = self.lock();
+        (0..self.cpes).find_map(|c| {
+            [Line::Row, Line::Column].into_iter().find_map(|l| {
+                let q = &st.inbox[c][l.index()];
+                q.front().map(|m| {
+                    st.violation(
+                        c,
+                        format!(
+                            "returns with {} message(s) in its {} buffer never taken by {} (the first put by CPE {})",
+                            q.len(),
+                            l.noun(),
+                            l.get_name(),
+                            m.from
+                        ),
+                    )
+                })
+            })
+        })
+    }
+}
