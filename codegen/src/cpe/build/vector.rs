@@ -7,7 +7,9 @@
 //! tiles are shorter than a block's lanes and the loop outside it moves every factor along
 //! the lanes by a whole tile row, the lanes run through both loops as one longer row
 //! (*coalesced*), each block finding its two points by a quotient and a remainder. The other parallel
-//! loops run outside, and the reduction loops innermost, in their order. A block's row spans
+//! loops run outside, and the reduction loops innermost, in their order (a loop of one point,
+//! a 1 x 1 window's, is set once, not run; an innermost loop whose tiles all have the same few
+//! points, a 3 x 3 window's row, is written out step by step, without loop control). A block's row spans
 //! the whole vectors of a tile's row, up to 16 lanes, and a block takes as many rows (up to 8)
 //! as keep its accumulators within 16, enough independent multiply-adds to cover the latency
 //! of each accumulator's previous one:
@@ -47,6 +49,9 @@ const ROW_LANES: usize = 16;
 /// SW26010, enough independent multiply-adds to cover the floating-point latency between
 /// the updates of one accumulator. Blocks of fewer vectors take more rows.
 const ACCUMULATORS: usize = 16;
+/// Most points of an innermost reduction loop written out step by step (a 3 x 3 or 7 x 7
+/// window's row).
+const UNROLL: usize = 8;
 /// Vector registers a block may hold (of the CPE's 32, `$31` reads as zero and one is left to
 /// the compiler: reference/simd.md).
 const REGISTERS: usize = 30;
@@ -66,8 +71,13 @@ pub(super) struct Plan {
     short_vectors: bool,
     /// The other parallel loops, in nest order.
     outer: Vec<usize>,
-    /// The reduction loops, in nest order.
+    /// The reduction loops that run, in nest order: those of more than one point.
     reduce: Vec<usize>,
+    /// The reduction loops of one point: set once per block, not run.
+    fixed: Vec<usize>,
+    /// Points of the innermost reduction loop when every tile has the same few (at most
+    /// [`UNROLL`]): its steps are written out one after the other, without loop control.
+    unrolled: Option<usize>,
     factors: [Factor; 2],
     /// f32 lanes of a vector register.
     lanes: usize,
@@ -160,6 +170,15 @@ pub(super) fn plan(
     if reduce.is_empty() {
         return None;
     }
+    // Loops of one point (a 1 x 1 convolution's window) need no loop, unless all are.
+    let (mut running, mut fixed): (Vec<usize>, Vec<usize>) = reduce.iter().partition(|&&l| k.loops[l].extent > 1);
+    if running.is_empty() {
+        (running, fixed) = (reduce.clone(), Vec::new());
+    }
+    let unrolled = running.last().map(|&l| k.loops[l].extent).filter(|&n| {
+        let l = *running.last().expect("a last loop");
+        n <= UNROLL && s.tiles[l] == n && !s.partition.contains(&l)
+    });
     // The target: one loop per subscript, each parallel loop in one subscript, step ±1.
     let uses = |sub: &[Vec<(usize, i64)>], l: usize| sub.iter().filter(|d| d.iter().any(|t| t.0 == l)).count();
     if ti.iter().any(|d| d.len() > 1 || d.iter().any(|t| t.1.abs() != 1)) {
@@ -255,7 +274,9 @@ pub(super) fn plan(
         rows_loop,
         short_vectors,
         outer,
-        reduce,
+        reduce: running,
+        fixed,
+        unrolled,
         factors,
         lanes,
         vectors,
@@ -670,7 +691,7 @@ impl Gen<'_> {
                 self.origin(l) + Int::Var(flat) % self.extent(l),
             ));
         }
-        for &l in &p.reduce {
+        for &l in p.reduce.iter().chain(&p.fixed) {
             out.push(Stmt::Set(self.point[l], self.origin(l)));
         }
         let (target, _) = self.access_ref(0);
@@ -758,13 +779,26 @@ impl Gen<'_> {
                 out.push(Stmt::Set(v.walk[x][i][level + 1], Int::Var(v.walk[x][i][level])));
             }
         }
-        let mut body = self.walk(v, rows, width, level + 1);
-        for x in 0..2 {
-            for i in streams(x) {
-                let w = v.walk[x][i][level + 1];
-                body.push(Stmt::Set(w, Int::Var(w) + Int::Var(v.step[x][level])));
+        let bump = |body: &mut Vec<Stmt>| {
+            for x in 0..2 {
+                for i in streams(x) {
+                    let w = v.walk[x][i][level + 1];
+                    body.push(Stmt::Set(w, Int::Var(w) + Int::Var(v.step[x][level])));
+                }
             }
+        };
+        if let Some(n) = p.unrolled.filter(|_| level + 1 == p.reduce.len()) {
+            // The steps one after the other, each factor's index bumped between them.
+            for step in 0..n {
+                if step > 0 {
+                    bump(&mut out);
+                }
+                out.extend(self.walk(v, rows, width, level + 1));
+            }
+            return out;
         }
+        let mut body = self.walk(v, rows, width, level + 1);
+        bump(&mut body);
         let l = p.reduce[level];
         out.push(Stmt::For {
             var: self.point[l],
@@ -943,12 +977,20 @@ impl Gen<'_> {
         // The reduction loops' control: every level's iterations, the innermost's with the
         // step.
         let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
-        for j in 0..p.reduce.len() {
+        let levels = p.reduce.len();
+        for j in 0..levels {
             let iterations = Int::product(p.reduce[..=j].iter().map(|&l| self.extent(l)).collect());
-            let inner = if j + 1 < p.reduce.len() {
-                int(1 + streams)
-            } else {
-                Ops::default()
+            if let Some(n) = p.unrolled.filter(|_| j + 1 == levels) {
+                // Written out: the bumps between its steps.
+                let enclosing = Int::product(p.reduce[..j].iter().map(|&l| self.extent(l)).collect());
+                charge(out, int(streams * (n as u32 - 1)), blocks.clone() * enclosing);
+                continue;
+            }
+            // The inner loop's start and its indices' copies (no start for one written out).
+            let inner = match j + 1 < levels {
+                true if p.unrolled.is_some() && j + 2 == levels => int(streams),
+                true => int(1 + streams),
+                false => Ops::default(),
             };
             charge(out, LOOP + int(streams) + inner, blocks.clone() * iterations);
         }
@@ -958,7 +1000,7 @@ impl Gen<'_> {
     /// A block's start ([`Self::block_indices`]): its subscripts and stream indices.
     fn index_ops(&self, v: &Vars, rows: usize) -> Ops {
         let p = &v.plan;
-        let mut ops = int(p.reduce.len() as u32) + self.access_ref(0).1 + int(rows as u32);
+        let mut ops = int((p.reduce.len() + p.fixed.len()) as u32) + self.access_ref(0).1 + int(rows as u32);
         for fac in &p.factors {
             ops += self.access_ref(fac.access).1 + int(fac.streams(rows) as u32);
         }
@@ -990,8 +1032,11 @@ impl Gen<'_> {
             Width::Tail | Width::Head => ops += (VLOAD + VSTORE) * r,
             Width::Lane => {}
         }
+        // The outermost reduction level's index copies and its loop's start (none when its
+        // steps are written out).
         let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
-        ops + int(streams + 1)
+        let start = u32::from(!(p.unrolled.is_some() && p.reduce.len() == 1));
+        ops + int(streams + start)
     }
 
     /// One reduction point of a block: its loads and its multiply-adds (the innermost loop's
