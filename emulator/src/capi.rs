@@ -295,6 +295,26 @@ pub unsafe extern "C" fn swflow_emu_regcomm_get(code: c_int, value: *mut c_void,
     cpe::reg_get(l, out).unwrap_or_else(|v| stop(&v));
 }
 
+/// Register communication (SW26010): sends the `bytes` of LDM at `ldm` to every other CPE of
+/// the calling CPE's row (`line` 0) or column (1) as one block of registers: what the
+/// hardware does with a loop of broadcasts of one register each, which every receiver matches
+/// with a loop of as many gets. Each receiver takes it whole with
+/// [`swflow_emu_regcomm_recv_block`] of as many bytes. The range must lie in one declared LDM
+/// buffer.
+#[no_mangle]
+pub extern "C" fn swflow_emu_regcomm_send_block(code: c_int, ldm: *const c_void, bytes: usize) {
+    let l = line(code, "swflow_emu_regcomm_send_block");
+    cpe::reg_send_block(l, ldm as usize, bytes).unwrap_or_else(|v| stop(&v));
+}
+
+/// Register communication (SW26010): takes a block of `bytes` sent along the calling CPE's row
+/// (`line` 0) or column (1) into LDM at `ldm` (in one declared LDM buffer), waiting for it.
+#[no_mangle]
+pub extern "C" fn swflow_emu_regcomm_recv_block(code: c_int, ldm: *mut c_void, bytes: usize) {
+    let l = line(code, "swflow_emu_regcomm_recv_block");
+    cpe::reg_recv_block(l, ldm as usize, bytes).unwrap_or_else(|v| stop(&v));
+}
+
 /// Stops the program with a failure the running kernel detected.
 ///
 /// # Safety

@@ -462,9 +462,9 @@ pub fn barrier() -> Result<(), Violation> {
 /// them.
 fn meeting(what: &str, doing: &str, event: Event) -> Result<(Arc<Shared>, usize), Violation> {
     with_cpe(what, |cpe| {
-        if !cpe.machine.thread_per_cpe {
+        if !cpe.launch.threaded {
             return Err(cpe.violation(format!(
-                "{doing}, which needs a thread per CPE; this machine runs its CPEs as tasks"
+                "{doing}, which needs a thread per CPE; this launch runs its CPEs as tasks"
             )));
         }
         if cpe.machine.spec.is_some() {
@@ -491,9 +491,9 @@ pub fn reg_put(line: Line, dst: u32, data: &[u8]) -> Result<(), Violation> {
     let what = if line == Line::Row { "putr" } else { "putc" };
     let (shared, id) = with_cpe(what, |cpe| {
         check_regcomm(cpe, what)?;
-        if !cpe.machine.thread_per_cpe {
+        if !cpe.launch.threaded {
             return Err(cpe.violation(format!(
-                "uses {what}, which needs a thread per CPE; this machine runs its CPEs as tasks"
+                "uses {what}, which needs a thread per CPE; this launch runs its CPEs as tasks"
             )));
         }
         Ok((cpe.machine.clone(), cpe.id))
@@ -504,6 +504,70 @@ pub fn reg_put(line: Line, dst: u32, data: &[u8]) -> Result<(), Violation> {
         if cpe.machine.spec.is_some() {
             cpe.log.push(Event::Send { line, to });
         }
+        Ok(())
+    })
+}
+
+/// Checks that `[ldm, ldm + bytes)` lies in one declared LDM buffer of the calling CPE, for
+/// `what`.
+fn check_ldm_range(cpe: &Cpe, what: &str, ldm: usize, bytes: usize) -> Result<(), Violation> {
+    match cpe.buffers.iter().find(|b| b.contains(ldm)) {
+        Some(b) if ldm.saturating_add(bytes) > b.base + b.bytes => Err(cpe.violation(format!(
+            "{what} of {bytes} bytes at offset {} of LDM buffer '{}' ({} bytes) runs {} bytes past its end",
+            ldm - b.base,
+            b.name,
+            b.bytes,
+            ldm.saturating_add(bytes) - (b.base + b.bytes)
+        ))),
+        Some(_) => Ok(()),
+        None => Err(cpe.violation(format!(
+            "{what} of {bytes} bytes from {}, which is in no declared LDM buffer",
+            cpe.describe_ldm(ldm)
+        ))),
+    }
+}
+
+/// Sends the `bytes` of LDM at `ldm` to every other CPE of the calling CPE's row or column as
+/// one block of registers, which each of them takes with [`reg_recv_block`] of as many bytes.
+pub fn reg_send_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
+    let what = if line == Line::Row { "putr" } else { "putc" };
+    let (shared, id) = with_cpe(what, |cpe| {
+        check_regcomm(cpe, what)?;
+        check_ldm_range(cpe, &format!("block {what}"), ldm, bytes)?;
+        if !cpe.launch.threaded {
+            return Err(cpe.violation(format!(
+                "uses {what}, which needs a thread per CPE; this launch runs its CPEs as tasks"
+            )));
+        }
+        Ok((cpe.machine.clone(), cpe.id))
+    })?;
+    // SAFETY: the range lies in one of the CPE's declared LDM buffers.
+    let data = unsafe { std::slice::from_raw_parts(ldm as *const u8, bytes) };
+    let to = shared.mesh.put_block(id, line, data)?;
+    with_cpe(what, |cpe| {
+        cpe.counters.reg_puts += 1;
+        if cpe.machine.spec.is_some() {
+            cpe.log.push(Event::Send { line, to });
+        }
+        Ok(())
+    })
+}
+
+/// Takes a block of `bytes` sent along the calling CPE's row or column
+/// ([`reg_send_block`]) into LDM at `ldm`, waiting for it.
+pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
+    let what = if line == Line::Row { "getr" } else { "getc" };
+    with_cpe(what, |cpe| {
+        check_regcomm(cpe, what)?;
+        check_ldm_range(cpe, &format!("block {what}"), ldm, bytes)
+    })?;
+    let (shared, id) = meeting(what, &format!("uses {what}"), Event::Receive { line })?;
+    // SAFETY: the range lies in one of the CPE's declared LDM buffers, which only this CPE's
+    // thread touches.
+    let out = unsafe { std::slice::from_raw_parts_mut(ldm as *mut u8, bytes) };
+    shared.mesh.get(id, line, out)?;
+    with_cpe(what, |cpe| {
+        cpe.counters.reg_gets += 1;
         Ok(())
     })
 }

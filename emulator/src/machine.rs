@@ -166,6 +166,9 @@ pub(crate) struct Launch {
     func: KernelFn,
     pub arg: usize,
     pub arg_bytes: usize,
+    /// Every CPE runs on a thread of its own, so CPEs may wait for each other (barriers,
+    /// register communication).
+    pub threaded: bool,
 }
 
 /// What a finished CPE hands back to the launch.
@@ -186,6 +189,8 @@ struct Control {
     taken: usize,
     running: usize,
     results: Vec<CpeResult>,
+    /// Threads started for one launch of a pooled machine ([`Machine::spawn_threaded`]).
+    launch_threads: Vec<std::thread::JoinHandle<()>>,
     shutdown: bool,
 }
 
@@ -335,21 +340,47 @@ impl Machine {
     /// Starts `func(arg)` on every CPE; `arg` points to `arg_bytes` of main memory the CPEs
     /// may read by DMA. A launch still running is joined first.
     pub fn spawn(&self, kernel: &str, func: KernelFn, arg: *mut c_void, arg_bytes: usize) {
+        self.start_launch(kernel, func, arg, arg_bytes, self.shared.thread_per_cpe);
+    }
+
+    /// [`Machine::spawn`] for a kernel whose CPEs wait for each other (register communication,
+    /// barriers): on a pooled machine, this launch runs each CPE on a thread started for it.
+    pub fn spawn_threaded(&self, kernel: &str, func: KernelFn, arg: *mut c_void, arg_bytes: usize) {
+        self.start_launch(kernel, func, arg, arg_bytes, true);
+    }
+
+    fn start_launch(&self, kernel: &str, func: KernelFn, arg: *mut c_void, arg_bytes: usize, threaded: bool) {
         self.join();
-        let mut c = self.shared.control.lock().expect("control");
-        c.launch = Some(Arc::new(Launch {
+        let launch = Arc::new(Launch {
             kernel: kernel.to_string(),
             func,
             arg: arg as usize,
             arg_bytes,
-        }));
+            threaded,
+        });
+        let own_threads = threaded && !self.shared.thread_per_cpe;
+        let mut c = self.shared.control.lock().expect("control");
+        c.launch = Some(launch.clone());
         c.generation += 1;
-        c.taken = 0;
+        // A launch on threads of its own leaves no task to the pool.
+        c.taken = if own_threads { self.shared.cpes } else { 0 };
         c.running = self.shared.cpes;
         c.results.clear();
         self.shared.mesh.start(kernel);
-        self.shared.untaken.store(self.shared.cpes, Ordering::Release);
+        let untaken = if own_threads { 0 } else { self.shared.cpes };
+        self.shared.untaken.store(untaken, Ordering::Release);
         self.shared.running.store(self.shared.cpes, Ordering::Release);
+        if own_threads {
+            c.launch_threads = (0..self.shared.cpes)
+                .map(|id| {
+                    let (s, l) = (self.shared.clone(), launch.clone());
+                    std::thread::Builder::new()
+                        .name(format!("cpe{id}"))
+                        .spawn(move || run_cpe(id, &l, &s))
+                        .expect("the OS refused to start a CPE thread")
+                })
+                .collect();
+        }
         self.shared.wake.notify_all();
     }
 
@@ -371,14 +402,17 @@ impl Machine {
             }
             poll(|| self.shared.running.load(Ordering::Acquire) == 0);
         }
-        let (launch, mut results) = {
+        let (launch, mut results, threads) = {
             let mut c = self.shared.control.lock().expect("control");
             while c.running > 0 {
                 c = self.shared.done.wait(c).expect("control");
             }
             let Some(launch) = c.launch.take() else { return Ok(()) };
-            (launch, std::mem::take(&mut c.results))
+            (launch, std::mem::take(&mut c.results), std::mem::take(&mut c.launch_threads))
         };
+        for t in threads {
+            let _ = t.join();
+        }
         results.sort_by_key(|r| r.id);
         if let Some(v) = results.iter_mut().find_map(|r| r.violation.take()) {
             return Err(v);

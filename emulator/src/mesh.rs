@@ -98,10 +98,10 @@ enum Status {
     Returned,
 }
 
+/// A register, or a block of registers sent in one go ([`Mesh::put_block`]).
 struct Message {
     from: usize,
-    len: usize,
-    bytes: [u8; MESSAGE_BYTES],
+    bytes: Vec<u8>,
 }
 
 struct State {
@@ -170,7 +170,8 @@ impl State {
 pub(crate) struct Mesh {
     cpes: usize,
     state: Mutex<State>,
-    moved: Condvar,
+    /// Per CPE, signalled when something it may wait for happens.
+    wake: Vec<Condvar>,
 }
 
 impl Mesh {
@@ -184,8 +185,19 @@ impl Mesh {
                 barrier_generation: 0,
                 stuck: None,
             }),
-            moved: Condvar::new(),
+            wake: (0..cpes).map(|_| Condvar::new()).collect(),
         }
+    }
+
+    fn wake_all(&self) {
+        for w in &self.wake {
+            w.notify_all();
+        }
+    }
+
+    /// Waits on CPE `cpe`'s signal.
+    fn wait<'a>(&self, cpe: usize, st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.wake[cpe].wait(st).unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -209,23 +221,16 @@ impl Mesh {
         let mut st = self.lock();
         st.status[cpe] = Status::Returned;
         st.check_stuck();
-        self.moved.notify_all();
+        if st.stuck.is_some() {
+            self.wake_all();
+        }
     }
 
     /// Sends the `data` bytes from `from` along `line` to index `dst` of it, or to its other
     /// CPEs when `dst` is [`BROADCAST`]; returns the receivers as a bit set of CPE ids.
     pub fn put(&self, from: usize, line: Line, dst: u32, data: &[u8]) -> Result<u64, Violation> {
-        let mut st = self.lock();
-        if self.cpes != MESH_SIDE * MESH_SIDE {
-            return Err(st.violation(
-                from,
-                format!(
-                    "uses {}, which needs the 8 x 8 mesh of 64 CPEs; this machine has {}",
-                    line.put_name(),
-                    self.cpes
-                ),
-            ));
-        }
+        let st = self.lock();
+        self.check_mesh(&st, from, line)?;
         if data.is_empty() || data.len() > MESSAGE_BYTES {
             return Err(st.violation(
                 from,
@@ -238,10 +243,7 @@ impl Mesh {
         }
         let me = line.position(from);
         let to: Vec<usize> = match dst & 0xf {
-            BROADCAST => (0..MESH_SIDE)
-                .filter(|&i| i != me)
-                .map(|i| line.member(from, i))
-                .collect(),
+            BROADCAST => (0..MESH_SIDE).filter(|&i| i != me).map(|i| line.member(from, i)).collect(),
             d if (d as usize) < MESH_SIDE && d as usize != me => vec![line.member(from, d as usize)],
             d if (d as usize) < MESH_SIDE => {
                 return Err(st.violation(
@@ -264,17 +266,43 @@ impl Mesh {
                 ))
             }
         };
-        let mut bytes = [0; MESSAGE_BYTES];
-        bytes[..data.len()].copy_from_slice(data);
-        for &c in &to {
+        Ok(self.deliver(st, from, line, &to, data))
+    }
+
+    /// Sends the `data` bytes from `from` to every other CPE of its `line` as one block of
+    /// registers (the hardware's loop of broadcasts, which a block get of as many bytes
+    /// takes whole); returns the receivers as a bit set of CPE ids.
+    pub fn put_block(&self, from: usize, line: Line, data: &[u8]) -> Result<u64, Violation> {
+        let st = self.lock();
+        self.check_mesh(&st, from, line)?;
+        let me = line.position(from);
+        let to: Vec<usize> = (0..MESH_SIDE).filter(|&i| i != me).map(|i| line.member(from, i)).collect();
+        Ok(self.deliver(st, from, line, &to, data))
+    }
+
+    fn check_mesh(&self, st: &State, from: usize, line: Line) -> Result<(), Violation> {
+        match self.cpes == MESH_SIDE * MESH_SIDE {
+            true => Ok(()),
+            false => Err(st.violation(
+                from,
+                format!(
+                    "uses {}, which needs the 8 x 8 mesh of 64 CPEs; this machine has {}",
+                    line.put_name(),
+                    self.cpes
+                ),
+            )),
+        }
+    }
+
+    fn deliver(&self, mut st: MutexGuard<'_, State>, from: usize, line: Line, to: &[usize], data: &[u8]) -> u64 {
+        for &c in to {
             st.inbox[c][line.index()].push_back(Message {
                 from,
-                len: data.len(),
-                bytes,
+                bytes: data.to_vec(),
             });
+            self.wake[c].notify_all();
         }
-        self.moved.notify_all();
-        Ok(to.iter().fold(0u64, |set, &c| set | 1 << c))
+        to.iter().fold(0u64, |set, &c| set | 1 << c)
     }
 
     /// Takes `cpe`'s oldest message along `line` into `out`, waiting for one.
@@ -283,19 +311,19 @@ impl Mesh {
         loop {
             if let Some(m) = st.inbox[cpe][line.index()].pop_front() {
                 st.status[cpe] = Status::Running;
-                if m.len != out.len() {
+                if m.bytes.len() != out.len() {
                     return Err(st.violation(
                         cpe,
                         format!(
                             "{} takes {} bytes from a message of {} bytes that CPE {} put",
                             line.get_name(),
                             out.len(),
-                            m.len,
+                            m.bytes.len(),
                             m.from
                         ),
                     ));
                 }
-                out.copy_from_slice(&m.bytes[..m.len]);
+                out.copy_from_slice(&m.bytes);
                 return Ok(());
             }
             if let Some(v) = &st.stuck {
@@ -305,11 +333,11 @@ impl Mesh {
                 st.status[cpe] = Status::Receiving(line);
                 st.check_stuck();
                 if st.stuck.is_some() {
-                    self.moved.notify_all();
+                    self.wake_all();
                     continue;
                 }
             }
-            st = self.moved.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = self.wait(cpe, st);
         }
     }
 
@@ -323,11 +351,13 @@ impl Mesh {
         if st.status.iter().all(|s| *s == Status::AtBarrier) {
             st.barrier_generation += 1;
             st.status.fill(Status::Running);
-            self.moved.notify_all();
+            self.wake_all();
             return Ok(());
         }
         st.check_stuck();
-        self.moved.notify_all();
+        if st.stuck.is_some() {
+            self.wake_all();
+        }
         let generation = st.barrier_generation;
         loop {
             if st.barrier_generation != generation {
@@ -336,7 +366,7 @@ impl Mesh {
             if let Some(v) = &st.stuck {
                 return Err(v.clone());
             }
-            st = self.moved.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = self.wait(cpe, st);
         }
     }
 

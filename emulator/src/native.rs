@@ -2,13 +2,15 @@
 //!
 //! A compiled kernel is a [`crate::machine::KernelFn`] launched with [`crate::Machine::spawn`]
 //! like a C kernel. It calls these functions for its LDM area, DMA and its class, waits,
-//! direct accesses, charges and detected failures, and for nothing else. Where the C ABI stops
+//! direct accesses, charges, register communication and detected failures, and for nothing
+//! else. Where the C ABI stops
 //! the program at a violation, a hook records it on the calling CPE and returns [`STOP`]; the
 //! kernel must then return at once, and [`crate::Machine::try_join`] hands the violation to the
 //! host. So a broken kernel is an error of the run, not the end of the process.
 
 use crate::cpe;
 use crate::machine::{Direction, Violation};
+use crate::mesh::Line;
 use crate::tape::DmaClass;
 use crate::timing::Ops;
 
@@ -107,6 +109,24 @@ pub extern "C" fn swflow_native_wait(reply: usize, n: i64, exact: i32) -> i32 {
 }
 
 /// Checks a direct access of `bytes` at `addr` (a write when `write` is non-zero).
+/// Sends the `bytes` of LDM at `ldm` along the calling CPE's row (`line` 0) or column (1) to
+/// all its other CPEs, as one block (see [`crate::capi::swflow_emu_regcomm_send_block`]).
+#[no_mangle]
+pub extern "C" fn swflow_native_reg_send(line: i32, ldm: usize, bytes: usize) -> i32 {
+    status(reg_line(line).and_then(|l| cpe::reg_send_block(l, ldm, bytes)))
+}
+
+/// Takes a block of `bytes` sent along the calling CPE's row (`line` 0) or column (1) into
+/// LDM at `ldm`, waiting for it.
+#[no_mangle]
+pub extern "C" fn swflow_native_reg_recv(line: i32, ldm: usize, bytes: usize) -> i32 {
+    status(reg_line(line).and_then(|l| cpe::reg_recv_block(l, ldm, bytes)))
+}
+
+fn reg_line(code: i32) -> Result<Line, Violation> {
+    Line::from_code(code).ok_or_else(|| cpe::fail(&format!("register communication on line {code}, neither 0 (row) nor 1 (column)")))
+}
+
 #[no_mangle]
 pub extern "C" fn swflow_native_direct(addr: usize, bytes: usize, write: i32) -> i32 {
     status(cpe::direct(addr, bytes, write != 0))

@@ -67,6 +67,12 @@ void swflow_emu_regcomm_put(int line, const void *value, size_t bytes, int dst);
  * `value` (as many as were put), waiting for it; a get no put will ever match stops the
  * program. */
 void swflow_emu_regcomm_get(int line, void *value, size_t bytes);
+/* Sends the `bytes` of LDM at `ldm` to every other CPE of the calling CPE's row (line 0) or
+ * column (1) as one block of registers (the hardware's loop of broadcasts); each receiver takes
+ * it whole with swflow_emu_regcomm_recv_block of as many bytes. The ranges must lie in declared
+ * LDM buffers. */
+void swflow_emu_regcomm_send_block(int line, const void *ldm, size_t bytes);
+void swflow_emu_regcomm_recv_block(int line, void *ldm, size_t bytes);
 /* Stops the program with a failure the running kernel detected. */
 void swflow_emu_fail(const char *message);
 

@@ -77,6 +77,40 @@ typedef volatile int swflow_reply_t;
 #define SWFLOW_CHARGE(n, ...) ((void)0)
 #endif
 
+/* Register communication (SW26010): SWFLOW_REG_SEND sends the `bytes` (a multiple of 32) of
+ * LDM at `p` to every other CPE of the sender's row (line 0) or column (line 1), one 256-bit
+ * register at a time; each of them takes the block into its LDM at `p` with SWFLOW_REG_RECV of
+ * as many bytes, one register at a time. On the emulator each side is one call that moves the
+ * whole block (and checks it against the LDM buffers). */
+#ifdef SWFLOW_EMULATOR
+#define SWFLOW_REG_SEND(line, p, bytes) swflow_emu_regcomm_send_block((line), (p), (size_t)(bytes))
+#define SWFLOW_REG_RECV(line, p, bytes) swflow_emu_regcomm_recv_block((line), (p), (size_t)(bytes))
+#elif !defined(SWFLOW_CRTS)
+#define SWFLOW_REG_SEND(line, p, bytes)                                        \
+    do {                                                                       \
+        double *swflow_p_ = (double *)(p);                                     \
+        long swflow_n_ = (long)(bytes) / 32, swflow_i_;                        \
+        doublev4 swflow_v_;                                                    \
+        for (swflow_i_ = 0; swflow_i_ < swflow_n_; swflow_i_++) {              \
+            simd_loadu(swflow_v_, swflow_p_ + 4 * swflow_i_);                  \
+            if ((line) == 0)                                                   \
+                simd_putr(swflow_v_, 8);                                       \
+            else                                                               \
+                simd_putc(swflow_v_, 8);                                       \
+        }                                                                      \
+    } while (0)
+#define SWFLOW_REG_RECV(line, p, bytes)                                        \
+    do {                                                                       \
+        double *swflow_p_ = (double *)(p);                                     \
+        long swflow_n_ = (long)(bytes) / 32, swflow_i_;                        \
+        doublev4 swflow_v_ = {0, 0, 0, 0};                                     \
+        for (swflow_i_ = 0; swflow_i_ < swflow_n_; swflow_i_++) {              \
+            swflow_v_ = (line) == 0 ? simd_getr(swflow_v_) : simd_getc(swflow_v_); \
+            simd_storeu(swflow_v_, swflow_p_ + 4 * swflow_i_);                 \
+        }                                                                      \
+    } while (0)
+#endif
+
 /* Element `i` of the main-memory array `base` of type T, read (SWFLOW_GLOAD) or written
  * (SWFLOW_GSTORE, an lvalue) directly instead of through LDM. On the emulator the address is
  * checked against main memory and writes take part in the race check. */
