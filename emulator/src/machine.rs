@@ -408,7 +408,11 @@ impl Machine {
                 c = self.shared.done.wait(c).expect("control");
             }
             let Some(launch) = c.launch.take() else { return Ok(()) };
-            (launch, std::mem::take(&mut c.results), std::mem::take(&mut c.launch_threads))
+            (
+                launch,
+                std::mem::take(&mut c.results),
+                std::mem::take(&mut c.launch_threads),
+            )
         };
         for t in threads {
             let _ = t.join();

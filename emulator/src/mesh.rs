@@ -243,7 +243,10 @@ impl Mesh {
         }
         let me = line.position(from);
         let to: Vec<usize> = match dst & 0xf {
-            BROADCAST => (0..MESH_SIDE).filter(|&i| i != me).map(|i| line.member(from, i)).collect(),
+            BROADCAST => (0..MESH_SIDE)
+                .filter(|&i| i != me)
+                .map(|i| line.member(from, i))
+                .collect(),
             d if (d as usize) < MESH_SIDE && d as usize != me => vec![line.member(from, d as usize)],
             d if (d as usize) < MESH_SIDE => {
                 return Err(st.violation(
@@ -276,7 +279,10 @@ impl Mesh {
         let st = self.lock();
         self.check_mesh(&st, from, line)?;
         let me = line.position(from);
-        let to: Vec<usize> = (0..MESH_SIDE).filter(|&i| i != me).map(|i| line.member(from, i)).collect();
+        let to: Vec<usize> = (0..MESH_SIDE)
+            .filter(|&i| i != me)
+            .map(|i| line.member(from, i))
+            .collect();
         Ok(self.deliver(st, from, line, &to, data))
     }
 

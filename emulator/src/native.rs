@@ -124,7 +124,11 @@ pub extern "C" fn swflow_native_reg_recv(line: i32, ldm: usize, bytes: usize) ->
 }
 
 fn reg_line(code: i32) -> Result<Line, Violation> {
-    Line::from_code(code).ok_or_else(|| cpe::fail(&format!("register communication on line {code}, neither 0 (row) nor 1 (column)")))
+    Line::from_code(code).ok_or_else(|| {
+        cpe::fail(&format!(
+            "register communication on line {code}, neither 0 (row) nor 1 (column)"
+        ))
+    })
 }
 
 #[no_mangle]

@@ -20,6 +20,7 @@
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
+use swflow_scheduler::schedule::share::{MeshLine, MESH_SIDE, REGISTER_BYTES};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 
 use super::{
@@ -161,6 +162,9 @@ struct Gen<'a> {
     pos: Vec<Option<usize>>,
     /// Per access: its transfers carry the gradient tape.
     tape: Vec<bool>,
+    /// Per access: the mesh line its buffer is shared along (fetched by the line's owner and
+    /// broadcast to the others), if any.
+    shared: Vec<Option<MeshLine>>,
     /// A reader of a streamed tensor walks the boxes of it in reverse: the counters of its
     /// backward loops, the segments' and, per loop around the box, its tiles'.
     seg_r: Option<Var>,
@@ -267,6 +271,14 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
         })
         .collect();
     let stream_tape = p.tape.as_ref().and_then(|t| t.stream_tape.as_ref());
+    // Boxes only: records and streams keep their own transfers.
+    let shared: Vec<Option<MeshLine>> = (0..all.len())
+        .map(|i| {
+            s.buffers[i]
+                .shared
+                .filter(|_| records[i].is_none() && streams[i].is_none())
+        })
+        .collect();
     let operand_field = |t: TensorId| {
         let at = k
             .operands
@@ -309,9 +321,17 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
             None => BufDecl {
                 name: name.clone(),
                 dtype: info.ty.dtype,
-                elements: b.elements(),
+                elements: if shared[i].is_some() {
+                    b.capacity()
+                } else {
+                    b.elements()
+                },
                 double: b.double,
-                note: format!("'{}': tile {tile}{double}", comment(&info.name)),
+                note: format!(
+                    "'{}': tile {tile}{double}{}",
+                    comment(&info.name),
+                    shared[i].map_or(String::new(), |l| format!(", shared along the mesh's {}", l.name()))
+                ),
             },
         });
         let buf = Buf(f.bufs.len() as u32 - 1);
@@ -484,6 +504,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
         seg_r,
         tile_r,
         tape,
+        shared,
         p,
         k,
         s,
@@ -505,6 +526,28 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
     };
     f.body = g.body(f.fields.len(), f.replies);
     Ok(f)
+}
+
+/// Whether this CPE is the owner of its mesh `line` (index 0 of it), which fetches the line's
+/// shared buffers.
+fn owner(line: MeshLine) -> Cond {
+    let side = Int::Const(MESH_SIDE as i64);
+    match line {
+        MeshLine::Row => Cond::Eq(Int::Cpe % side, Int::Const(0)),
+        MeshLine::Column => Cond::Eq(Int::Cpe / side, Int::Const(0)),
+    }
+}
+
+/// `stmts` on the owner of `line` only, with the test's cost.
+fn on_owner(line: MeshLine, stmts: Vec<Stmt>) -> Vec<Stmt> {
+    let mut out = Vec::new();
+    charge_once(&mut out, int(1) + branch(1));
+    out.push(Stmt::If {
+        cond: owner(line),
+        then: stmts,
+        otherwise: Vec::new(),
+    });
+    out
 }
 
 /// Charges one execution of `ops`, when there is anything to charge.
@@ -1256,14 +1299,15 @@ impl Gen<'_> {
                 let mut first = vec![Stmt::Set(h, Int::Const(0))];
                 let ops = self.box_lines(&mut first, i, Some(Int::Const(0)), &here);
                 charge_once(&mut first, ops);
-                first.extend(self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0))));
+                first.extend(self.owner_only(i, self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0)))));
                 out.push(Stmt::If {
                     cond: Cond::Eq(self.origin(l), lo),
                     then: first,
                     otherwise: Vec::new(),
                 });
-                out.push(self.wait(i));
-                out.extend(self.pad(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
+                let mut arrived = vec![self.wait(i)];
+                arrived.extend(self.pad(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
+                out.extend(self.arrive(i, arrived, Half::At(Int::Var(h)), Some(Int::Var(h))));
                 let next = self.origin(l) + t.clone();
                 let next_n = Int::min(hi.clone() - next.clone(), t);
                 let at = |m: usize| {
@@ -1277,7 +1321,7 @@ impl Gen<'_> {
                 let mut prefetch = Vec::new();
                 let ops = self.box_lines(&mut prefetch, i, Some(other.clone()), &at);
                 charge_once(&mut prefetch, ops + int(3) + branch(1));
-                prefetch.extend(self.dma(i, false, Half::At(other.clone()), Some(other)));
+                prefetch.extend(self.owner_only(i, self.dma(i, false, Half::At(other.clone()), Some(other))));
                 out.push(Stmt::If {
                     cond: Cond::Lt(next, hi),
                     then: prefetch,
@@ -1287,11 +1331,64 @@ impl Gen<'_> {
                 out.push(Stmt::Comment(format!("'{tensor}'")));
                 let ops = self.box_lines(out, i, None, &here);
                 charge_once(out, ops);
-                out.extend(self.dma(i, false, Half::Single, None));
-                out.push(self.wait(i));
-                out.extend(self.pad(i, Half::Single, None));
+                let mut arrived = self.dma(i, false, Half::Single, None);
+                arrived.push(self.wait(i));
+                arrived.extend(self.pad(i, Half::Single, None));
+                out.extend(self.arrive(i, arrived, Half::Single, None));
             }
         }
+    }
+
+    /// `stmts` (a shared buffer's DMA), on the owner of its mesh line only.
+    fn owner_only(&self, i: usize, stmts: Vec<Stmt>) -> Vec<Stmt> {
+        let Some(line) = self.shared[i] else { return stmts };
+        on_owner(line, stmts)
+    }
+
+    /// `arrived` (what makes access `i`'s box, in `half`, complete: its DMA's wait and
+    /// padding), then for a shared buffer its broadcast: the line's owner runs `arrived` and
+    /// sends the box's registers, the others receive them.
+    fn arrive(&self, i: usize, arrived: Vec<Stmt>, half: Half, row: Option<Int>) -> Vec<Stmt> {
+        let Some(line) = self.shared[i] else { return arrived };
+        let v = self.buf_vars(i);
+        let elements = Int::product(
+            (0..self.rank(i))
+                .map(|d| Int::Elem(v.extent, row.iter().cloned().chain([Int::Const(d as i64)]).collect()))
+                .collect(),
+        );
+        // Whole registers: the elements' bytes rounded up to 32.
+        let reg = REGISTER_BYTES as i64;
+        let registers =
+            (elements * Int::Const(self.dtype(i).size_bytes() as i64) + Int::Const(reg - 1)) / Int::Const(reg);
+        let bytes = registers.clone() * Int::Const(reg);
+        // Per register: a load and a put, or a get and a store, and the loop's control; the
+        // count and the test of the owner once.
+        let per = Ops {
+            load: 1,
+            store: 1,
+            ..LOOP
+        };
+        let broadcast = |send: bool| {
+            let mut out = vec![Stmt::Broadcast {
+                line,
+                send,
+                buf: v.buf,
+                half: half.clone(),
+                bytes: bytes.clone(),
+            }];
+            charge(&mut out, per, registers.clone());
+            out
+        };
+        let mut then = arrived;
+        then.extend(broadcast(true));
+        let mut out = Vec::new();
+        charge_once(&mut out, int(4) + branch(1));
+        out.push(Stmt::If {
+            cond: owner(line),
+            then,
+            otherwise: broadcast(false),
+        });
+        out
     }
 
     /// The target's box: read first where the kernel writes it in part or revisits partial

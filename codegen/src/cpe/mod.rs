@@ -21,6 +21,7 @@ pub use swflow_emulator::DmaClass;
 
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::Scalar;
+use swflow_scheduler::schedule::share::MeshLine;
 
 /// An integer variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,6 +116,20 @@ pub struct Func {
 }
 
 impl Func {
+    /// Whether the program exchanges registers with other CPEs ([`Stmt::Broadcast`]), so that
+    /// each of its CPEs must run on a thread of its own.
+    pub fn communicates(&self) -> bool {
+        fn any(stmts: &[Stmt]) -> bool {
+            stmts.iter().any(|s| match s {
+                Stmt::Broadcast { .. } => true,
+                Stmt::For { body, .. } => any(body),
+                Stmt::If { then, otherwise, .. } => any(then) || any(otherwise),
+                _ => false,
+            })
+        }
+        any(&self.body)
+    }
+
     pub fn var(&self, v: Var) -> &VarDecl {
         &self.vars[v.0 as usize]
     }
@@ -324,6 +339,17 @@ pub enum Stmt {
     Wait {
         reply: usize,
         count: Int,
+    },
+    /// Register communication (SW26010): with `send`, the first `bytes` (a multiple of 32) of
+    /// the buffer (or its half) go to every other CPE of this CPE's mesh row or column
+    /// (`SWFLOW_REG_SEND`); without, this CPE takes as many from the line into the same place
+    /// (`SWFLOW_REG_RECV`).
+    Broadcast {
+        line: MeshLine,
+        send: bool,
+        buf: Buf,
+        half: Half,
+        bytes: Int,
     },
     /// Chooses the current half of a double buffer (half `var`) for the compute loops.
     SelectHalf {

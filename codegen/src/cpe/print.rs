@@ -210,6 +210,21 @@ impl Printer<'_> {
                     self.int(count, TERNARY)
                 ));
             }
+            Stmt::Broadcast {
+                line,
+                send,
+                buf,
+                half,
+                bytes,
+            } => {
+                let how = if *send { "SWFLOW_REG_SEND" } else { "SWFLOW_REG_RECV" };
+                w.line(format!(
+                    "{how}({}, {}, {});",
+                    line.code(),
+                    self.buffer(*buf, half),
+                    self.int(bytes, TERNARY)
+                ));
+            }
             Stmt::SelectHalf { buf, var } => {
                 let b = self.f.buf(*buf);
                 w.line(format!(

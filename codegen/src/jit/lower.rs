@@ -321,6 +321,19 @@ impl<'f> Lower<'f, '_> {
                 let exact = self.b.ins().iconst(types::I32, i64::from(self.exact_wait));
                 self.hook(Callee::Wait, &[r, n, exact]);
             }
+            Stmt::Broadcast {
+                line,
+                send,
+                buf,
+                half,
+                bytes,
+            } => {
+                let code = self.b.ins().iconst(types::I32, i64::from(line.code()));
+                let at = self.buffer_base(*buf, half);
+                let n = self.int(bytes);
+                let callee = if *send { Callee::RegSend } else { Callee::RegRecv };
+                self.hook(callee, &[code, at, n]);
+            }
             Stmt::SelectHalf { buf, var } => {
                 let h = self.b.use_var(self.vars[var.0 as usize]);
                 let base = self.half_base(*buf, h);

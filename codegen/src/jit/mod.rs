@@ -70,6 +70,8 @@ struct JitKernel {
     entry: KernelFn,
     /// The tensor of each parameter-struct field.
     fields: Vec<TensorId>,
+    /// Its CPEs exchange registers, so each runs on a thread of its own.
+    communicates: bool,
 }
 
 /// A program's kernels, compiled. Their code lives as long as this value.
@@ -210,18 +212,23 @@ pub fn compile_edited(
         }
         module.clear_context(&mut ctx);
         ids.push(id);
-        kernels.push((name.clone(), tensors));
+        kernels.push((name.clone(), tensors, program.communicates()));
     }
     module.finalize_definitions().map_err(|e| compile_error("(all)", e))?;
     let kernels = kernels
         .into_iter()
         .zip(ids)
-        .map(|((name, fields), id)| {
+        .map(|((name, fields, communicates), id)| {
             let code = module.get_finalized_function(id);
             // SAFETY: the function was built with the signature `fn(i64)`, which is how the
             // platform passes a pointer argument; it returns nothing.
             let entry = unsafe { std::mem::transmute::<*const u8, KernelFn>(code) };
-            JitKernel { name, entry, fields }
+            JitKernel {
+                name,
+                entry,
+                fields,
+                communicates,
+            }
         })
         .collect();
     Ok(JitProgram {
@@ -274,8 +281,9 @@ impl JitProgram {
             }
         }
         let spec = target.machine_spec();
-        // Compiled kernels never meet at barriers, so the CPEs run as tasks: on a thread per
-        // core but one, and on this thread while it joins.
+        // Most compiled kernels never wait for each other, so the CPEs run as tasks: on a
+        // thread per core but one, and on this thread while it joins; those that exchange
+        // registers run each CPE on a thread of its own.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let machine = Machine::pooled(target.cpes, target.ldm_budget(), Some(spec.clone()), cores - 1);
         machine.add_region(arena.base() as usize, arena.len(), "arena");
@@ -309,7 +317,10 @@ impl JitProgram {
                 .map(|&id| arena.base() as u64 + offset(id).unwrap_or(0) as u64)
                 .collect();
             let bytes = 8 * para.len();
-            machine.spawn(&k.name, k.entry, para.as_mut_ptr().cast(), bytes);
+            match k.communicates {
+                true => machine.spawn_threaded(&k.name, k.entry, para.as_mut_ptr().cast(), bytes),
+                false => machine.spawn(&k.name, k.entry, para.as_mut_ptr().cast(), bytes),
+            }
             machine.try_join().map_err(JitError::Run)?;
         }
         let outputs = p

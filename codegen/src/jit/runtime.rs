@@ -33,6 +33,8 @@ pub enum Callee {
     DmaBoxPadded,
     PadBox,
     PowI64,
+    RegSend,
+    RegRecv,
     /// A libm routine: its name without the `f` suffix, whether it is the f32 one, and its
     /// arity.
     Libm(&'static str, bool, u8),
@@ -67,6 +69,8 @@ impl Callee {
             Callee::DmaBoxPadded,
             Callee::PadBox,
             Callee::PowI64,
+            Callee::RegSend,
+            Callee::RegRecv,
         ];
         for &(name, arity) in LIBM {
             all.push(Callee::Libm(name, true, arity));
@@ -91,6 +95,8 @@ impl Callee {
             Callee::DmaBoxPadded => "swflow_jit_dma_box_padded".into(),
             Callee::PadBox => "swflow_jit_pad_box".into(),
             Callee::PowI64 => "swflow_jit_pow_i64".into(),
+            Callee::RegSend => "swflow_native_reg_send".into(),
+            Callee::RegRecv => "swflow_native_reg_recv".into(),
             Callee::Libm(name, true, _) => format!("{name}f"),
             Callee::Libm(name, false, _) => name.into(),
         }
@@ -112,6 +118,8 @@ impl Callee {
             Callee::DmaBoxPadded => swflow_jit_dma_box_padded as *const u8,
             Callee::PadBox => swflow_jit_pad_box as *const u8,
             Callee::PowI64 => swflow_jit_pow_i64 as *const u8,
+            Callee::RegSend => native::swflow_native_reg_send as *const u8,
+            Callee::RegRecv => native::swflow_native_reg_recv as *const u8,
             Callee::Libm(name, single, _) => libm_address(name, single),
         }
     }
@@ -133,6 +141,7 @@ impl Callee {
             Callee::DmaBoxPadded => (&[I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
             Callee::PadBox => (&[I64, I64, I64, I64, I64, I64, I64], &[I64]),
             Callee::PowI64 => (&[I64, I64], &[I64]),
+            Callee::RegSend | Callee::RegRecv => (&[I32, I64, I64], &[I32]),
             Callee::Libm(_, true, 1) => (&[F32], &[F32]),
             Callee::Libm(_, true, _) => (&[F32, F32], &[F32]),
             Callee::Libm(_, false, 1) => (&[F64], &[F64]),

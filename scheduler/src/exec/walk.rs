@@ -239,6 +239,9 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                 }
             };
             match e {
+                // A buffer shared along a mesh line is fetched by the line's owner only.
+                Event::Fill { access, .. }
+                    if moves[access] == Moves::Boxes && s.buffers[access].shared.is_some_and(|l| !l.is_owner(cpe)) => {}
                 Event::Fill {
                     access,
                     start,

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, TensorType, UnaryOp};
 
 use super::{Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Reduction, Scalar, Stmt, TensorId};
+use crate::schedule::share::MeshLine;
 use crate::schedule::{Buffer, Residence, Schedule};
 
 /// A syntax or reference error, with the line it was found on.
@@ -589,6 +590,7 @@ impl Parser<'_> {
                     residence: Residence::Direct,
                     depth: 0,
                     double: false,
+                    shared: None,
                 },
                 "buffer" => {
                     let dims_text = self.word()?;
@@ -599,10 +601,25 @@ impl Parser<'_> {
                     self.keyword("at")?;
                     self.keyword("depth")?;
                     let depth = self.number()?;
-                    let double = self.is_punct(',');
-                    if double {
+                    let (mut double, mut shared) = (false, None);
+                    while self.is_punct(',') {
                         self.punct(',')?;
-                        self.keyword("double")?;
+                        match self.word()?.as_str() {
+                            "double" if !double && shared.is_none() => double = true,
+                            "shared" if shared.is_none() => {
+                                self.keyword("along")?;
+                                shared = Some(match self.word()?.as_str() {
+                                    "rows" => MeshLine::Row,
+                                    "columns" => MeshLine::Column,
+                                    other => return self.err(format!("expected 'rows' or 'columns', found '{other}'")),
+                                });
+                            }
+                            other => {
+                                return self.err(format!(
+                                    "expected 'double' or 'shared along rows|columns', found '{other}'"
+                                ))
+                            }
+                        }
                     }
                     Buffer {
                         dims,
@@ -610,6 +627,7 @@ impl Parser<'_> {
                         residence: Residence::Buffer,
                         depth,
                         double,
+                        shared,
                     }
                 }
                 other => return self.err(format!("expected 'direct' or 'buffer', found '{other}'")),

@@ -54,6 +54,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
                 residence,
                 depth: if residence == Residence::Buffer { depth } else { 0 },
                 double: false,
+                shared: None,
             }
         })
         .collect();

@@ -12,6 +12,9 @@
 //!   tiles in step, for the queue to serve every CPE's gets into single buffers: the queue
 //!   time of those gets adds to the CPEs' own time instead of overlapping it;
 //! - an access served directly costs a `gload` or `gstore` at every point of the nest;
+//! - a buffer shared along a mesh line ([`super::share`]) is fetched by the line's owner only
+//!   (its queue time and stalls counted once per line), and every CPE of the line spends two
+//!   P1 instructions per register of each tile and the broadcast's latency receiving it;
 //! - compute is one instruction per point of the nest, vectorised along the target's
 //!   innermost loop when the target has vectors: a lower bound that still sees how
 //!   partitioning and tiling fill the lanes and balance the CPEs.
@@ -23,6 +26,7 @@ use crate::loops::{Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
 use super::reorder::access_traffic;
+use super::share::REGISTER_BYTES;
 use super::sizing::{buffer_dims, is_direct};
 use super::Schedule;
 
@@ -56,6 +60,22 @@ fn blocks(dims: &[usize], shape: &[usize]) -> (usize, usize) {
         }
     }
     (total / block.max(1), block)
+}
+
+/// One segment's parts of the estimate.
+#[derive(Clone, Copy, Default)]
+struct Segment {
+    /// Queue cycles of the transfers this CPE issues for itself, and of the gets into single
+    /// buffers among them.
+    queue: f64,
+    stalled: f64,
+    /// The same for shared buffers, issued by the line's owner only, and the latency every
+    /// CPE of the line waits for single-buffered ones.
+    shared_queue: f64,
+    shared_stall: f64,
+    shared_wait: f64,
+    /// The CPE's own cycles: compute, get latencies, direct accesses, broadcasts.
+    own: f64,
 }
 
 /// The target's innermost subscript, when it is one parallel loop with coefficient 1: the
@@ -94,6 +114,14 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             n as f64 * (d.put_block_cycles + moved / d.put_bytes_per_cycle),
         )
     };
+    // Bytes of one tile's box of access `i`.
+    let transfer_bytes = |i: usize, tiles: &[usize]| -> usize {
+        let a = all[i];
+        let ty = &p.tensor(k.operands[a.operand]).ty;
+        let dims = buffer_dims(a, tiles).unwrap_or_default();
+        let clipped: usize = dims.iter().zip(&ty.shape).map(|(&d, &e)| d.min(e)).product();
+        clipped * ty.dtype.size_bytes()
+    };
     let direct: Vec<usize> = (0..all.len())
         .filter(|&i| {
             let a = all[i];
@@ -111,40 +139,67 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             }
         })
         .sum();
-    let mut memo: Vec<(Vec<usize>, f64, f64, f64)> = Vec::new();
+    let latency = t.regcomm_latency_cycles.unwrap_or(0.0);
+    let mut memo: Vec<(Vec<usize>, Segment)> = Vec::new();
     let (mut queue, mut stalled) = (0.0, 0.0);
     let mut busiest: f64 = 0.0;
     for cpe in 0..target.cpes {
         let mut own = 0.0;
         for seg in s.segments(cpe, &extents) {
-            if let Some((_, q, w, c)) = memo.iter().find(|m| m.0 == seg.len) {
-                queue += q;
-                stalled += w;
-                own += c;
-                continue;
-            }
-            let ranges = &seg.len;
-            let seg_tiles: Vec<usize> = tiles.iter().zip(ranges).map(|(&t, &r)| t.min(r)).collect();
-            let (mut q, mut w) = (0.0, 0.0);
-            let mut waited = 0;
-            for a in access_traffic(k, p, &seg_tiles, ranges, order) {
-                let (get, put) = transfer(a.access, &seg_tiles);
-                q += a.gets as f64 * get + a.puts as f64 * put;
-                if !s.buffers.get(a.access).is_some_and(|b| b.double) {
-                    waited += a.gets;
-                    w += a.gets as f64 * get;
+            let known = memo.iter().position(|m| m.0 == seg.len);
+            let at = known.unwrap_or_else(|| {
+                let ranges = &seg.len;
+                let seg_tiles: Vec<usize> = tiles.iter().zip(ranges).map(|(&t, &r)| t.min(r)).collect();
+                let mut e = Segment::default();
+                let mut waited = 0;
+                for a in access_traffic(k, p, &seg_tiles, ranges, order) {
+                    let (get, put) = transfer(a.access, &seg_tiles);
+                    let b = s.buffers.get(a.access);
+                    let (q, w) = (a.gets as f64 * get + a.puts as f64 * put, a.gets as f64 * get);
+                    let double = b.is_some_and(|b| b.double);
+                    match b.and_then(|b| b.shared) {
+                        Some(_) => {
+                            // The line's owner fetches; every CPE of the line then moves each
+                            // tile's registers (a load or a get, and a put or a store, on P1)
+                            // after the broadcast's latency.
+                            e.shared_queue += q;
+                            if !double {
+                                e.shared_stall += w;
+                                e.shared_wait += a.gets as f64 * d.get_latency_cycles;
+                            }
+                            let bytes = transfer_bytes(a.access, &seg_tiles);
+                            let registers = bytes.div_ceil(REGISTER_BYTES) as f64;
+                            e.own += a.gets as f64 * (2.0 * registers + latency);
+                        }
+                        None => {
+                            e.queue += q;
+                            if !double {
+                                waited += a.gets;
+                                e.stalled += w;
+                            }
+                        }
+                    }
                 }
-            }
-            let points: f64 = ranges.iter().map(|&r| r as f64).product();
-            let per_point = lanes.map_or(1.0, |l| {
-                let t = seg_tiles[l];
-                t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
+                let points: f64 = ranges.iter().map(|&r| r as f64).product();
+                let per_point = lanes.map_or(1.0, |l| {
+                    let t = seg_tiles[l];
+                    t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
+                });
+                e.own += points * (per_point + direct_cycles) + waited as f64 * d.get_latency_cycles;
+                memo.push((seg.len.clone(), e));
+                memo.len() - 1
             });
-            let c = points * (per_point + direct_cycles) + waited as f64 * d.get_latency_cycles;
-            memo.push((seg.len.clone(), q, w, c));
-            queue += q;
-            stalled += w;
-            own += c;
+            let e = &memo[at].1;
+            queue += e.queue;
+            stalled += e.stalled;
+            own += e.own;
+            if s.buffers.iter().any(|b| b.shared.is_some_and(|l| l.is_owner(cpe))) {
+                // The owner's share: its gets for the line. Every CPE of the line waits for
+                // them, so the latency of single-buffered ones counts for all.
+                queue += e.shared_queue;
+                stalled += e.shared_stall;
+            }
+            own += e.shared_wait;
         }
         busiest = busiest.max(own);
     }

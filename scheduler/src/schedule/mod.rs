@@ -36,6 +36,7 @@ pub mod dma;
 pub mod estimate;
 pub mod partition;
 pub mod reorder;
+pub mod share;
 pub mod sizing;
 pub mod split;
 
@@ -91,6 +92,8 @@ pub struct Buffer {
     pub depth: usize,
     /// A second buffer lets the next tile's get overlap this tile's compute.
     pub double: bool,
+    /// Fetched by one CPE of each mesh line and broadcast to the others ([`share`]).
+    pub shared: Option<share::MeshLine>,
 }
 
 impl Buffer {
@@ -98,12 +101,23 @@ impl Buffer {
         self.dims.iter().product()
     }
 
+    /// Elements one tile's space holds: its elements, rounded up to whole registers when the
+    /// buffer is shared (the broadcast moves whole registers).
+    pub fn capacity(&self) -> usize {
+        match self.shared {
+            Some(_) => {
+                (self.elements() * self.elem_bytes).next_multiple_of(share::REGISTER_BYTES) / self.elem_bytes.max(1)
+            }
+            None => self.elements(),
+        }
+    }
+
     /// LDM bytes it takes, aligned as generated code places it (none when accessed directly).
     pub fn ldm_bytes(&self) -> usize {
         match self.residence {
             Residence::Direct => 0,
             Residence::Buffer => {
-                (self.elements() * self.elem_bytes * if self.double { 2 } else { 1 }).next_multiple_of(LDM_BUFFER_ALIGN)
+                (self.capacity() * self.elem_bytes * if self.double { 2 } else { 1 }).next_multiple_of(LDM_BUFFER_ALIGN)
             }
         }
     }
@@ -198,9 +212,11 @@ impl Schedule {
             let how = match b.residence {
                 Residence::Direct => "direct".to_string(),
                 Residence::Buffer => format!(
-                    "buffer {dims} at depth {}{}",
+                    "buffer {dims} at depth {}{}{}",
                     b.depth,
-                    if b.double { ", double" } else { "" }
+                    if b.double { ", double" } else { "" },
+                    b.shared
+                        .map_or(String::new(), |l| format!(", shared along {}", l.name()))
                 ),
             };
             let _ = writeln!(s, "  ldm {tensor}: {how}");
@@ -271,9 +287,10 @@ pub fn schedule_among(
             best = Some((cycles, s));
         }
     }
-    let Some((_, s)) = best else {
+    let Some((_, mut s)) = best else {
         return Err(fail(first_error.unwrap_or_else(|| "no partition of its loops".into())));
     };
+    share::share_buffers(k, &mut s, target);
     verify_schedule(k, p, &s, target).map_err(fail)?;
     Ok(s)
 }
@@ -302,6 +319,7 @@ pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<
         buffers: Vec::new(),
     };
     s.buffers = dma::plan_buffers(k, p, &s, target);
+    share::share_buffers(k, &mut s, target);
     s
 }
 
@@ -388,6 +406,12 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
             return Err(format!(
                 "buffer of '{tensor}' ({:?}) is smaller than its tile span {span:?}",
                 b.dims
+            ));
+        }
+        if b.shared.is_some() && b.shared != share::shared_lines(k, s, target)[i] {
+            return Err(format!(
+                "buffer of '{tensor}' cannot be shared along the mesh's {}: every CPE of a line must need the same tiles",
+                b.shared.map_or("", |l| l.name())
             ));
         }
         let needed = dma::depth(a, &s.order);

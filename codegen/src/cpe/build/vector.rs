@@ -236,26 +236,44 @@ pub(super) fn plan(
         along_lanes: lane_step(sub, lanes_loop) == Some(true),
         along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
     };
-    // The rows: the parallel loop, with tiles of several points, that needs the fewest
-    // loads per multiply-add within the registers; as many rows as its tiles and the
-    // accumulators allow.
-    let loads = |rows: Option<usize>, n: usize| {
+    // The rows: the parallel loop, with tiles of several points, and the rows of a block, that
+    // take the fewest cycles per multiply-add over a whole tile of that loop: its full
+    // blocks, then its single rows. A reduction step of a block of `n` rows takes the longer
+    // of P0 (its multiply-adds and the merges of its unaligned loads) and P1 (its loads),
+    // within the registers.
+    let step = |rows: Option<usize>, n: usize| -> Option<f64> {
         let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
         let regs = x.registers(n, vectors) + y.registers(n, vectors);
-        (regs + n * vectors <= REGISTERS).then_some(regs as f64 / (n * vectors) as f64)
+        if regs + n * vectors > REGISTERS {
+            return None;
+        }
+        let unaligned: usize = [&x, &y]
+            .iter()
+            .filter(|f| f.along_lanes)
+            .map(|f| f.registers(n, vectors))
+            .sum();
+        let broadcast: usize = [&x, &y]
+            .iter()
+            .filter(|f| !f.along_lanes)
+            .map(|f| f.registers(n, vectors))
+            .sum();
+        let p0 = (n * vectors + unaligned) as f64;
+        let p1 = (2 * unaligned + broadcast) as f64;
+        Some(p0.max(p1))
     };
-    let mut best = (None, 1, loads(None, 1)?);
+    let mut best = (None, 1, step(None, 1)? / vectors as f64);
     for &l in parallel
         .iter()
         .filter(|&&l| l != lanes_loop && Some(l) != coalesced && s.tiles[l] > 1)
     {
-        let most = ROWS.min(ACCUMULATORS / vectors).min(s.tiles[l]);
+        let t = s.tiles[l];
+        let single = step(Some(l), 1)?;
+        let most = ROWS.min(ACCUMULATORS / vectors).min(t);
         for n in (2..=most).rev() {
-            if let Some(cost) = loads(Some(l), n) {
-                if cost < best.2 {
-                    best = (Some(l), n, cost);
-                }
-                break;
+            let Some(full) = step(Some(l), n) else { continue };
+            let cost = ((t / n) as f64 * full + (t % n) as f64 * single) / (t * vectors) as f64;
+            if cost < best.2 {
+                best = (Some(l), n, cost);
             }
         }
     }

@@ -1,0 +1,167 @@
+//! Buffers shared along the mesh (SW26010's register communication): a read buffer that every
+//! CPE of a mesh row or column needs tile for tile is fetched by one of them and broadcast.
+//! The results are those of the same schedule without sharing, bit for bit, through the C and
+//! the JIT; the DMA is the line owners' only, as the walk of the schedule counts it; the C
+//! type-checks against the SDK; and a buffer that a line does not all need cannot be shared.
+
+use swflow_codegen::jit;
+use swflow_frontend::interp;
+use swflow_frontend::ir::{DType, Graph, Op, Output, Tensor, TensorType};
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::exec::cpe::{kernel_stats, run_program};
+use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
+use swflow_scheduler::schedule::partition::Partition;
+use swflow_scheduler::schedule::share::MeshLine;
+use swflow_scheduler::schedule::{split_by, verify_schedule};
+use swflow_scheduler::target::Target;
+use swflow_tests::cbuild::{generate, make, run_model, run_with_stats, scratch, sdk_check};
+use swflow_tests::{assert_walked_traffic, seeded_inputs};
+
+const M: usize = 96;
+const K: usize = 200;
+const N: usize = 128;
+
+/// `c[96, 128] = a[96, 200] x b[200, 128]`.
+fn matmul() -> Graph {
+    let mut g = Graph::new("share");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let a = g.add_input("a", ty(vec![M, K]));
+    let b = g.add_input("b", ty(vec![K, N]));
+    let c = g.add_node("c", Op::MatMul, vec![a, b], None).unwrap();
+    g.outputs.push(Output {
+        name: "c".into(),
+        node: c,
+    });
+    g
+}
+
+/// The program of `g` with its kernel split by `grid` over (m, n), its tiles sized for it;
+/// with `share`, its buffers shared where the mesh allows.
+fn with_grid(g: &Graph, target: &Target, grid: Vec<usize>, share: bool) -> Program {
+    let mut p = swflow_scheduler::pipeline::compile(g, target).unwrap();
+    let k = &p.kernels[0];
+    assert_eq!((k.loops[0].extent, k.loops[1].extent), (M, N));
+    let sizes: Vec<usize> = grid.iter().zip([M, N]).map(|(&g, e)| e.div_ceil(g)).collect();
+    let part = Partition {
+        loops: vec![0, 1],
+        points: M * N,
+        chunk: sizes.iter().product(),
+        grid,
+    };
+    let mut s = split_by(k, &p, &part, target).unwrap();
+    if share {
+        swflow_scheduler::schedule::share::share_buffers(k, &mut s, target);
+    } else {
+        s.buffers.iter_mut().for_each(|b| b.shared = None);
+    }
+    verify_schedule(k, &p, &s, target).unwrap();
+    p.kernels[0].schedule = Some(s);
+    p
+}
+
+/// Outputs and the per-kernel report of the C build and of the JIT, after checking that they
+/// agree bit for bit and on every counter, that the C type-checks against the SDK, and that
+/// the DMA counters are those of the schedule's walk.
+fn run_both(p: &Program, g: &Graph, inputs: &[Tensor], target: &Target, label: &str) -> (Tensor, serde_json::Value) {
+    let dir = scratch("share", label);
+    generate(p, target, &dir).unwrap();
+    make(&dir, &[]).unwrap();
+    make(&dir, &[sdk_check(target)]).unwrap();
+    let c_outputs = run_model(&dir, g, inputs, &[]).unwrap();
+    let c_stats = run_with_stats(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let run = jit::compile(p, target).unwrap().run(p, target, inputs).unwrap();
+    compare(&run.outputs[0], &c_outputs[0], Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+    let j = serde_json::to_value(&run.report).unwrap();
+    assert_eq!(j["kernels"], c_stats["kernels"], "{label}");
+    let k = &p.kernels[0];
+    let walked = kernel_stats(p, k, k.schedule.as_ref().unwrap(), target).traffic;
+    assert_walked_traffic(&j["kernels"][0], &walked, label);
+    (run.outputs[0].clone(), j["kernels"][0].clone())
+}
+
+/// An 8 x 8 grid shares `b` (which does not use m) along the columns, a 4 x 16 grid shares `a`
+/// (which does not use n) along the rows. Either way the outputs equal the unshared
+/// schedule's bit for bit (and the interpreter's within tolerance), only the line owners
+/// fetch the shared tiles (an eighth of the unshared schedule's gets of them), and every
+/// other CPE of a line receives each block its owner sends.
+#[test]
+fn shared_tiles_give_the_unshared_results_with_an_eighth_of_their_transfers() {
+    let g = matmul();
+    let inputs = seeded_inputs(&g, 5);
+    let want = interp::run(&g, &inputs).unwrap();
+    let target = Target::sw26010();
+    for (grid, line, shared) in [(vec![8, 8], MeshLine::Column, 2), (vec![4, 16], MeshLine::Row, 1)] {
+        let label = format!("{}x{}", grid[0], grid[1]);
+        let p = with_grid(&g, &target, grid.clone(), true);
+        let k = &p.kernels[0];
+        let s = k.schedule.as_ref().unwrap();
+        let lines: Vec<Option<MeshLine>> = s.buffers.iter().map(|b| b.shared).collect();
+        let mut expected = vec![None; lines.len()];
+        expected[shared] = Some(line);
+        assert_eq!(lines, expected, "{label}");
+        let text = print_kernel(k, &p);
+        assert!(text.contains(&format!("shared along {}", line.name())), "{text}");
+        assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule, "{label}");
+
+        let (executed, _) = run_program(&p, &inputs, &target).unwrap();
+        compare(&executed[0], &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        let (out, row) = run_both(&p, &g, &inputs, &target, &label);
+        let plain = with_grid(&g, &target, grid, false);
+        let (plain_out, plain_row) = run_both(&plain, &g, &inputs, &target, &format!("{label}-plain"));
+        compare(&out, &plain_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+
+        // The shared buffer's gets: each CPE's in the plain schedule, the owners' here.
+        let walked = |p: &Program, only: usize| {
+            let mut q = p.clone();
+            let s = q.kernels[0].schedule.as_mut().unwrap();
+            for (i, b) in s.buffers.iter_mut().enumerate() {
+                if i != only && i != 0 {
+                    b.residence = swflow_scheduler::schedule::Residence::Direct;
+                }
+            }
+            let k = &q.kernels[0];
+            kernel_stats(&q, k, k.schedule.as_ref().unwrap(), &target).traffic
+        };
+        let (mine, theirs) = (walked(&p, shared), walked(&plain, shared));
+        assert_eq!(8 * mine.get_bytes, theirs.get_bytes, "{label}");
+        let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+        let sends = count(&row, "reg_puts");
+        assert!(sends > 0, "{label}: {row}");
+        assert_eq!(count(&row, "reg_gets"), 7 * sends, "{label}");
+        assert_eq!(
+            (count(&plain_row, "reg_puts"), count(&plain_row, "reg_gets")),
+            (0, 0),
+            "{label}"
+        );
+        assert!(count(&row, "get_bytes") < count(&plain_row, "get_bytes"), "{label}");
+    }
+}
+
+/// SW26010-Pro has no register communication: nothing is shared there.
+#[test]
+fn nothing_is_shared_without_register_communication() {
+    let p = with_grid(&matmul(), &Target::sw26010pro(), vec![8, 8], true);
+    let s = p.kernels[0].schedule.as_ref().unwrap();
+    assert!(s.buffers.iter().all(|b| b.shared.is_none()));
+}
+
+/// A buffer the CPEs of a line do not all need (`a` uses m, which varies along a column) is
+/// refused when shared by hand, naming the buffer.
+#[test]
+fn a_buffer_a_line_does_not_all_need_cannot_be_shared() {
+    let g = matmul();
+    let target = Target::sw26010();
+    let p = with_grid(&g, &target, vec![8, 8], true);
+    let k = &p.kernels[0];
+    let text = print_kernel(k, &p);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("ldm a:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let edited = text.replace(line, &format!("{line}, shared along columns"));
+    let parsed = parse_kernel(&edited, &p).unwrap();
+    let err = verify_schedule(&parsed, &p, parsed.schedule.as_ref().unwrap(), &target).unwrap_err();
+    assert!(err.contains("'a' cannot be shared along the mesh's columns"), "{err}");
+}
