@@ -374,7 +374,7 @@ fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -
                 })
             })
             .collect();
-        let program = cpe::build(p, k, fields, target.f32_vector_lanes)?;
+        let program = cpe::build(p, k, fields, target)?;
         let node = k.origin.as_deref().map(comment);
         let op = comment(&k.op);
         let schedule: Vec<String> = s.describe(k, p).lines().map(|l| comment(l.trim())).collect();

@@ -128,7 +128,7 @@ fn a_tape_box_prints_between_class_lines_and_data_boxes_print_as_before() {
     let p = scheduled(&g, &target);
     let k = &p.kernels[0];
     let name = &kernel_function_names(&p)[0];
-    let build = || cpe::build(&p, k, Fields::of(&p, k), target.f32_vector_lanes).unwrap();
+    let build = || cpe::build(&p, k, Fields::of(&p, k), &target).unwrap();
     let data = cpe::print_body(&build(), name);
     assert!(!data.contains("SWFLOW_DMA_CLASS"), "{data}");
     let mut f = build();

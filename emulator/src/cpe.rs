@@ -475,10 +475,14 @@ fn meeting(what: &str, doing: &str, event: Event) -> Result<(Arc<Shared>, usize)
 }
 
 /// Register communication needs its latency in a timed machine's description: a target
-/// without it (SW26010-Pro) has none.
-fn check_regcomm(cpe: &Cpe, what: &str) -> Result<(), Violation> {
+/// without it (SW26010-Pro) has none. A block broadcast (`block`) may also go by remote LDM
+/// access.
+fn check_regcomm(cpe: &Cpe, what: &str, block: bool) -> Result<(), Violation> {
     match &cpe.machine.spec {
-        Some(spec) if spec.timing.regcomm_latency_cycles.is_none() => Err(cpe.violation(format!(
+        Some(spec) if block && !spec.timing.broadcasts() => Err(cpe.violation(format!(
+            "uses a block {what}, but this machine has neither register communication nor remote LDM access (its description gives no timing.regcomm_latency_cycles or timing.rma_latency_cycles)"
+        ))),
+        Some(spec) if !block && spec.timing.regcomm_latency_cycles.is_none() => Err(cpe.violation(format!(
             "uses {what}, but this machine has no register communication (its description gives no timing.regcomm_latency_cycles)"
         ))),
         _ => Ok(()),
@@ -490,7 +494,7 @@ fn check_regcomm(cpe: &Cpe, what: &str) -> Result<(), Violation> {
 pub fn reg_put(line: Line, dst: u32, data: &[u8]) -> Result<(), Violation> {
     let what = if line == Line::Row { "putr" } else { "putc" };
     let (shared, id) = with_cpe(what, |cpe| {
-        check_regcomm(cpe, what)?;
+        check_regcomm(cpe, what, false)?;
         if !cpe.launch.threaded {
             return Err(cpe.violation(format!(
                 "uses {what}, which needs a thread per CPE; this launch runs its CPEs as tasks"
@@ -502,7 +506,8 @@ pub fn reg_put(line: Line, dst: u32, data: &[u8]) -> Result<(), Violation> {
     with_cpe(what, |cpe| {
         cpe.counters.reg_puts += 1;
         if cpe.machine.spec.is_some() {
-            cpe.log.push(Event::Send { line, to });
+            let bytes = data.len() as u64;
+            cpe.log.push(Event::Send { line, to, bytes });
         }
         Ok(())
     })
@@ -532,7 +537,7 @@ fn check_ldm_range(cpe: &Cpe, what: &str, ldm: usize, bytes: usize) -> Result<()
 pub fn reg_send_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
     let what = if line == Line::Row { "putr" } else { "putc" };
     let (shared, id) = with_cpe(what, |cpe| {
-        check_regcomm(cpe, what)?;
+        check_regcomm(cpe, what, true)?;
         check_ldm_range(cpe, &format!("block {what}"), ldm, bytes)?;
         if !cpe.launch.threaded {
             return Err(cpe.violation(format!(
@@ -547,7 +552,8 @@ pub fn reg_send_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violat
     with_cpe(what, |cpe| {
         cpe.counters.reg_puts += 1;
         if cpe.machine.spec.is_some() {
-            cpe.log.push(Event::Send { line, to });
+            let bytes = data.len() as u64;
+            cpe.log.push(Event::Send { line, to, bytes });
         }
         Ok(())
     })
@@ -558,7 +564,7 @@ pub fn reg_send_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violat
 pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
     let what = if line == Line::Row { "getr" } else { "getc" };
     with_cpe(what, |cpe| {
-        check_regcomm(cpe, what)?;
+        check_regcomm(cpe, what, true)?;
         check_ldm_range(cpe, &format!("block {what}"), ldm, bytes)
     })?;
     let (shared, id) = meeting(what, &format!("uses {what}"), Event::Receive { line })?;
@@ -576,7 +582,7 @@ pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violat
 /// as were put), waiting for it.
 pub fn reg_get(line: Line, out: &mut [u8]) -> Result<(), Violation> {
     let what = if line == Line::Row { "getr" } else { "getc" };
-    with_cpe(what, |cpe| check_regcomm(cpe, what))?;
+    with_cpe(what, |cpe| check_regcomm(cpe, what, false))?;
     let (shared, id) = meeting(what, &format!("uses {what}"), Event::Receive { line })?;
     shared.mesh.get(id, line, out)?;
     with_cpe(what, |cpe| {

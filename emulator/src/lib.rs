@@ -60,6 +60,8 @@ fn test_timing() -> timing::Timing {
         join_cycles: 0.0,
         barrier_cycles: 5.0,
         regcomm_latency_cycles: Some(14.0),
+        rma_latency_cycles: None,
+        rma_bytes_per_cycle: None,
         dma: timing::DmaTiming {
             line_bytes: 128,
             get_block_cycles: 10.0,

@@ -279,3 +279,51 @@ fn register_communication_needs_the_mesh_threads_and_a_machine_that_has_it() {
     let v = violation(&Machine::new(64, 1024, Some(pro)), lost);
     assert!(v.message.contains("has no register communication"), "{}", v.message);
 }
+
+/// CPE 8 (row 1, column 0) broadcasts a block of 320 bytes along its row at cycle 0; the
+/// others of the row receive it.
+extern "C" fn block_row(arg: *mut c_void) {
+    on_cpe(arg, |id, out| {
+        let ldm = crate::native::swflow_native_ldm(320) as usize;
+        cpe::declare_ldm(ldm, 320, "block")?;
+        match (id / 8, id % 8) {
+            (1, 0) => {
+                // SAFETY: the 320 bytes are this CPE's LDM area.
+                unsafe { std::ptr::write_bytes(ldm as *mut u8, 7, 320) };
+                cpe::reg_send_block(Line::Row, ldm, 320)
+            }
+            (1, _) => {
+                cpe::reg_recv_block(Line::Row, ldm, 320)?;
+                // SAFETY: as above.
+                let got = unsafe { std::slice::from_raw_parts(ldm as *const u8, 320) };
+                out[id].store(got.iter().map(|&b| b as u64).sum(), Ordering::SeqCst);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    });
+}
+
+#[test]
+fn a_block_broadcast_by_remote_ldm_access_arrives_after_its_latency_and_bytes() {
+    let mut rma = timed();
+    rma.timing.regcomm_latency_cycles = None;
+    rma.timing.rma_latency_cycles = Some(100.0);
+    rma.timing.rma_bytes_per_cycle = Some(32.0);
+    let m = Machine::new(64, 1024, Some(rma));
+    let out = results();
+    m.spawn("block", block_row, &*out as *const Results as *mut c_void, 0);
+    m.try_join().expect("no violation");
+    for id in 9..16 {
+        assert_eq!(out[id].load(Ordering::SeqCst), 7 * 320, "CPE {id}");
+    }
+    // 100 cycles of latency and 320 bytes at 32 a cycle.
+    assert_eq!(m.stats()["block"].time.span_cycles, 110.0);
+    // A single register's put needs register communication.
+    let mut rma = timed();
+    rma.timing.regcomm_latency_cycles = None;
+    rma.timing.rma_latency_cycles = Some(100.0);
+    rma.timing.rma_bytes_per_cycle = Some(32.0);
+    let v = violation(&Machine::new(64, 1024, Some(rma)), lost);
+    assert!(v.message.contains("has no register communication"), "{}", v.message);
+}

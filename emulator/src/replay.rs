@@ -33,8 +33,9 @@ pub(crate) enum Event {
     Wait { reply: usize },
     /// A barrier across the launch's CPEs.
     Barrier,
-    /// A register-communication put along `line` to the CPEs of the bit set `to`.
-    Send { line: Line, to: u64 },
+    /// A register-communication put, or a block broadcast, of `bytes` along `line` to the
+    /// CPEs of the bit set `to`.
+    Send { line: Line, to: u64, bytes: u64 },
     /// A register-communication get along `line`: it waits for the oldest message there.
     Receive { line: Line },
 }
@@ -163,7 +164,6 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
     // the line of a receive it waits at with none there, with its clock.
     let mut inbox: Vec<[std::collections::VecDeque<f64>; 2]> = logs.iter().map(|_| Default::default()).collect();
     let mut parked: Vec<Option<(Line, f64)>> = vec![None; logs.len()];
-    let latency = t.regcomm_latency_cycles.unwrap_or(0.0);
     let mut emit = |s: Span| {
         if let Some(f) = trace.as_mut() {
             f(s)
@@ -239,8 +239,8 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 }
                 s.clock = done;
             }
-            Event::Send { line, to } => {
-                let arrival = s.clock + latency;
+            Event::Send { line, to, bytes } => {
+                let arrival = s.clock + t.broadcast_cycles(bytes);
                 for c in (0..logs.len()).filter(|&c| to >> c & 1 == 1) {
                     inbox[c][line as usize].push_back(arrival);
                     if let Some((l, clock)) = parked[c].filter(|p| p.0 == line) {

@@ -56,6 +56,14 @@ pub struct Timing {
     /// issue on P1 and are charged by the code as a store and a load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regcomm_latency_cycles: Option<f64>,
+    /// A broadcast of a block of LDM along a mesh row or column by remote LDM access (on a
+    /// machine without register communication): cycles until it reaches the line's LDMs
+    /// (its synchronisations of the line included), and bytes per cycle; absent on a machine
+    /// without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rma_latency_cycles: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rma_bytes_per_cycle: Option<f64>,
     pub dma: DmaTiming,
 }
 
@@ -115,6 +123,15 @@ impl Spec {
             return Err(format!(
                 "timing.regcomm_latency_cycles must be a number of cycles, not {v}"
             ));
+        }
+        match (t.rma_latency_cycles, t.rma_bytes_per_cycle) {
+            (None, None) => {}
+            (Some(l), Some(b)) if l.is_finite() && l >= 0.0 && b.is_finite() && b > 0.0 => {}
+            (l, b) => {
+                return Err(format!(
+                    "timing.rma_latency_cycles (cycles) and timing.rma_bytes_per_cycle (positive) go together, not {l:?} and {b:?}"
+                ))
+            }
         }
         if let Some((name, v)) = costs.iter().find(|(_, v)| !(v.is_finite() && *v >= 0.0)) {
             return Err(format!("{name} must be a number of cycles, not {v}"));
@@ -225,6 +242,27 @@ impl Mul<u32> for Ops {
 }
 
 impl Timing {
+    /// Whether the CPEs of a mesh line can broadcast blocks of LDM to each other: by register
+    /// communication or by remote LDM access.
+    pub fn broadcasts(&self) -> bool {
+        self.regcomm_latency_cycles.is_some() || self.rma_latency_cycles.is_some()
+    }
+
+    /// Cycles from the start of a broadcast of `bytes` along a mesh line until its receivers
+    /// can take them: register communication's latency (the code moves the registers and
+    /// charges them), else remote LDM access's latency and the bytes at its bandwidth.
+    pub fn broadcast_cycles(&self, bytes: u64) -> f64 {
+        match (
+            self.regcomm_latency_cycles,
+            self.rma_latency_cycles,
+            self.rma_bytes_per_cycle,
+        ) {
+            (Some(l), _, _) => l,
+            (None, Some(l), Some(b)) => l + bytes as f64 / b,
+            _ => 0.0,
+        }
+    }
+
     /// Cycles of one execution of `ops` on a CPE.
     pub fn cycles(&self, ops: &Ops) -> f64 {
         let p0 = ops.fp as f64 + ops.div as f64 * self.div_cycles + ops.sqrt as f64 * self.sqrt_cycles;

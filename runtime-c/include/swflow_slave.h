@@ -77,16 +77,23 @@ typedef volatile int swflow_reply_t;
 #define SWFLOW_CHARGE(n, ...) ((void)0)
 #endif
 
-/* Register communication (SW26010): SWFLOW_REG_SEND sends the `bytes` (a multiple of 32) of
- * LDM at `p` to every other CPE of the sender's row (line 0) or column (line 1), one 256-bit
- * register at a time; each of them takes the block into its LDM at `p` with SWFLOW_REG_RECV of
- * as many bytes, one register at a time. On the emulator each side is one call that moves the
- * whole block (and checks it against the LDM buffers). */
-#ifdef SWFLOW_EMULATOR
-#define SWFLOW_REG_SEND(line, p, bytes) swflow_emu_regcomm_send_block((line), (p), (size_t)(bytes))
-#define SWFLOW_REG_RECV(line, p, bytes) swflow_emu_regcomm_recv_block((line), (p), (size_t)(bytes))
-#elif !defined(SWFLOW_CRTS)
-#define SWFLOW_REG_SEND(line, p, bytes)                                        \
+/* A shared buffer's broadcast along the sender's mesh row (line 0) or column (line 1):
+ * SWFLOW_SHARE_SEND sends the `bytes` (a multiple of 32) of LDM at `p` to every other CPE of
+ * the line, each of which takes them into its LDM at `p` with SWFLOW_SHARE_RECV of as many
+ * bytes. On SW26010 by register communication, one 256-bit register at a time; on
+ * SW26010-Pro by the collective remote-LDM broadcast of CRTS, which every CPE of the line
+ * calls, the line's first (root) sending. On the emulator each side is one call that moves
+ * the whole block (and checks it against the LDM buffers). */
+#if defined(SWFLOW_EMULATOR)
+#define SWFLOW_SHARE_SEND(line, p, bytes) swflow_emu_regcomm_send_block((line), (p), (size_t)(bytes))
+#define SWFLOW_SHARE_RECV(line, p, bytes) swflow_emu_regcomm_recv_block((line), (p), (size_t)(bytes))
+#elif defined(SWFLOW_CRTS)
+#define SWFLOW_SHARE_SEND(line, p, bytes)                                      \
+    ((line) == 0 ? CRTS_rma_row_bcast_coll((p), (p), (int)(bytes), 0)          \
+                 : CRTS_rma_col_bcast_coll((p), (p), (int)(bytes), 0))
+#define SWFLOW_SHARE_RECV(line, p, bytes) SWFLOW_SHARE_SEND(line, p, bytes)
+#else
+#define SWFLOW_SHARE_SEND(line, p, bytes)                                      \
     do {                                                                       \
         double *swflow_p_ = (double *)(p);                                     \
         long swflow_n_ = (long)(bytes) / 32, swflow_i_;                        \
@@ -99,7 +106,7 @@ typedef volatile int swflow_reply_t;
                 simd_putc(swflow_v_, 8);                                       \
         }                                                                      \
     } while (0)
-#define SWFLOW_REG_RECV(line, p, bytes)                                        \
+#define SWFLOW_SHARE_RECV(line, p, bytes)                                      \
     do {                                                                       \
         double *swflow_p_ = (double *)(p);                                     \
         long swflow_n_ = (long)(bytes) / 32, swflow_i_;                        \

@@ -1,5 +1,6 @@
-//! Buffers shared along the mesh (SW26010's register communication): a read buffer that every
-//! CPE of a mesh row or column needs tile for tile is fetched by one of them and broadcast.
+//! Buffers shared along the mesh (register communication on SW26010, remote LDM access on
+//! SW26010-Pro): a read buffer that every CPE of a mesh row or column needs tile for tile is
+//! fetched by one of them and broadcast.
 //! The results are those of the same schedule without sharing, bit for bit, through the C and
 //! the JIT; the DMA is the line owners' only, as the walk of the schedule counts it; the C
 //! type-checks against the SDK; and a buffer that a line does not all need cannot be shared.
@@ -80,8 +81,8 @@ fn run_both(p: &Program, g: &Graph, inputs: &[Tensor], target: &Target, label: &
     (run.outputs[0].clone(), j["kernels"][0].clone())
 }
 
-/// An 8 x 8 grid shares `b` (which does not use m) along the columns, a 4 x 16 grid shares `a`
-/// (which does not use n) along the rows. Either way the outputs equal the unshared
+/// On both targets, an 8 x 8 grid shares `b` (which does not use m) along the columns, a 4 x 16
+/// grid shares `a` (which does not use n) along the rows. Either way the outputs equal the unshared
 /// schedule's bit for bit (and the interpreter's within tolerance), only the line owners
 /// fetch the shared tiles (an eighth of the unshared schedule's gets of them), and every
 /// other CPE of a line receives each block its owner sends.
@@ -90,59 +91,65 @@ fn shared_tiles_give_the_unshared_results_with_an_eighth_of_their_transfers() {
     let g = matmul();
     let inputs = seeded_inputs(&g, 5);
     let want = interp::run(&g, &inputs).unwrap();
-    let target = Target::sw26010();
-    for (grid, line, shared) in [(vec![8, 8], MeshLine::Column, 2), (vec![4, 16], MeshLine::Row, 1)] {
-        let label = format!("{}x{}", grid[0], grid[1]);
-        let p = with_grid(&g, &target, grid.clone(), true);
-        let k = &p.kernels[0];
-        let s = k.schedule.as_ref().unwrap();
-        let lines: Vec<Option<MeshLine>> = s.buffers.iter().map(|b| b.shared).collect();
-        let mut expected = vec![None; lines.len()];
-        expected[shared] = Some(line);
-        assert_eq!(lines, expected, "{label}");
-        let text = print_kernel(k, &p);
-        assert!(text.contains(&format!("shared along {}", line.name())), "{text}");
-        assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule, "{label}");
+    let cases = [(vec![8, 8], MeshLine::Column, 2), (vec![4, 16], MeshLine::Row, 1)];
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        for (grid, line, shared) in cases.clone() {
+            let label = format!("{}-{}x{}", target.name, grid[0], grid[1]);
+            let p = with_grid(&g, &target, grid.clone(), true);
+            let k = &p.kernels[0];
+            let s = k.schedule.as_ref().unwrap();
+            let lines: Vec<Option<MeshLine>> = s.buffers.iter().map(|b| b.shared).collect();
+            let mut expected = vec![None; lines.len()];
+            expected[shared] = Some(line);
+            assert_eq!(lines, expected, "{label}");
+            let text = print_kernel(k, &p);
+            assert!(text.contains(&format!("shared along {}", line.name())), "{text}");
+            assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule, "{label}");
 
-        let (executed, _) = run_program(&p, &inputs, &target).unwrap();
-        compare(&executed[0], &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
-        let (out, row) = run_both(&p, &g, &inputs, &target, &label);
-        let plain = with_grid(&g, &target, grid, false);
-        let (plain_out, plain_row) = run_both(&plain, &g, &inputs, &target, &format!("{label}-plain"));
-        compare(&out, &plain_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
-        compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+            let (executed, _) = run_program(&p, &inputs, &target).unwrap();
+            compare(&executed[0], &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+            let (out, row) = run_both(&p, &g, &inputs, &target, &label);
+            let plain = with_grid(&g, &target, grid, false);
+            let (plain_out, plain_row) = run_both(&plain, &g, &inputs, &target, &format!("{label}-plain"));
+            compare(&out, &plain_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+            compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
 
-        // The shared buffer's gets: each CPE's in the plain schedule, the owners' here.
-        let walked = |p: &Program, only: usize| {
-            let mut q = p.clone();
-            let s = q.kernels[0].schedule.as_mut().unwrap();
-            for (i, b) in s.buffers.iter_mut().enumerate() {
-                if i != only && i != 0 {
-                    b.residence = swflow_scheduler::schedule::Residence::Direct;
+            // The shared buffer's gets: each CPE's in the plain schedule, the owners' here.
+            let walked = |p: &Program, only: usize| {
+                let mut q = p.clone();
+                let s = q.kernels[0].schedule.as_mut().unwrap();
+                for (i, b) in s.buffers.iter_mut().enumerate() {
+                    if i != only && i != 0 {
+                        b.residence = swflow_scheduler::schedule::Residence::Direct;
+                    }
                 }
-            }
-            let k = &q.kernels[0];
-            kernel_stats(&q, k, k.schedule.as_ref().unwrap(), &target).traffic
-        };
-        let (mine, theirs) = (walked(&p, shared), walked(&plain, shared));
-        assert_eq!(8 * mine.get_bytes, theirs.get_bytes, "{label}");
-        let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
-        let sends = count(&row, "reg_puts");
-        assert!(sends > 0, "{label}: {row}");
-        assert_eq!(count(&row, "reg_gets"), 7 * sends, "{label}");
-        assert_eq!(
-            (count(&plain_row, "reg_puts"), count(&plain_row, "reg_gets")),
-            (0, 0),
-            "{label}"
-        );
-        assert!(count(&row, "get_bytes") < count(&plain_row, "get_bytes"), "{label}");
+                let k = &q.kernels[0];
+                kernel_stats(&q, k, k.schedule.as_ref().unwrap(), &target).traffic
+            };
+            let (mine, theirs) = (walked(&p, shared), walked(&plain, shared));
+            assert_eq!(8 * mine.get_bytes, theirs.get_bytes, "{label}");
+            let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+            let sends = count(&row, "reg_puts");
+            assert!(sends > 0, "{label}: {row}");
+            assert_eq!(count(&row, "reg_gets"), 7 * sends, "{label}");
+            assert_eq!(
+                (count(&plain_row, "reg_puts"), count(&plain_row, "reg_gets")),
+                (0, 0),
+                "{label}"
+            );
+            assert!(count(&row, "get_bytes") < count(&plain_row, "get_bytes"), "{label}");
+        }
     }
 }
 
-/// SW26010-Pro has no register communication: nothing is shared there.
+/// A target whose CPEs cannot broadcast along the mesh (SW26010-Pro without its remote LDM
+/// access) shares nothing.
 #[test]
-fn nothing_is_shared_without_register_communication() {
-    let p = with_grid(&matmul(), &Target::sw26010pro(), vec![8, 8], true);
+fn nothing_is_shared_without_a_way_to_broadcast() {
+    let mut target = Target::sw26010pro();
+    target.timing.rma_latency_cycles = None;
+    target.timing.rma_bytes_per_cycle = None;
+    let p = with_grid(&matmul(), &target, vec![8, 8], true);
     let s = p.kernels[0].schedule.as_ref().unwrap();
     assert!(s.buffers.iter().all(|b| b.shared.is_none()));
 }

@@ -22,6 +22,7 @@ use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
 use swflow_scheduler::schedule::share::{MeshLine, MESH_SIDE, REGISTER_BYTES};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, Residence, Schedule};
+use swflow_scheduler::target::Target;
 
 use super::{
     Array, ArrayDecl, BoxDma, BoxPad, Buf, BufDecl, Cond, Field, FieldDecl, Func, Half, Int, Local, Place, Stmt, Value,
@@ -165,6 +166,9 @@ struct Gen<'a> {
     /// Per access: the mesh line its buffer is shared along (fetched by the line's owner and
     /// broadcast to the others), if any.
     shared: Vec<Option<MeshLine>>,
+    /// The code moves a broadcast's registers itself (register communication), rather than a
+    /// remote LDM access moving the block.
+    by_registers: bool,
     /// A reader of a streamed tensor walks the boxes of it in reverse: the counters of its
     /// backward loops, the segments' and, per loop around the box, its tiles'.
     seg_r: Option<Var>,
@@ -178,9 +182,11 @@ struct Gen<'a> {
     block: Vec<Option<(Var, Var)>>,
 }
 
-/// The CPE program of scheduled kernel `k` whose parameter struct has `fields`, for CPEs
-/// whose vector registers hold `lanes` f32 values (1: scalar code only).
-pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Func, CodegenError> {
+/// The CPE program of scheduled kernel `k` whose parameter struct has `fields`, for `target`'s
+/// CPEs: vector code for its f32 lanes (none with one lane), and broadcasts of shared buffers
+/// by its mechanism.
+pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result<Func, CodegenError> {
+    let lanes = target.f32_vector_lanes;
     let s = k.schedule.as_ref().ok_or_else(|| CodegenError::Internal {
         kernel: k.name.clone(),
         reason: "kernel is not scheduled".into(),
@@ -505,6 +511,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, lanes: usize) -> Result<Fu
         tile_r,
         tape,
         shared,
+        by_registers: target.timing.regcomm_latency_cycles.is_some(),
         p,
         k,
         s,
@@ -1361,13 +1368,6 @@ impl Gen<'_> {
         let registers =
             (elements * Int::Const(self.dtype(i).size_bytes() as i64) + Int::Const(reg - 1)) / Int::Const(reg);
         let bytes = registers.clone() * Int::Const(reg);
-        // Per register: a load and a put, or a get and a store, and the loop's control; the
-        // count and the test of the owner once.
-        let per = Ops {
-            load: 1,
-            store: 1,
-            ..LOOP
-        };
         let broadcast = |send: bool| {
             let mut out = vec![Stmt::Broadcast {
                 line,
@@ -1376,7 +1376,29 @@ impl Gen<'_> {
                 half: half.clone(),
                 bytes: bytes.clone(),
             }];
-            charge(&mut out, per, registers.clone());
+            match self.by_registers {
+                // Per register: a load and a put, or a get and a store, and the loop's
+                // control.
+                true => charge(
+                    &mut out,
+                    Ops {
+                        load: 1,
+                        store: 1,
+                        ..LOOP
+                    },
+                    registers.clone(),
+                ),
+                // The collective broadcast: its two reply counters reset, its two
+                // synchronisations, the remote access and the wait for its counter.
+                false => charge_once(
+                    &mut out,
+                    Ops {
+                        store: 2,
+                        load: 1,
+                        ..int(6) + branch(3)
+                    },
+                ),
+            }
             out
         };
         let mut then = arrived;

@@ -116,8 +116,8 @@ pub struct Func {
 }
 
 impl Func {
-    /// Whether the program exchanges registers with other CPEs ([`Stmt::Broadcast`]), so that
-    /// each of its CPEs must run on a thread of its own.
+    /// Whether the program broadcasts to other CPEs ([`Stmt::Broadcast`]), so that each of
+    /// its CPEs must run on a thread of its own.
     pub fn communicates(&self) -> bool {
         fn any(stmts: &[Stmt]) -> bool {
             stmts.iter().any(|s| match s {
@@ -340,10 +340,11 @@ pub enum Stmt {
         reply: usize,
         count: Int,
     },
-    /// Register communication (SW26010): with `send`, the first `bytes` (a multiple of 32) of
-    /// the buffer (or its half) go to every other CPE of this CPE's mesh row or column
-    /// (`SWFLOW_REG_SEND`); without, this CPE takes as many from the line into the same place
-    /// (`SWFLOW_REG_RECV`).
+    /// A broadcast along this CPE's mesh row or column (register communication on SW26010,
+    /// remote LDM access on SW26010-Pro): with `send`, the first `bytes` (a multiple of 32)
+    /// of the buffer (or its half) go to every other CPE of the line (`SWFLOW_SHARE_SEND`);
+    /// without, this CPE takes as many from the line into the same place
+    /// (`SWFLOW_SHARE_RECV`).
     Broadcast {
         line: MeshLine,
         send: bool,

@@ -217,7 +217,11 @@ impl Printer<'_> {
                 half,
                 bytes,
             } => {
-                let how = if *send { "SWFLOW_REG_SEND" } else { "SWFLOW_REG_RECV" };
+                let how = if *send {
+                    "SWFLOW_SHARE_SEND"
+                } else {
+                    "SWFLOW_SHARE_RECV"
+                };
                 w.line(format!(
                     "{how}({}, {}, {});",
                     line.code(),

@@ -172,7 +172,7 @@ pub fn compile_edited(
         })?;
         let fields = Fields::of(p, k);
         let tensors = fields.tensors.clone();
-        let mut program = cpe::build(p, k, fields, target.f32_vector_lanes)?;
+        let mut program = cpe::build(p, k, fields, target)?;
         edit(name, &mut program);
         let layout = lower::Layout::of(&program);
         if layout.bytes > target.ldm_budget() {

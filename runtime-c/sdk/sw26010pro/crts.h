@@ -27,6 +27,11 @@ int CRTS_dma_iget_stride(void *dst, void *src, size_t len, size_t bsize, size_t 
 int CRTS_dma_iput_stride(void *dst, void *src, size_t len, size_t bsize, size_t stride, crts_rply_t *reply);
 void CRTS_dma_wait_value(crts_rply_t *reply, int value);
 void CRTS_ssync_array(void);
+/* Collective broadcast along the calling CPE's row or column by remote LDM access: every CPE
+ * of the line calls it; the root's (column `root` of a row, row `root` of a column) `len`
+ * bytes at `src` reach `dst` on every CPE of the line, the root included. */
+int CRTS_rma_row_bcast_coll(void *dst, void *src, int len, int root);
+int CRTS_rma_col_bcast_coll(void *dst, void *src, int len, int root);
 void *CRTS_pldm_malloc(size_t size);
 void CRTS_pldm_free(void *addr, size_t size);
 

@@ -13,8 +13,9 @@
 //!   time of those gets adds to the CPEs' own time instead of overlapping it;
 //! - an access served directly costs a `gload` or `gstore` at every point of the nest;
 //! - a buffer shared along a mesh line ([`super::share`]) is fetched by the line's owner only
-//!   (its queue time and stalls counted once per line), and every CPE of the line spends two
-//!   P1 instructions per register of each tile and the broadcast's latency receiving it;
+//!   (its queue time and stalls counted once per line), and every CPE of the line waits for
+//!   each tile's broadcast (`Timing::broadcast_cycles`) and, with register communication,
+//!   spends two P1 instructions per register moving it;
 //! - compute is one instruction per point of the nest, vectorised along the target's
 //!   innermost loop when the target has vectors: a lower bound that still sees how
 //!   partitioning and tiling fill the lanes and balance the CPEs.
@@ -139,7 +140,6 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             }
         })
         .sum();
-    let latency = t.regcomm_latency_cycles.unwrap_or(0.0);
     let mut memo: Vec<(Vec<usize>, Segment)> = Vec::new();
     let (mut queue, mut stalled) = (0.0, 0.0);
     let mut busiest: f64 = 0.0;
@@ -167,9 +167,12 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 e.shared_stall += w;
                                 e.shared_wait += a.gets as f64 * d.get_latency_cycles;
                             }
-                            let bytes = transfer_bytes(a.access, &seg_tiles);
-                            let registers = bytes.div_ceil(REGISTER_BYTES) as f64;
-                            e.own += a.gets as f64 * (2.0 * registers + latency);
+                            let bytes = transfer_bytes(a.access, &seg_tiles).next_multiple_of(REGISTER_BYTES);
+                            let moved = match t.regcomm_latency_cycles {
+                                Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
+                                None => 0.0,
+                            };
+                            e.own += a.gets as f64 * (moved + t.broadcast_cycles(bytes as u64));
                         }
                         None => {
                             e.queue += q;

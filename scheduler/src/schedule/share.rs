@@ -1,7 +1,8 @@
-//! Tiles shared along the mesh: on a target with register communication (SW26010), a read
-//! buffer whose every tile is the same for all CPEs of a mesh row or column is fetched by one
-//! of them (index 0 of the line) and broadcast to the others, so the line moves it through the
-//! DMA queue once instead of eight times.
+//! Tiles shared along the mesh: on a target whose CPEs can broadcast along a mesh row or column
+//! (register communication on SW26010, remote LDM access on SW26010-Pro), a read buffer whose
+//! every tile is the same for all CPEs of a line is fetched by one of them (index 0 of the
+//! line) and broadcast to the others, so the line moves it through the DMA queue once instead
+//! of eight times.
 //!
 //! CPE `c` sits at row `c / 8`, column `c % 8` of the 8 x 8 mesh, and with a grid of two
 //! partition loops `(x, y)` in `gx x gy` parts takes the block `(c / gy, c % gy)`
@@ -15,7 +16,8 @@
 //! The CPEs of a line must also walk their tiles in step, sending and receiving the same
 //! buffers in the same order: the blocks along the loop that varies are all the same size.
 //! A shared buffer holds a whole number of registers per tile (its size rounded up to 32
-//! bytes), since the broadcast moves whole registers.
+//! bytes), since register communication moves whole registers (remote LDM access takes the
+//! same sizes).
 
 use crate::loops::{Index, Kernel};
 use crate::target::Target;
@@ -65,7 +67,7 @@ impl MeshLine {
 /// `varying`: `None` when the target or the partition does not allow it (see the module
 /// comment).
 fn line_without(k: &Kernel, s: &Schedule, target: &Target) -> Option<(MeshLine, usize)> {
-    if target.timing.regcomm_latency_cycles.is_none() || target.cpes != MESH_SIDE * MESH_SIDE || s.grid.len() != 2 {
+    if !target.timing.broadcasts() || target.cpes != MESH_SIDE * MESH_SIDE || s.grid.len() != 2 {
         return None;
     }
     let (gx, gy) = (s.grid[0], s.grid[1]);
