@@ -177,7 +177,7 @@ pub(super) fn plan(
     }
     let unrolled = running.last().map(|&l| k.loops[l].extent).filter(|&n| {
         let l = *running.last().expect("a last loop");
-        n <= UNROLL && s.tiles[l] == n && !s.partition.contains(&l)
+        (2..=UNROLL).contains(&n) && s.tiles[l] == n && !s.partition.contains(&l)
     });
     // The target: one loop per subscript, each parallel loop in one subscript, step ±1.
     let uses = |sub: &[Vec<(usize, i64)>], l: usize| sub.iter().filter(|d| d.iter().any(|t| t.0 == l)).count();
