@@ -9,6 +9,9 @@
 //! message put to it before (a broadcast reaches all its receivers at once), so programs that
 //! order their puts through their gets, as SUMMA's steps do, receive in program order. Every
 //! message of a launch must be received in it; a get must ask for as many bytes as were put.
+//! A block ([`Mesh::put_block`]) is one message of many registers to every other CPE of the
+//! line, which the receivers take whole: what a loop of register broadcasts and the matching
+//! loops of gets move on SW26010, or a collective remote-LDM broadcast on SW26010-Pro.
 //!
 //! The mesh knows what each CPE of the running launch is doing: running, waiting for a
 //! message, waiting at a barrier, or returned. When no CPE runs and some still wait, none of
