@@ -264,24 +264,7 @@ pub fn dma(
             stride,
             reply,
         };
-        match cpe.buffers.iter().find(|b| b.contains(ldm)) {
-            Some(b) if ldm.saturating_add(len) > b.base + b.bytes => {
-                return Err(cpe.violation(format!(
-                    "DMA {what} of {len} bytes at offset {} of LDM buffer '{}' ({} bytes) runs {} bytes past its end",
-                    ldm - b.base,
-                    b.name,
-                    b.bytes,
-                    ldm.saturating_add(len) - (b.base + b.bytes)
-                )))
-            }
-            Some(_) => {}
-            None => {
-                return Err(cpe.violation(format!(
-                    "DMA {what} of {len} bytes to {}, which is in no declared LDM buffer",
-                    cpe.describe_ldm(ldm)
-                )))
-            }
-        }
+        check_ldm_range(cpe, &format!("DMA {what}"), ldm, len)?;
         // Saturating: a wild address must end in a message, not an overflow.
         let span_end = main.saturating_add(
             (len / bsize - 1)
@@ -453,22 +436,22 @@ unsafe fn perform(t: &Transfer) {
 /// Waits until every CPE of the launch has arrived. Only a machine with a thread per CPE
 /// can meet at barriers.
 pub fn barrier() -> Result<(), Violation> {
-    let (shared, id) = meeting("athread_syn", "meets at a barrier", Event::Barrier)?;
+    let (shared, id) = meeting("athread_syn", "meets at a barrier", Some(Event::Barrier))?;
     shared.mesh.barrier(id)
 }
 
 /// The calling CPE's machine and id for an operation that meets other CPEs (`doing`, as a
-/// violation says it), after logging `event`: only a machine with a thread per CPE can run
-/// them.
-fn meeting(what: &str, doing: &str, event: Event) -> Result<(Arc<Shared>, usize), Violation> {
+/// violation says it), after logging `event` if any: only a launch with a thread per CPE can
+/// run them.
+fn meeting(what: &str, doing: &str, event: Option<Event>) -> Result<(Arc<Shared>, usize), Violation> {
     with_cpe(what, |cpe| {
         if !cpe.launch.threaded {
             return Err(cpe.violation(format!(
                 "{doing}, which needs a thread per CPE; this launch runs its CPEs as tasks"
             )));
         }
-        if cpe.machine.spec.is_some() {
-            cpe.log.push(event);
+        if let (Some(e), Some(_)) = (event, &cpe.machine.spec) {
+            cpe.log.push(e);
         }
         Ok((cpe.machine.clone(), cpe.id))
     })
@@ -489,32 +472,8 @@ fn check_regcomm(cpe: &Cpe, what: &str, block: bool) -> Result<(), Violation> {
     }
 }
 
-/// Sends `data` (one register, at most 32 bytes) along the calling CPE's row or column to
-/// index `dst` of it, or to all its other CPEs ([`crate::mesh::BROADCAST`]).
-pub fn reg_put(line: Line, dst: u32, data: &[u8]) -> Result<(), Violation> {
-    let what = if line == Line::Row { "putr" } else { "putc" };
-    let (shared, id) = with_cpe(what, |cpe| {
-        check_regcomm(cpe, what, false)?;
-        if !cpe.launch.threaded {
-            return Err(cpe.violation(format!(
-                "uses {what}, which needs a thread per CPE; this launch runs its CPEs as tasks"
-            )));
-        }
-        Ok((cpe.machine.clone(), cpe.id))
-    })?;
-    let to = shared.mesh.put(id, line, dst, data)?;
-    with_cpe(what, |cpe| {
-        cpe.counters.reg_puts += 1;
-        if cpe.machine.spec.is_some() {
-            let bytes = data.len() as u64;
-            cpe.log.push(Event::Send { line, to, bytes });
-        }
-        Ok(())
-    })
-}
-
 /// Checks that `[ldm, ldm + bytes)` lies in one declared LDM buffer of the calling CPE, for
-/// `what`.
+/// `what` (a DMA, a block broadcast).
 fn check_ldm_range(cpe: &Cpe, what: &str, ldm: usize, bytes: usize) -> Result<(), Violation> {
     match cpe.buffers.iter().find(|b| b.contains(ldm)) {
         Some(b) if ldm.saturating_add(bytes) > b.base + b.bytes => Err(cpe.violation(format!(
@@ -526,51 +485,43 @@ fn check_ldm_range(cpe: &Cpe, what: &str, ldm: usize, bytes: usize) -> Result<()
         ))),
         Some(_) => Ok(()),
         None => Err(cpe.violation(format!(
-            "{what} of {bytes} bytes from {}, which is in no declared LDM buffer",
+            "{what} of {bytes} bytes to {}, which is in no declared LDM buffer",
             cpe.describe_ldm(ldm)
         ))),
     }
 }
 
-/// Sends the `bytes` of LDM at `ldm` to every other CPE of the calling CPE's row or column as
-/// one block of registers, which each of them takes with [`reg_recv_block`] of as many bytes.
-pub fn reg_send_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
-    let what = if line == Line::Row { "putr" } else { "putc" };
-    let (shared, id) = with_cpe(what, |cpe| {
-        check_regcomm(cpe, what, true)?;
-        check_ldm_range(cpe, &format!("block {what}"), ldm, bytes)?;
-        if !cpe.launch.threaded {
-            return Err(cpe.violation(format!(
-                "uses {what}, which needs a thread per CPE; this launch runs its CPEs as tasks"
-            )));
+/// The checks every register-communication call takes (`block`: of a block of registers at
+/// `ldm`, else of one), then the calling CPE's machine and id, with `event` logged.
+fn communicating(
+    what: &str,
+    block: Option<(usize, usize)>,
+    event: Option<Event>,
+) -> Result<(Arc<Shared>, usize), Violation> {
+    with_cpe(what, |cpe| {
+        check_regcomm(cpe, what, block.is_some())?;
+        match block {
+            Some((ldm, bytes)) => check_ldm_range(cpe, &format!("block {what}"), ldm, bytes),
+            None => Ok(()),
         }
-        Ok((cpe.machine.clone(), cpe.id))
     })?;
-    // SAFETY: the range lies in one of the CPE's declared LDM buffers.
-    let data = unsafe { std::slice::from_raw_parts(ldm as *const u8, bytes) };
-    let to = shared.mesh.put_block(id, line, data)?;
+    meeting(what, &format!("uses {what}"), event)
+}
+
+/// Counts a put along `line` that reached the CPEs of the bit set `to`, and logs it.
+fn sent(what: &str, line: Line, to: u64, bytes: usize) -> Result<(), Violation> {
     with_cpe(what, |cpe| {
         cpe.counters.reg_puts += 1;
         if cpe.machine.spec.is_some() {
-            let bytes = data.len() as u64;
+            let bytes = bytes as u64;
             cpe.log.push(Event::Send { line, to, bytes });
         }
         Ok(())
     })
 }
 
-/// Takes a block of `bytes` sent along the calling CPE's row or column
-/// ([`reg_send_block`]) into LDM at `ldm`, waiting for it.
-pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
-    let what = if line == Line::Row { "getr" } else { "getc" };
-    with_cpe(what, |cpe| {
-        check_regcomm(cpe, what, true)?;
-        check_ldm_range(cpe, &format!("block {what}"), ldm, bytes)
-    })?;
-    let (shared, id) = meeting(what, &format!("uses {what}"), Event::Receive { line })?;
-    // SAFETY: the range lies in one of the CPE's declared LDM buffers, which only this CPE's
-    // thread touches.
-    let out = unsafe { std::slice::from_raw_parts_mut(ldm as *mut u8, bytes) };
+/// Takes the calling CPE's oldest message along `line` into `out` and counts it.
+fn take(shared: &Shared, id: usize, what: &str, line: Line, out: &mut [u8]) -> Result<(), Violation> {
     shared.mesh.get(id, line, out)?;
     with_cpe(what, |cpe| {
         cpe.counters.reg_gets += 1;
@@ -578,17 +529,43 @@ pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violat
     })
 }
 
+/// Sends `data` (one register, at most 32 bytes) along the calling CPE's row or column to
+/// index `dst` of it, or to all its other CPEs ([`crate::mesh::BROADCAST`]).
+pub fn reg_put(line: Line, dst: u32, data: &[u8]) -> Result<(), Violation> {
+    let what = line.put_name();
+    let (shared, id) = communicating(what, None, None)?;
+    let to = shared.mesh.put(id, line, dst, data)?;
+    sent(what, line, to, data.len())
+}
+
+/// Sends the `bytes` of LDM at `ldm` to every other CPE of the calling CPE's row or column as
+/// one block of registers, which each of them takes with [`reg_recv_block`] of as many bytes.
+pub fn reg_send_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
+    let what = line.put_name();
+    let (shared, id) = communicating(what, Some((ldm, bytes)), None)?;
+    // SAFETY: the range lies in one of the CPE's declared LDM buffers.
+    let data = unsafe { std::slice::from_raw_parts(ldm as *const u8, bytes) };
+    let to = shared.mesh.put_block(id, line, data)?;
+    sent(what, line, to, bytes)
+}
+
+/// Takes a block of `bytes` sent along the calling CPE's row or column
+/// ([`reg_send_block`]) into LDM at `ldm`, waiting for it.
+pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
+    let what = line.get_name();
+    let (shared, id) = communicating(what, Some((ldm, bytes)), Some(Event::Receive { line }))?;
+    // SAFETY: the range lies in one of the CPE's declared LDM buffers, which only this CPE's
+    // thread touches.
+    let out = unsafe { std::slice::from_raw_parts_mut(ldm as *mut u8, bytes) };
+    take(&shared, id, what, line, out)
+}
+
 /// Takes the calling CPE's oldest message along its row or column into `out` (as many bytes
 /// as were put), waiting for it.
 pub fn reg_get(line: Line, out: &mut [u8]) -> Result<(), Violation> {
-    let what = if line == Line::Row { "getr" } else { "getc" };
-    with_cpe(what, |cpe| check_regcomm(cpe, what, false))?;
-    let (shared, id) = meeting(what, &format!("uses {what}"), Event::Receive { line })?;
-    shared.mesh.get(id, line, out)?;
-    with_cpe(what, |cpe| {
-        cpe.counters.reg_gets += 1;
-        Ok(())
-    })
+    let what = line.get_name();
+    let (shared, id) = communicating(what, None, Some(Event::Receive { line }))?;
+    take(&shared, id, what, line, out)
 }
 
 /// The calling CPE's LDM area for a kernel compiled into this process, or `None` on the

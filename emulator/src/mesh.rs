@@ -55,14 +55,16 @@ impl Line {
         self as usize
     }
 
-    fn put_name(self) -> &'static str {
+    /// The SDK's name of a put along it.
+    pub(crate) fn put_name(self) -> &'static str {
         match self {
             Line::Row => "putr",
             Line::Column => "putc",
         }
     }
 
-    fn get_name(self) -> &'static str {
+    /// The SDK's name of a get along it.
+    pub(crate) fn get_name(self) -> &'static str {
         match self {
             Line::Row => "getr",
             Line::Column => "getc",

@@ -243,8 +243,7 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 let arrival = s.clock + t.broadcast_cycles(bytes);
                 for c in (0..logs.len()).filter(|&c| to >> c & 1 == 1) {
                     inbox[c][line as usize].push_back(arrival);
-                    if let Some((l, clock)) = parked[c].filter(|p| p.0 == line) {
-                        debug_assert_eq!(l, line);
+                    if let Some((_, clock)) = parked[c].filter(|p| p.0 == line) {
                         parked[c] = None;
                         heap.push(Next(clock, c));
                     }
