@@ -36,8 +36,8 @@ fn matmul() -> Graph {
     g
 }
 
-/// The program of `g` with its kernel split by `grid` over (m, n), its tiles sized for it;
-/// with `share`, its buffers shared where the mesh allows.
+/// The program of `g` with its kernel split by `grid` over (m, n), its tiles sized for it and
+/// its buffers shared where the mesh allows (none without `share`).
 fn with_grid(g: &Graph, target: &Target, grid: Vec<usize>, share: bool) -> Program {
     let mut p = swflow_scheduler::pipeline::compile(g, target).unwrap();
     let k = &p.kernels[0];
@@ -50,9 +50,7 @@ fn with_grid(g: &Graph, target: &Target, grid: Vec<usize>, share: bool) -> Progr
         grid,
     };
     let mut s = split_by(k, &p, &part, target).unwrap();
-    if share {
-        swflow_scheduler::schedule::share::share_buffers(k, &mut s, target);
-    } else {
+    if !share {
         s.buffers.iter_mut().for_each(|b| b.shared = None);
     }
     verify_schedule(k, &p, &s, target).unwrap();

@@ -100,9 +100,9 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let all = super::accesses(k);
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
     let lanes = lanes_loop(k).filter(|_| target.f32_vector_lanes > 1);
-    // Cycles of one visit of each access (queue occupancy of one get and of one put), and
-    // the points per element of the nest a direct access costs.
-    let transfer = |i: usize, tiles: &[usize]| -> (f64, f64) {
+    // Cycles of one visit of each access (queue occupancy of one get and of one put) and its
+    // bytes, and the points per element of the nest a direct access costs.
+    let transfer = |i: usize, tiles: &[usize]| -> (f64, f64, usize) {
         let a = all[i];
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = buffer_dims(a, tiles).unwrap_or_default();
@@ -113,15 +113,8 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         (
             n as f64 * (d.get_block_cycles + moved / d.get_bytes_per_cycle),
             n as f64 * (d.put_block_cycles + moved / d.put_bytes_per_cycle),
+            n * block * ty.dtype.size_bytes(),
         )
-    };
-    // Bytes of one tile's box of access `i`.
-    let transfer_bytes = |i: usize, tiles: &[usize]| -> usize {
-        let a = all[i];
-        let ty = &p.tensor(k.operands[a.operand]).ty;
-        let dims = buffer_dims(a, tiles).unwrap_or_default();
-        let clipped: usize = dims.iter().zip(&ty.shape).map(|(&d, &e)| d.min(e)).product();
-        clipped * ty.dtype.size_bytes()
     };
     let direct: Vec<usize> = (0..all.len())
         .filter(|&i| {
@@ -145,6 +138,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let mut busiest: f64 = 0.0;
     for cpe in 0..target.cpes {
         let mut own = 0.0;
+        let owner = s.buffers.iter().any(|b| b.shared.is_some_and(|l| l.is_owner(cpe)));
         for seg in s.segments(cpe, &extents) {
             let known = memo.iter().position(|m| m.0 == seg.len);
             let at = known.unwrap_or_else(|| {
@@ -153,21 +147,21 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                 let mut e = Segment::default();
                 let mut waited = 0;
                 for a in access_traffic(k, p, &seg_tiles, ranges, order) {
-                    let (get, put) = transfer(a.access, &seg_tiles);
+                    let (get, put, box_bytes) = transfer(a.access, &seg_tiles);
                     let b = s.buffers.get(a.access);
                     let (q, w) = (a.gets as f64 * get + a.puts as f64 * put, a.gets as f64 * get);
                     let double = b.is_some_and(|b| b.double);
                     match b.and_then(|b| b.shared) {
                         Some(_) => {
-                            // The line's owner fetches; every CPE of the line then moves each
-                            // tile's registers (a load or a get, and a put or a store, on P1)
-                            // after the broadcast's latency.
+                            // The line's owner fetches; every CPE of the line then waits for
+                            // the broadcast and, by register communication, moves each tile's
+                            // registers (a load or a get, and a put or a store, on P1).
                             e.shared_queue += q;
                             if !double {
                                 e.shared_stall += w;
                                 e.shared_wait += a.gets as f64 * d.get_latency_cycles;
                             }
-                            let bytes = transfer_bytes(a.access, &seg_tiles).next_multiple_of(REGISTER_BYTES);
+                            let bytes = box_bytes.next_multiple_of(REGISTER_BYTES);
                             let moved = match t.regcomm_latency_cycles {
                                 Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
                                 None => 0.0,
@@ -196,7 +190,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             queue += e.queue;
             stalled += e.stalled;
             own += e.own;
-            if s.buffers.iter().any(|b| b.shared.is_some_and(|l| l.is_owner(cpe))) {
+            if owner {
                 // The owner's share: its gets for the line. Every CPE of the line waits for
                 // them, so the latency of single-buffered ones counts for all.
                 queue += e.shared_queue;

@@ -14,7 +14,8 @@
 //! 3. [`reorder`] (swTVM Algorithm 2): the order of the tile loops that needs the fewest DMA
 //!    transfers.
 //! 4. [`dma`]: where each buffer's transfers happen, whether it is read directly instead, and
-//!    which gets are double-buffered.
+//!    which gets are double-buffered; then [`share`]: which read buffers one CPE of a mesh
+//!    line fetches and broadcasts to the others.
 //!
 //! The loop nest a scheduled kernel runs on each CPE:
 //! ```text
@@ -287,10 +288,9 @@ pub fn schedule_among(
             best = Some((cycles, s));
         }
     }
-    let Some((_, mut s)) = best else {
+    let Some((_, s)) = best else {
         return Err(fail(first_error.unwrap_or_else(|| "no partition of its loops".into())));
     };
-    share::share_buffers(k, &mut s, target);
     verify_schedule(k, p, &s, target).map_err(fail)?;
     Ok(s)
 }
@@ -304,7 +304,7 @@ pub fn split_by(k: &Kernel, p: &Program, part: &partition::Partition, target: &T
 }
 
 /// The schedule of `k` split by `part` with `tiles`: the best order of its tile loops, and its
-/// buffers placed.
+/// buffers placed and shared along the mesh where they can be ([`share`]).
 pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<usize>, target: &Target) -> Schedule {
     let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
     let order = reorder::best_order(k, p, &tiles, &ranges).order;
