@@ -545,18 +545,6 @@ fn owner(line: MeshLine) -> Cond {
     }
 }
 
-/// `stmts` on the owner of `line` only, with the test's cost.
-fn on_owner(line: MeshLine, stmts: Vec<Stmt>) -> Vec<Stmt> {
-    let mut out = Vec::new();
-    charge_once(&mut out, int(1) + branch(1));
-    out.push(Stmt::If {
-        cond: owner(line),
-        then: stmts,
-        otherwise: Vec::new(),
-    });
-    out
-}
-
 /// Charges one execution of `ops`, when there is anything to charge.
 fn charge_once(out: &mut Vec<Stmt>, ops: Ops) {
     charge(out, ops, Int::Const(1));
@@ -1346,10 +1334,18 @@ impl Gen<'_> {
         }
     }
 
-    /// `stmts` (a shared buffer's DMA), on the owner of its mesh line only.
+    /// `stmts` (a shared buffer's DMA), on the owner of its mesh line only, with the test's
+    /// cost.
     fn owner_only(&self, i: usize, stmts: Vec<Stmt>) -> Vec<Stmt> {
         let Some(line) = self.shared[i] else { return stmts };
-        on_owner(line, stmts)
+        let mut out = Vec::new();
+        charge_once(&mut out, int(1) + branch(1));
+        out.push(Stmt::If {
+            cond: owner(line),
+            then: stmts,
+            otherwise: Vec::new(),
+        });
+        out
     }
 
     /// `arrived` (what makes access `i`'s box, in `half`, complete: its DMA's wait and
