@@ -85,6 +85,8 @@ pub(super) struct Plan {
     vectors: usize,
     /// Rows of a full block (1 without a rows loop).
     rows: usize,
+    /// The parts of the nest that run (found last, from the rest of the plan).
+    parts: Parts,
 }
 
 struct Factor {
@@ -227,9 +229,16 @@ pub(super) fn plan(
                 _ => uses(sub, outer) == 0,
             })
         });
-    // A block's row spans the whole vectors of a tile's row (one when it has fewer), up to
-    // `ROW_LANES`.
-    let row_points = s.tiles[lanes_loop] * coalesced.map_or(1, |l| s.tiles[l]);
+    // The most points a tile takes along loop `l` (its size, unless every CPE's block is
+    // shorter).
+    let longest = |l: usize| {
+        super::extent_values(k, s, l)
+            .and_then(|v| v.last().copied())
+            .unwrap_or(s.tiles[l])
+    };
+    // A block's row spans the whole vectors of the longest row of a tile (one when it has
+    // fewer), up to `ROW_LANES`.
+    let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
     let vectors = (row_points / lanes).clamp(1, widest);
     let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| Factor {
         access,
@@ -237,8 +246,8 @@ pub(super) fn plan(
         along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
     };
     // The rows: the parallel loop, with tiles of several points, and the rows of a block, that
-    // take the fewest cycles per multiply-add over a whole tile of that loop: its full
-    // blocks, then its single rows. A reduction step of a block of `n` rows takes the longer
+    // take the fewest cycles per multiply-add over its longest tile: its full blocks, then
+    // its single rows. A reduction step of a block of `n` rows takes the longer
     // of P0 (its multiply-adds and the merges of its unaligned loads) and P1 (its loads),
     // within the registers.
     let step = |rows: Option<usize>, n: usize| -> Option<f64> {
@@ -264,9 +273,9 @@ pub(super) fn plan(
     let mut best = (None, 1, step(None, 1)? / vectors as f64);
     for &l in parallel
         .iter()
-        .filter(|&&l| l != lanes_loop && Some(l) != coalesced && s.tiles[l] > 1)
+        .filter(|&&l| l != lanes_loop && Some(l) != coalesced && longest(l) > 1)
     {
-        let t = s.tiles[l];
+        let t = longest(l);
         let single = step(Some(l), 1)?;
         let most = ROWS.min(ACCUMULATORS / vectors).min(t);
         for n in (2..=most).rev() {
@@ -286,7 +295,7 @@ pub(super) fn plan(
         .copied()
         .filter(|&l| l != lanes_loop && Some(l) != rows_loop && Some(l) != coalesced)
         .collect();
-    Some(Plan {
+    let mut plan = Plan {
         lanes_loop,
         coalesced,
         rows_loop,
@@ -299,7 +308,58 @@ pub(super) fn plan(
         lanes,
         vectors,
         rows,
-    })
+        parts: Parts::every(vectors),
+    };
+    plan.parts = parts(k, s, &plan);
+    // Without short rows no block reads past a row, and no reach is kept.
+    plan.short_vectors &= plan.parts.short;
+    // Rows that all run single lanes are the scalar nest's.
+    if !plan.parts.long && !plan.short_vectors {
+        return None;
+    }
+    Some(plan)
+}
+
+/// Which parts of plan `p`'s nest run under schedule `s` of kernel `k`, from the values the
+/// rows loop's and the lanes' extents take.
+fn parts(k: &Kernel, s: &Schedule, p: &Plan) -> Parts {
+    let values = |l: usize| super::extent_values(k, s, l);
+    let (row_blocks, single_rows) = match p.rows_loop.map(values) {
+        None => (false, true),
+        Some(None) => (true, true),
+        Some(Some(ns)) => (ns.iter().any(|&n| n >= p.rows), ns.iter().any(|&n| n % p.rows != 0)),
+    };
+    let lanes = match p.coalesced {
+        Some(outer) => values(outer).zip(values(p.lanes_loop)).map(|(a, b)| {
+            let mut products: Vec<usize> = a.iter().flat_map(|x| b.iter().map(move |y| x * y)).collect();
+            products.sort_unstable();
+            products.dedup();
+            products
+        }),
+        None => values(p.lanes_loop),
+    };
+    let span = p.vectors * p.lanes;
+    let Some(ns) = lanes else {
+        return Parts {
+            row_blocks,
+            single_rows,
+            ..Parts::every(p.vectors)
+        };
+    };
+    let long: Vec<usize> = ns.iter().copied().filter(|&n| n >= p.lanes).collect();
+    let mut left: Vec<usize> = ns.iter().map(|&n| n % span / p.lanes).collect();
+    left.sort_unstable();
+    left.dedup();
+    Parts {
+        row_blocks,
+        single_rows,
+        lane_blocks: ns.iter().any(|&n| n >= span),
+        left,
+        short: long.len() < ns.len(),
+        long: !long.is_empty(),
+        tail: long.iter().any(|&n| n % p.lanes != 0),
+        tail_always: !long.is_empty() && long.iter().all(|&n| n % p.lanes != 0),
+    }
 }
 
 /// The variables and registers of a plan's code.
@@ -418,6 +478,42 @@ enum Width {
     Lane,
 }
 
+/// Which parts of the vector nest run for some tile of some CPE: the code of the others is
+/// not written (every part runs where the extents are not known when generating: see
+/// [`Gen::extent_values`]).
+struct Parts {
+    /// Groups of a full block's rows; single rows after them.
+    row_blocks: bool,
+    single_rows: bool,
+    /// Blocks of a row's full vectors.
+    lane_blocks: bool,
+    /// The counts of whole vectors left after a row's full blocks that occur (0 among them
+    /// when some row leaves none).
+    left: Vec<usize>,
+    /// Rows shorter than a vector; rows of a vector or more.
+    short: bool,
+    long: bool,
+    /// Rows of a vector or more that end in a tail: some of them; all of them.
+    tail: bool,
+    tail_always: bool,
+}
+
+impl Parts {
+    /// Every part, for blocks of `vectors` vectors.
+    fn every(vectors: usize) -> Parts {
+        Parts {
+            row_blocks: true,
+            single_rows: true,
+            lane_blocks: true,
+            left: (0..vectors).collect(),
+            short: true,
+            long: true,
+            tail: true,
+            tail_always: false,
+        }
+    }
+}
+
 /// An unaligned vector load (`simd_loadu`). No public source gives its cost on a CPE: it is
 /// charged as two LDM loads and a merge on P0, as the pair of aligned accesses it is built
 /// from (an assumption).
@@ -495,28 +591,36 @@ impl Gen<'_> {
         }
         super::charge_once(out, ops);
         out.extend(setup);
-        self.charge_blocks(out, v);
-        let lanes = |rows: usize| self.lane_loops(v, rows);
+        let parts = &p.parts;
+        self.charge_blocks(out, v, parts);
+        let lanes = |rows: usize| self.lane_loops(v, rows, parts);
         let rowed = match p.rows_loop {
             Some(l) => {
                 let (o, n) = (self.origin(l), self.extent(l));
-                let full = o.clone() + n.clone() / Int::Const(p.rows as i64) * Int::Const(p.rows as i64);
-                vec![
-                    Stmt::For {
+                let full = match parts.row_blocks {
+                    true => o.clone() + n.clone() / Int::Const(p.rows as i64) * Int::Const(p.rows as i64),
+                    false => o.clone(),
+                };
+                let mut loops = Vec::new();
+                if parts.row_blocks {
+                    loops.push(Stmt::For {
                         var: self.point[l],
                         from: o,
                         to: full.clone(),
                         step: Int::Const(p.rows as i64),
                         body: lanes(p.rows),
-                    },
-                    Stmt::For {
+                    });
+                }
+                if parts.single_rows {
+                    loops.push(Stmt::For {
                         var: self.point[l],
                         from: full,
                         to: self.origin(l) + n,
                         step: Int::Const(1),
                         body: lanes(1),
-                    },
-                ]
+                    });
+                }
+                loops
             }
             None => lanes(1),
         };
@@ -551,57 +655,78 @@ impl Gen<'_> {
         (Int::sum(terms), ops)
     }
 
-    /// The lanes loops of a block row group: full blocks, single vectors, single lanes.
-    fn lane_loops(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
+    /// The lanes loops of a block row group: full blocks, single vectors, single lanes (the
+    /// parts that run: see [`Parts`]).
+    fn lane_loops(&self, v: &Vars, rows: usize, parts: &Parts) -> Vec<Stmt> {
         let p = &v.plan;
         let (var, o, n) = self.lane_range(v);
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let span = p.vectors * p.lanes;
         let mut out = Vec::new();
-        out.push(Stmt::For {
-            var,
-            from: o.clone(),
-            to: multiple(span),
-            step: Int::Const(span as i64),
-            body: self.block(v, rows, Width::Vectors(p.vectors)),
-        });
-        // The whole vectors after the full blocks, as one block of as many vectors.
+        if parts.lane_blocks {
+            out.push(Stmt::For {
+                var,
+                from: o.clone(),
+                to: multiple(span),
+                step: Int::Const(span as i64),
+                body: self.block(v, rows, Width::Vectors(p.vectors)),
+            });
+        }
+        // The whole vectors after the full blocks, as one block of as many vectors: a test
+        // per count that occurs, most vectors first, the last untested when every row leaves
+        // some.
         if p.vectors > 1 {
             let left = n.clone() % Int::Const(span as i64) / Int::Const(p.lanes as i64);
-            let tests = |r: usize| {
-                let tests = (p.vectors - r.max(1)) as u32;
-                int(tests) + cost::branch(tests)
-            };
-            let mut none = Vec::new();
-            super::charge_once(&mut none, tests(0));
-            let cases = (1..p.vectors).fold(none, |otherwise, r| {
+            let counts: Vec<usize> = parts.left.iter().rev().copied().filter(|&r| r > 0).collect();
+            let none = parts.left.contains(&0);
+            let tests = |t: usize| int(t as u32) + cost::branch(t as u32);
+            let mut otherwise = Vec::new();
+            if none {
+                super::charge_once(&mut otherwise, tests(counts.len()));
+            }
+            for (k, &r) in counts.iter().enumerate().rev() {
+                let untested = !none && k + 1 == counts.len();
                 let mut then = Vec::new();
-                super::charge_once(&mut then, tests(r));
+                super::charge_once(&mut then, tests(if untested { k } else { k + 1 }));
                 let width = Width::Vectors(r);
                 self.charge_width(&mut then, v, rows, width, Int::Const(1), Int::Const(0), false);
                 then.push(Stmt::Set(var, multiple(span)));
                 then.extend(self.block(v, rows, width));
-                vec![Stmt::If {
-                    cond: Cond::Eq(left.clone(), Int::Const(r as i64)),
-                    then,
-                    otherwise,
-                }]
-            });
-            out.extend(cases);
+                otherwise = match untested {
+                    true => then,
+                    false => vec![Stmt::If {
+                        cond: Cond::Eq(left.clone(), Int::Const(r as i64)),
+                        then,
+                        otherwise,
+                    }],
+                };
+            }
+            out.extend(otherwise);
         }
         // The rest: a tail vector when the extent holds a whole vector, else single lanes.
         let lanes = Int::Const(p.lanes as i64);
-        let mut tail = vec![Stmt::Set(var, o.clone() + n.clone() - lanes.clone())];
-        tail.extend(self.block(v, rows, Width::Tail));
-        out.push(Stmt::If {
-            cond: Cond::Lt(n.clone(), lanes),
-            then: self.short_row(v, rows),
-            otherwise: vec![Stmt::If {
-                cond: Cond::Lt(multiple(p.lanes), o + n),
-                then: tail,
-                otherwise: Vec::new(),
-            }],
-        });
+        let mut tail = Vec::new();
+        if parts.tail {
+            let mut block = vec![Stmt::Set(var, o.clone() + n.clone() - lanes.clone())];
+            block.extend(self.block(v, rows, Width::Tail));
+            tail = match parts.tail_always {
+                true => block,
+                false => vec![Stmt::If {
+                    cond: Cond::Lt(multiple(p.lanes), o + n.clone()),
+                    then: block,
+                    otherwise: Vec::new(),
+                }],
+            };
+        }
+        match (parts.short, parts.long) {
+            (true, true) => out.push(Stmt::If {
+                cond: Cond::Lt(n, lanes),
+                then: self.short_row(v, rows),
+                otherwise: tail,
+            }),
+            (true, false) => out.extend(self.short_row(v, rows)),
+            (false, _) => out.extend(tail),
+        }
         out
     }
 
@@ -910,7 +1035,7 @@ impl Gen<'_> {
     }
 
     /// Charges every block of the nest, its loops and its steps.
-    fn charge_blocks(&self, out: &mut Vec<Stmt>, v: &Vars) {
+    fn charge_blocks(&self, out: &mut Vec<Stmt>, v: &Vars, parts: &Parts) {
         let p = &v.plan;
         let outer_points = Int::product(p.outer.iter().map(|&l| self.extent(l)).collect());
         // The outer loops' control, as the scalar nest charges it.
@@ -924,11 +1049,24 @@ impl Gen<'_> {
         let groups: Vec<(usize, Int)> = match p.rows_loop {
             Some(l) => {
                 let (full, single) = (div(self.extent(l), p.rows), rem(self.extent(l), p.rows));
-                // Two row loops: each iteration's control, and their bounds (a multiple of the
-                // block, by shifts) and starts once.
+                // The row loops that run: each iteration's control, and once their bounds
+                // and starts (a multiple of the block, by shifts, its start and a compare; the
+                // loop of single rows an end and a compare more).
                 charge(out, LOOP, outer_points.clone() * (full.clone() + single.clone()));
-                charge(out, int(9), outer_points.clone());
-                vec![(p.rows, full), (1, single)]
+                let bounds = match (parts.row_blocks, parts.single_rows) {
+                    (true, true) => 9,
+                    (true, false) => 5,
+                    _ => 3,
+                };
+                charge(out, int(bounds), outer_points.clone());
+                let mut groups = Vec::new();
+                if parts.row_blocks {
+                    groups.push((p.rows, full));
+                }
+                if parts.single_rows {
+                    groups.push((1, single));
+                }
+                groups
             }
             None => vec![(1, Int::Const(1))],
         };
@@ -944,11 +1082,15 @@ impl Gen<'_> {
         for (rows, groups) in groups {
             let calls = outer_points.clone() * groups;
             // The lanes loops' bounds (multiples of a block and of a vector, by shifts) and
-            // starts, and the test for a whole vector, once per row group; the test for a
-            // remainder after it; each iteration's control is charged with its block.
-            let bounds = if p.vectors > 1 { 16 } else { 9 };
-            charge(out, int(bounds) + cost::branch(1), calls.clone());
-            charge(out, int(2) + cost::branch(1), calls.clone() * whole.clone());
+            // starts, and the test for a whole vector (where rows of both kinds occur), once
+            // per row group; the test for a remainder after it (where it can go either way);
+            // each iteration's control is charged with its block.
+            let bounds = if p.vectors > 1 { 15 } else { 8 };
+            let short_test = u32::from(parts.short && parts.long);
+            charge(out, int(bounds + short_test) + cost::branch(short_test), calls.clone());
+            if parts.tail && !parts.tail_always {
+                charge(out, int(2) + cost::branch(1), calls.clone() * whole.clone());
+            }
             for (width, count) in &widths {
                 let blocks = calls.clone() * count.clone();
                 self.charge_width(out, v, rows, *width, blocks, remainder.clone(), false);
