@@ -11,7 +11,8 @@
 //! slave/swflow_ldm.c       the LDM area all kernels share
 //! include/<k>.h            per kernel: the host entry point
 //! include/<k>_para.h       per kernel: the parameter struct
-//! include/swflow_ldm.h     every kernel's LDM layout, with compile-time size checks
+//! include/<k>_ldm.h        per kernel: its LDM layout, with a compile-time size check
+//! include/swflow_ldm.h     the LDM area all kernels share: the union of their layouts
 //! include/swflow_machine.h the target as the emulator models it: CPEs, LDM, timing
 //! runtime/                 runtime-c: host helpers, slave helpers, emulator and SDK headers
 //! params.bin               the constants, with a checked header
@@ -148,6 +149,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("kernel_h", include_str!("../templates/kernel.h.hbs")),
     ("para_h", include_str!("../templates/para.h.hbs")),
     ("ldm_h", include_str!("../templates/ldm.h.hbs")),
+    ("kernel_ldm_h", include_str!("../templates/kernel_ldm.h.hbs")),
     ("ldm_c", include_str!("../templates/ldm.c.hbs")),
     ("main", include_str!("../templates/main.c.hbs")),
     ("train", include_str!("../templates/train.c.hbs")),
@@ -390,9 +392,13 @@ fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -
         files.insert(format!("include/{func}.h"), t.render("kernel_h", &data)?);
         let para = json!({"func": func, "fields": data["fields"], "guard": para_guard});
         files.insert(format!("include/{func}_para.h"), t.render("para_h", &para)?);
-        ldm_kernels.push(json!({
+        let ldm = json!({
             "func": func, "members": cpe::print_ldm_members(&program), "replies": program.replies,
-        }));
+            "guard": format!("{}_LDM_H", func.to_ascii_uppercase()),
+            "ldm_bytes": target.ldm_budget(), "target": target_name,
+        });
+        files.insert(format!("include/{func}_ldm.h"), t.render("kernel_ldm_h", &ldm)?);
+        ldm_kernels.push(json!({"func": func}));
         kernels.push(func);
     }
     let ldm_bytes = target.ldm_budget();

@@ -25,7 +25,10 @@ pub fn print_ldm_members(f: &Func) -> Vec<String> {
 /// struct `struct <func>_para`).
 pub fn print_body(f: &Func, func: &str) -> String {
     let mut w = Writer::new(1);
-    w.line(format!("struct {func}_ldm *const ldm = &swflow_ldm.{func};"));
+    // A pointer to a union, converted, points to each of its members (C99 6.7.2.1).
+    w.line(format!(
+        "struct {func}_ldm *const ldm = (struct {func}_ldm *)(void *)&swflow_ldm;"
+    ));
     w.line("const long cpe = SWFLOW_CPE_ID;");
     w.line(format!("struct {func}_para para;"));
     for line in &f.decl_lines {
