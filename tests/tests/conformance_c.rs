@@ -8,27 +8,25 @@
 //! `legacy_opset*` copies (the same test converted to an older opset). Those two kinds test
 //! the importer, which the interpreter, loop-IR and scheduled suites run in full; in C they
 //! add hundreds of builds of kernels the core tests already build. A test's target is fixed
-//! by a hash of its name, so each target builds about half of them; the C of the two targets
-//! differs in the vector type and the API, which both halves exercise, and the JIT suite runs
-//! every test on both. The whole manifest runs on both targets with
+//! by a hash of its name ([`ci_on_pro`]), so each target builds about half of them; the C of
+//! the two targets differs in the vector type and the API, which both halves exercise, and
+//! the JIT suite runs every test on both. The light models are split the same way, except
+//! the three whose builds take longest (densenet121's 300 kernels, inception_v2, vgg19), which
+//! the JIT suite runs in CI. The whole manifest and every light model run on both targets with
 //! `cargo test --release -p swflow-tests --test conformance_c -- --ignored`.
 
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::scratch;
-use swflow_tests::{run_light_models, run_manifest_where};
+use swflow_tests::{ci_on_pro, run_light_models_where, run_manifest_where};
 
 /// The tests CI builds in C (see the module comment).
 fn core(name: &str) -> bool {
     !name.ends_with("_expanded") && !name.starts_with("legacy_opset")
 }
 
-/// Which of the two targets builds test `name` in CI: its name's FNV-1a hash, odd or even
-/// (a hash that no toolchain change moves).
-fn on_pro(name: &str) -> bool {
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    hash % 2 == 1
+/// The light models CI builds in C (see the module comment).
+fn quick(name: &str) -> bool {
+    !["densenet121", "inception_v2", "vgg19"].contains(&name)
 }
 
 fn node_tests(target: Target, keep: fn(&str) -> bool) {
@@ -55,12 +53,12 @@ fn node_tests(target: Target, keep: fn(&str) -> bool) {
 
 #[test]
 fn node_tests_sw26010() {
-    node_tests(Target::sw26010(), |name| core(name) && !on_pro(name));
+    node_tests(Target::sw26010(), |name| core(name) && !ci_on_pro(name));
 }
 
 #[test]
 fn node_tests_sw26010pro() {
-    node_tests(Target::sw26010pro(), |name| core(name) && on_pro(name));
+    node_tests(Target::sw26010pro(), |name| core(name) && ci_on_pro(name));
 }
 
 #[test]
@@ -75,9 +73,9 @@ fn all_node_tests_sw26010pro() {
     node_tests(Target::sw26010pro(), |_| true);
 }
 
-fn light_models(target: Target) {
+fn light_models(target: Target, keep: impl Fn(&str) -> bool) {
     let label = format!("C, {}", target.name);
-    let failures = run_light_models(&label, |c| {
+    let failures = run_light_models_where(&label, keep, |c| {
         let name = c.dir.file_name().unwrap().to_string_lossy().to_string();
         let dir = scratch(&target.name, &name);
         c.run_c(&target, &dir)?;
@@ -94,14 +92,22 @@ fn light_models(target: Target) {
 
 #[test]
 fn light_models_sw26010() {
-    light_models(Target::sw26010());
+    light_models(Target::sw26010(), |name| quick(name) && !ci_on_pro(name));
 }
 
-/// The same on sw26010pro; left out of the default run to keep CI short (the Pro target's C
-/// path is covered by the core node tests): `cargo test --release -p swflow-tests --test
-/// conformance_c -- --ignored`.
+#[test]
+fn light_models_sw26010pro() {
+    light_models(Target::sw26010pro(), |name| quick(name) && ci_on_pro(name));
+}
+
 #[test]
 #[ignore]
-fn light_models_sw26010pro() {
-    light_models(Target::sw26010pro());
+fn all_light_models_sw26010() {
+    light_models(Target::sw26010(), |_| true);
+}
+
+#[test]
+#[ignore]
+fn all_light_models_sw26010pro() {
+    light_models(Target::sw26010pro(), |_| true);
 }
