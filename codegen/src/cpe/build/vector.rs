@@ -480,7 +480,7 @@ enum Width {
 
 /// Which parts of the vector nest run for some tile of some CPE: the code of the others is
 /// not written (every part runs where the extents are not known when generating: see
-/// [`Gen::extent_values`]).
+/// [`super::extent_values`]).
 struct Parts {
     /// Groups of a full block's rows; single rows after them.
     row_blocks: bool,
