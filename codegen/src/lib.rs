@@ -354,6 +354,7 @@ fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -
     let mut funcs = kernel_function_names(p).into_iter();
     let mut kernels = Vec::new();
     let mut ldm_kernels = Vec::new();
+    let ldm_bytes = target.ldm_budget();
     for k in &p.kernels {
         let s: &Schedule = k.schedule.as_ref().ok_or_else(|| CodegenError::Internal {
             kernel: k.name.clone(),
@@ -395,14 +396,13 @@ fn generate_with(p: &Program, target: &Target, emulator_lib: &str, main: Main) -
         let ldm = json!({
             "func": func, "members": cpe::print_ldm_members(&program), "replies": program.replies,
             "guard": format!("{}_LDM_H", func.to_ascii_uppercase()),
-            "ldm_bytes": target.ldm_budget(), "target": target_name,
+            "ldm_bytes": ldm_bytes, "target": target_name,
         });
         files.insert(format!("include/{func}_ldm.h"), t.render("kernel_ldm_h", &ldm)?);
         ldm_kernels.push(json!({"func": func}));
         kernels.push(func);
     }
-    let ldm_bytes = target.ldm_budget();
-    let ldm = json!({"model": model, "kernels": ldm_kernels, "ldm_bytes": ldm_bytes, "target": target_name});
+    let ldm = json!({"model": model, "kernels": ldm_kernels});
     files.insert("include/swflow_ldm.h".into(), t.render("ldm_h", &ldm)?);
     files.insert("slave/swflow_ldm.c".into(), t.render("ldm_c", &ldm)?);
     let (main, params_bin) = match main {
