@@ -12,6 +12,9 @@
 //! - a direct main-memory element access costs the integer operators of its address here, and
 //!   its latency in the emulator, which sees it happen;
 //! - each loop iteration increments, compares and branches;
+//! - a charge is one straight-line stretch, timed as its operations issue together; a loop
+//!   whose body is straight-line code (the innermost reduction loop of a vector product, with
+//!   its written-out steps) is charged with its control in one stretch, as it runs;
 //! - float operators are one P0 instruction each; helpers count what their bodies do (NaN
 //!   checks of max and min, saturation of float-to-integer casts); libm routines are calls;
 //!   integer division is done in software and counts as a division.

@@ -15,6 +15,23 @@ typedef float floatv8 __attribute__((vector_size(32)));
 /* Lanes from p on (any alignment). */
 #define simd_loadu(v, p) memcpy(&(v), (p), sizeof(v))
 #define simd_storeu(v, p) memcpy((p), &(v), sizeof(v))
+
+/* Stops the program with a failure the running kernel detected (the emulator's). */
+void swflow_emu_fail(const char *message);
+
+/* p, after checking that it is a multiple of `bytes`, as the hardware's aligned vector loads
+ * and stores require. */
+static inline const void *swflow_emu_aligned(const void *p, unsigned long bytes)
+{
+    if ((unsigned long)p % bytes != 0)
+        swflow_emu_fail("an aligned vector load or store (simd_load, simd_store) at an address "
+                        "that is not a multiple of the vector's bytes");
+    return p;
+}
+
+/* Lanes from p on, p a multiple of the vector's bytes. */
+#define simd_load(v, p) memcpy(&(v), swflow_emu_aligned((p), sizeof(v)), sizeof(v))
+#define simd_store(v, p) memcpy((void *)swflow_emu_aligned((p), sizeof(v)), &(v), sizeof(v))
 /* The element at p in every lane. */
 #define simd_loade(v, p) ((v) = (__typeof__(v)){0} + *(p))
 /* a * b + c, lane by lane, each rounded once. */

@@ -12,6 +12,7 @@ use swflow_frontend::onnx::{import_bytes, import_file, ImportOptions};
 use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::kernel_stats;
+use swflow_scheduler::schedule::LDM_BUFFER_ALIGN;
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{compile, make, run_model, run_with_stats, scratch, sdk_check};
 use swflow_tests::model::{f32_tensor, ModelBuilder, FLOAT};
@@ -154,11 +155,12 @@ fn run_broken(name: &str, kernel_file: &str, edit: impl Fn(&str) -> String) -> (
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The kernel declares its weight buffer one element shorter than the DMA that fills it.
+    // The kernel declares its weight buffer shorter than the DMA that fills it: by the
+    // alignment's bytes, more than the padding after the tile (less than the alignment).
     let (code, err) = run_broken("overrun", "k_c1_0_slave.c", |t| {
         t.replace(
             "SWFLOW_LDM_BUFFER(ldm->conv1_w, sizeof ldm->conv1_w,",
-            "SWFLOW_LDM_BUFFER(ldm->conv1_w, sizeof ldm->conv1_w - 4,",
+            &format!("SWFLOW_LDM_BUFFER(ldm->conv1_w, sizeof ldm->conv1_w - {LDM_BUFFER_ALIGN},"),
         )
     });
     assert_eq!(code, 1, "{err}");

@@ -11,7 +11,7 @@ use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::loops::{LoopKind, Program};
 use swflow_scheduler::schedule::dma::plan_buffers;
-use swflow_scheduler::schedule::verify_schedule;
+use swflow_scheduler::schedule::{verify_schedule, LDM_BUFFER_ALIGN};
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{compile, emulator_lib, make, run_model, run_with_stats, scratch};
 use swflow_tests::{assert_walked_traffic, each_body, lenet, seeded_inputs};
@@ -271,10 +271,11 @@ fn broken(kernel: &str, edit: impl Fn(&mut Func)) -> JitError {
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The kernel declares its weight buffer one element shorter than the DMA that fills it.
+    // The kernel declares its weight buffer shorter than the DMA that fills it: by the
+    // alignment's elements, more than the padding after the tile (less than the alignment).
     let err = broken("k_c1_0", |f| {
         let b = f.bufs.iter_mut().find(|b| b.name == "conv1_w").unwrap();
-        b.elements -= 1;
+        b.elements -= LDM_BUFFER_ALIGN / 4;
     })
     .to_string();
     assert!(err.starts_with("kernel 'k_c1_0' on CPE "), "{err}");

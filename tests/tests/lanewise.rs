@@ -145,13 +145,14 @@ fn value_fp(v: &Value) -> u32 {
 }
 
 /// P0 instructions one execution of a statement issues, as the timing model charges them
-/// (an unaligned vector load or store is one merge, a strided load one insert per lane, a
-/// vector maximum two compares and two selects: assumptions of the cost model, which this
-/// counts as stated).
+/// (an unaligned vector load or store is one merge, an aligned one none, a strided load one
+/// insert per lane, a vector maximum two compares and two selects: assumptions of the cost
+/// model, which this counts as stated).
 fn issued(s: &Stmt, lanes: u32) -> u32 {
     match s {
-        Stmt::VFma { .. } | Stmt::VStore { .. } | Stmt::VStoreLanes { .. } => 1,
-        Stmt::VLoad { broadcast, .. } => u32::from(!broadcast),
+        Stmt::VFma { .. } | Stmt::VStoreLanes { .. } => 1,
+        Stmt::VStore { aligned, .. } => u32::from(!aligned),
+        Stmt::VLoad { broadcast, aligned, .. } => u32::from(!broadcast && !aligned),
         Stmt::VLoadStrided { .. } => lanes,
         Stmt::VBinary { op, .. } => match op {
             BinaryOp::Max | BinaryOp::Min => 4,

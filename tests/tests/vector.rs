@@ -13,7 +13,8 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, seeded_inputs};
 /// sizes that leave partial row blocks, single vectors and tails; the strided 1x1
 /// convolution reads a subsampled copy of its input, whose 7-wide rows run as one; the
 /// 3x3 convolutions with 3-wide and 7-wide rows have rows shorter than a vector (on
-/// SW26010-Pro both, on SW26010 the first).
+/// SW26010-Pro both, on SW26010 the first); the matrix product with 32 columns and the 1x1
+/// convolution with 16-wide rows have rows of whole vectors, which load and store aligned.
 const MODEL: &str = r#"graph "products" {
   %a: f32[37,45] = input
   %b: f32[45,50] = input
@@ -33,7 +34,15 @@ const MODEL: &str = r#"graph "products" {
   %g: f32[1,16,9,9] = input
   %gw: f32[64,16,3,3] = input
   %gy: f32[1,64,7,7] = conv(%g, %gw) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}
+  %c: f32[24,40] = input
+  %d: f32[40,32] = input
+  %cd: f32[24,32] = matmul(%c, %d)
+  %e: f32[1,8,6,16] = input
+  %ew: f32[12,8,1,1] = input
+  %ey: f32[1,12,6,16] = conv(%e, %ew) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}
   output "ab" = %ab
+  output "cd" = %cd
+  output "ey" = %ey
   output "y" = %y
   output "z" = %z
   output "r" = %r
@@ -47,13 +56,14 @@ fn model() -> Graph {
 
 /// The P0 instructions one execution of a statement issues, as the timing model charges
 /// them: a multiply-add, scalar or vector, is one; an unaligned vector load or store is
-/// charged one merge, a strided load of `lanes` elements an insert per lane (assumptions
-/// of the cost model, which this counts as stated).
+/// charged one merge, an aligned one none, a strided load of `lanes` elements an insert per
+/// lane (assumptions of the cost model, which this counts as stated).
 fn issued(s: &Stmt, lanes: u32) -> u32 {
     match s {
-        Stmt::VFma { .. } | Stmt::VStore { .. } | Stmt::VStoreLanes { .. } => 1,
+        Stmt::VFma { .. } | Stmt::VStoreLanes { .. } => 1,
+        Stmt::VStore { aligned, .. } => u32::from(!aligned),
         Stmt::VLoadStrided { .. } => lanes,
-        Stmt::VLoad { broadcast, .. } => u32::from(!broadcast),
+        Stmt::VLoad { broadcast, aligned, .. } => u32::from(!broadcast && !aligned),
         Stmt::Fold { kind, dtype, value, .. } => u32::from(fused_product(*kind, *dtype, value).is_some()),
         _ => 0,
     }
@@ -95,6 +105,7 @@ fn charges_are_the_operations_executed() {
         let mut tails = 0;
         let mut heads = 0;
         let mut coalesced = 0;
+        let mut aligned = 0;
         let counted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
             let mut vector = false;
             count_issued_as_flops(f, &mut |s| {
@@ -107,6 +118,10 @@ fn charges_are_the_operations_executed() {
                     _ => {}
                 }
                 coalesced += usize::from(matches!(s, Stmt::Comment(c) if c.contains("as one row")));
+                aligned += usize::from(matches!(
+                    s,
+                    Stmt::VLoad { aligned: true, .. } | Stmt::VStore { aligned: true, .. }
+                ));
                 issued(s, target.f32_vector_lanes as u32)
             });
             vector_kernels += usize::from(vector);
@@ -114,7 +129,12 @@ fn charges_are_the_operations_executed() {
         .unwrap()
         .run(&p, &target, &inputs)
         .unwrap();
-        assert_eq!(vector_kernels, 6, "{}: every product runs vector code", target.name);
+        assert_eq!(vector_kernels, 8, "{}: every product runs vector code", target.name);
+        assert!(
+            aligned > 0,
+            "{}: rows of whole vectors load and store aligned",
+            target.name
+        );
         assert!(tails > 0, "{}: some block is a tail", target.name);
         assert!(heads > 0, "{}: some row shorter than a vector runs a head", target.name);
         assert_eq!(coalesced, 1, "{}: the 7-wide rows run as one", target.name);
@@ -135,7 +155,7 @@ fn charges_are_the_operations_executed() {
         // 7-wide rows hold a vector (on SW26010): its vectors are strided loads
         // (`tests/tests/lanewise.rs`).
         let copy = usize::from(target.f32_vector_lanes <= 7);
-        assert_eq!(issuing, 6 + copy, "{}", target.name);
+        assert_eq!(issuing, 8 + copy, "{}", target.name);
         let want = interp::run(&g, &inputs).unwrap();
         for (got, want) in charged.outputs.iter().zip(&want) {
             compare(got, want, Comparison::Tolerance).unwrap_or_else(|m| panic!("{}: {}", target.name, m.message));

@@ -327,11 +327,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             None => BufDecl {
                 name: name.clone(),
                 dtype: info.ty.dtype,
-                elements: if shared[i].is_some() {
-                    b.capacity()
-                } else {
-                    b.elements()
-                },
+                elements: b.capacity(),
                 double: b.double,
                 note: format!(
                     "'{}': tile {tile}{double}{}",

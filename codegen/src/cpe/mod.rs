@@ -361,17 +361,23 @@ pub enum Stmt {
         place: Place,
         value: Value,
     },
-    /// `reg` = the [`Func::lanes`] f32 elements from `place` on (`simd_loadu`), or with
-    /// `broadcast` the one at `place` in every lane (`simd_loade`). LDM places only.
+    /// `reg` = the [`Func::lanes`] f32 elements from `place` on (`simd_loadu`; with `aligned`,
+    /// `simd_load`), or with `broadcast` the one at `place` in every lane (`simd_loade`). LDM
+    /// places only. `aligned` promises that the place's index, counted from its buffer's
+    /// half, is a multiple of the lanes (so its address is a multiple of a vector's bytes:
+    /// see [`swflow_scheduler::schedule::LDM_BUFFER_ALIGN`]); both engines check it.
     VLoad {
         reg: VReg,
         place: Place,
         broadcast: bool,
+        aligned: bool,
     },
-    /// The lanes of `reg` to the elements from `place` on (`simd_storeu`). LDM places only.
+    /// The lanes of `reg` to the elements from `place` on (`simd_storeu`; with `aligned`, as
+    /// for [`Stmt::VLoad`], `simd_store`). LDM places only.
     VStore {
         reg: VReg,
         place: Place,
+        aligned: bool,
     },
     /// Lanes `first..first + count` of `reg` (`count` from 1, `first + count` at most
     /// [`Func::lanes`]) to the `count` elements from `place` on: the register goes to a local

@@ -9,14 +9,23 @@ use crate::scalar::{binary, cast, ctype, fma, fold, literal, unary};
 use crate::writer::Writer;
 use swflow_frontend::ir::{BinaryOp, DType};
 use swflow_scheduler::loops::Scalar;
+use swflow_scheduler::schedule::LDM_BUFFER_ALIGN;
 
-/// Members of the kernel's LDM struct (after `para`, before `reply`), one per line.
+/// Members of the kernel's LDM struct (after `para`, before `reply`), one per line, each
+/// aligned to [`LDM_BUFFER_ALIGN`] as the scheduler's LDM accounting and the JIT's layout
+/// place it.
 pub fn print_ldm_members(f: &Func) -> Vec<String> {
     f.bufs
         .iter()
         .map(|b| {
             let half = if b.double { "[2]" } else { "" };
-            format!("{} {}{half}[{}]; /* {} */", ctype(b.dtype), b.name, b.elements, b.note)
+            format!(
+                "{} {}{half}[{}] __attribute__((aligned({LDM_BUFFER_ALIGN}))); /* {} */",
+                ctype(b.dtype),
+                b.name,
+                b.elements,
+                b.note
+            )
         })
         .collect()
 }
@@ -242,12 +251,22 @@ impl Printer<'_> {
                 ));
             }
             Stmt::Store { place, value } => w.line(format!("{} = {};", self.place(place), self.value(value))),
-            Stmt::VLoad { reg, place, broadcast } => {
-                let how = if *broadcast { "simd_loade" } else { "simd_loadu" };
+            Stmt::VLoad {
+                reg,
+                place,
+                broadcast,
+                aligned,
+            } => {
+                let how = match (broadcast, aligned) {
+                    (true, _) => "simd_loade",
+                    (false, true) => "simd_load",
+                    (false, false) => "simd_loadu",
+                };
                 w.line(format!("{how}({}, &{});", self.f.vreg(*reg), self.place(place)));
             }
-            Stmt::VStore { reg, place } => {
-                w.line(format!("simd_storeu({}, &{});", self.f.vreg(*reg), self.place(place)))
+            Stmt::VStore { reg, place, aligned } => {
+                let how = if *aligned { "simd_store" } else { "simd_storeu" };
+                w.line(format!("{how}({}, &{});", self.f.vreg(*reg), self.place(place)))
             }
             Stmt::VStoreLanes {
                 reg,

@@ -28,8 +28,9 @@ use super::runtime::{Callee, Pool};
 use crate::cpe::{fused_product, Array, BoxDma, BoxPad, Buf, Cond, DmaClass, Func, Half, Int, Place, Stmt, Value, Var};
 
 /// Where a kernel's data lives in a CPE's LDM: its copy of the parameter struct at offset 0,
-/// then each buffer (aligned to [`LDM_BUFFER_ALIGN`]), then the reply counters (`i32`). The
-/// scheduler's LDM accounting ([`swflow_scheduler::schedule::ldm_overhead`]) counts the same.
+/// then each buffer (aligned to [`LDM_BUFFER_ALIGN`]), then the reply counters (`i32`), the
+/// whole rounded up to the alignment as the C struct's size is. The scheduler's LDM
+/// accounting ([`swflow_scheduler::schedule::ldm_overhead`]) counts the same.
 pub struct Layout {
     pub bufs: Vec<usize>,
     pub replies: usize,
@@ -48,7 +49,7 @@ impl Layout {
         Layout {
             bufs,
             replies: at,
-            bytes: at + 4 * f.replies,
+            bytes: align(at + 4 * f.replies),
         }
     }
 }
@@ -246,8 +247,13 @@ impl<'f> Lower<'f, '_> {
     fn stmt(&mut self, s: &'f Stmt) {
         match s {
             Stmt::Comment(_) => {}
-            Stmt::VLoad { reg, place, broadcast } => self.vload(*reg, place, *broadcast),
-            Stmt::VStore { reg, place } => self.vstore(*reg, place),
+            Stmt::VLoad {
+                reg,
+                place,
+                broadcast,
+                aligned,
+            } => self.vload(*reg, place, *broadcast, *aligned),
+            Stmt::VStore { reg, place, aligned } => self.vstore(*reg, place, *aligned),
             Stmt::VStoreLanes {
                 reg,
                 place,

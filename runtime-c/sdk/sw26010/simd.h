@@ -18,6 +18,9 @@ floatv4 swflow_sdk_loade(const float *p);
 #define simd_loadu(v, p) ((v) = *(const __typeof__(v) *)swflow_sdk_load_from(p))
 #define simd_loade(v, p) ((v) = swflow_sdk_loade(p))
 #define simd_storeu(v, p) ((void)(*(__typeof__(v) *)swflow_sdk_store_to(p) = (v)))
+/* The aligned forms (floatv4: 16-byte aligned addresses). */
+#define simd_load(v, p) ((v) = *(const __typeof__(v) *)swflow_sdk_load_from(p))
+#define simd_store(v, p) ((void)(*(__typeof__(v) *)swflow_sdk_store_to(p) = (v)))
 floatv4 simd_vmas(floatv4 a, floatv4 b, floatv4 c);
 floatv4 simd_set_floatv4(float a, float b, float c, float d);
 floatv4 simd_vfcmple(floatv4 a, floatv4 b);

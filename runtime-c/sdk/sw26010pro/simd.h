@@ -16,6 +16,11 @@ void swflow_sdk_storeu(floatv8 v, float *p);
 #define simd_loadu(v, p) ((v) = swflow_sdk_loadu(p))
 #define simd_loade(v, p) ((v) = swflow_sdk_loade(p))
 #define simd_storeu(v, p) swflow_sdk_storeu((v), (p))
+/* The aligned forms (floatv8: 32-byte aligned addresses). */
+floatv8 swflow_sdk_load(const float *p);
+void swflow_sdk_store(floatv8 v, float *p);
+#define simd_load(v, p) ((v) = swflow_sdk_load(p))
+#define simd_store(v, p) swflow_sdk_store((v), (p))
 floatv8 simd_vmas(floatv8 a, floatv8 b, floatv8 c);
 floatv8 simd_set_floatv8(float a, float b, float c, float d, float e, float f, float g, float h);
 floatv8 simd_vfcmple(floatv8 a, floatv8 b);

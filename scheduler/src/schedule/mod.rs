@@ -54,20 +54,25 @@ pub struct ScheduleError {
     pub reason: String,
 }
 
-/// Alignment of every LDM buffer in the generated code (the C structs and the JIT's layout).
-pub const LDM_BUFFER_ALIGN: usize = 16;
+/// Alignment in bytes of every LDM buffer, and of each half of a double buffer, in the
+/// generated code (the C structs and the JIT's layout): one vector in memory on either target
+/// (a `floatv8` is 32 bytes, a `floatv4` 16), so that a vector whose first element's index in
+/// a buffer is a multiple of the lanes may use the aligned loads and stores.
+pub const LDM_BUFFER_ALIGN: usize = 32;
 
 /// Bytes of one field of a kernel's parameter struct (a pointer to one of its tensors). Every
 /// CPE copies the struct into its LDM before it starts.
 pub const PARAM_FIELD_BYTES: usize = 8;
 
 /// LDM bytes a kernel takes besides its buffers: its parameter struct (one field per distinct
-/// tensor) and the reply counters, one per buffered access and one for the struct's own get.
+/// tensor) and the reply counters, one per buffered access and one for the struct's own get,
+/// each rounded up to [`LDM_BUFFER_ALIGN`] as a C struct with aligned members is.
 pub fn ldm_overhead(k: &Kernel, buffered: usize, target: &Target) -> usize {
     let mut tensors = k.operands.clone();
     tensors.sort_unstable();
     tensors.dedup();
-    (tensors.len() * PARAM_FIELD_BYTES).next_multiple_of(LDM_BUFFER_ALIGN) + (buffered + 1) * target.dma.reply_bytes
+    (tensors.len() * PARAM_FIELD_BYTES).next_multiple_of(LDM_BUFFER_ALIGN)
+        + ((buffered + 1) * target.dma.reply_bytes).next_multiple_of(LDM_BUFFER_ALIGN)
 }
 
 /// How an access is served.
@@ -102,15 +107,15 @@ impl Buffer {
         self.dims.iter().product()
     }
 
-    /// Elements one tile's space holds: its elements, rounded up to whole registers when the
+    /// Elements one tile's space holds: its elements, rounded up to [`LDM_BUFFER_ALIGN`] bytes
+    /// (so that each half of a double buffer starts aligned) and to whole registers when the
     /// buffer is shared (the broadcast moves whole registers).
     pub fn capacity(&self) -> usize {
-        match self.shared {
-            Some(_) => {
-                (self.elements() * self.elem_bytes).next_multiple_of(share::REGISTER_BYTES) / self.elem_bytes.max(1)
-            }
-            None => self.elements(),
-        }
+        let unit = match self.shared {
+            Some(_) => LDM_BUFFER_ALIGN.max(share::REGISTER_BYTES),
+            None => LDM_BUFFER_ALIGN,
+        };
+        (self.elements() * self.elem_bytes).next_multiple_of(unit) / self.elem_bytes.max(1)
     }
 
     /// LDM bytes it takes, aligned as generated code places it (none when accessed directly).

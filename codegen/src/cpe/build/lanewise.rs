@@ -429,6 +429,7 @@ impl Gen<'_> {
                     reg: v.acc[j],
                     place: at(v.target, j as i64 * lanes),
                     broadcast: false,
+                    aligned: false,
                 });
             }
         }
@@ -458,6 +459,7 @@ impl Gen<'_> {
                 out.push(Stmt::VStore {
                     reg: v.acc[j],
                     place: at(v.target, j as i64 * lanes),
+                    aligned: false,
                 });
             }
         }
@@ -500,6 +502,7 @@ impl Gen<'_> {
                                 reg,
                                 place,
                                 broadcast: stride == 0,
+                                aligned: false,
                             });
                         }
                         _ => {
@@ -525,6 +528,7 @@ impl Gen<'_> {
             Fold::Store => out.push(Stmt::VStore {
                 reg: value,
                 place: at(v.target, j as i64 * lanes),
+                aligned: false,
             }),
             Fold::Op(op) => {
                 ops += vector_op(op, p.lanes as u32);

@@ -21,7 +21,8 @@
 //!     other lanes stay inside every buffer, else single lanes:
 //!       load the block's target elements into accumulators (R x V registers)
 //!       for every reduction point (in nest order):
-//!         load the factors' vectors (simd_loadu) or broadcast elements (simd_loade)
+//!         load the factors' vectors (simd_load where they start aligned, see [`aligned`];
+//!         else simd_loadu) or broadcast elements (simd_loade)
 //!         acc[i][j] = simd_vmas(a, b, acc[i][j])   for every row i and vector j
 //!       store the accumulators (a tail or a head only the lanes of its row that no vector
 //!       stored)
@@ -35,7 +36,7 @@
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program};
-use swflow_scheduler::schedule::Schedule;
+use swflow_scheduler::schedule::{Schedule, LDM_BUFFER_ALIGN};
 
 use super::{charge, Gen};
 use crate::cost::{self, int, LOOP};
@@ -79,6 +80,9 @@ pub(super) struct Plan {
     /// [`UNROLL`]): its steps are written out one after the other, without loop control.
     unrolled: Option<usize>,
     factors: [Factor; 2],
+    /// Every whole vector of the target in a block of whole vectors starts aligned (see
+    /// [`aligned`]).
+    target_aligned: bool,
     /// f32 lanes of a vector register.
     lanes: usize,
     /// Vectors per row of a full block.
@@ -95,6 +99,9 @@ struct Factor {
     /// Moves along the lanes by one element (else it is the same in every lane).
     along_lanes: bool,
     along_rows: bool,
+    /// Moves along the lanes, and every whole vector of it a block of whole vectors loads
+    /// starts aligned (see [`aligned`]).
+    aligned: bool,
 }
 
 impl Factor {
@@ -240,10 +247,16 @@ pub(super) fn plan(
     // fewer), up to `ROW_LANES`.
     let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
     let vectors = (row_points / lanes).clamp(1, widest);
-    let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| Factor {
-        access,
-        along_lanes: lane_step(sub, lanes_loop) == Some(true),
-        along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
+    let aligned =
+        |access: usize, sub: &[Vec<(usize, i64)>]| coalesced.is_none() && aligned(k, s, access, sub, lanes_loop, lanes);
+    let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| {
+        let along_lanes = lane_step(sub, lanes_loop) == Some(true);
+        Factor {
+            access,
+            along_lanes,
+            along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
+            aligned: along_lanes && aligned(access, sub),
+        }
     };
     // The rows: the parallel loop, with tiles of several points, and the rows of a block, that
     // take the fewest cycles per multiply-add over its longest tile: its full blocks, then
@@ -256,19 +269,16 @@ pub(super) fn plan(
         if regs + n * vectors > REGISTERS {
             return None;
         }
-        let unaligned: usize = [&x, &y]
-            .iter()
-            .filter(|f| f.along_lanes)
-            .map(|f| f.registers(n, vectors))
-            .sum();
-        let broadcast: usize = [&x, &y]
-            .iter()
-            .filter(|f| !f.along_lanes)
-            .map(|f| f.registers(n, vectors))
-            .sum();
-        let p0 = (n * vectors + unaligned) as f64;
-        let p1 = (2 * unaligned + broadcast) as f64;
-        Some(p0.max(p1))
+        let loads = |f: &Factor| -> (f64, f64) {
+            let r = f.registers(n, vectors) as f64;
+            match (f.along_lanes, f.aligned) {
+                (true, false) => (r, 2.0 * r),
+                _ => (0.0, r),
+            }
+        };
+        let ((x0, x1), (y0, y1)) = (loads(&x), loads(&y));
+        let p0 = (n * vectors) as f64 + x0 + y0;
+        Some(p0.max(x1 + y1))
     };
     let mut best = (None, 1, step(None, 1)? / vectors as f64);
     for &l in parallel
@@ -288,6 +298,7 @@ pub(super) fn plan(
     }
     let (rows_loop, rows, _) = best;
     let factors = [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)];
+    let target_aligned = aligned(0, &ti);
     let holds = |i: usize| s.buffers[i].elements() >= lanes;
     let short_vectors = coalesced.is_none() && holds(0) && factors.iter().all(|f| !f.along_lanes || holds(f.access));
     let outer = parallel
@@ -305,6 +316,7 @@ pub(super) fn plan(
         fixed,
         unrolled,
         factors,
+        target_aligned,
         lanes,
         vectors,
         rows,
@@ -318,6 +330,31 @@ pub(super) fn plan(
         return None;
     }
     Some(plan)
+}
+
+/// Whether every whole vector a block of whole vectors loads or stores through access `i` of
+/// kernel `k` (with subscripts `sub`: loops and coefficients) under schedule `s` starts at an
+/// index, counted from its buffer's half, that is a multiple of the `lanes` (its address is
+/// then a multiple of a vector's bytes: each buffer and half starts at a multiple of
+/// [`LDM_BUFFER_ALIGN`]). It does when:
+/// - the last subscript moves by one along the lanes loop and by no other loop whose tiles have
+///   several points: the box's last dimension then spans the lanes loop's tile, and a block's
+///   vectors start at the tile's first point and every `lanes` points after it;
+/// - every tile's extent along the lanes loop is a multiple of the lanes (so is each
+///   dimension's distance between elements but the last's, a product of extents that includes
+///   the last's, and no tail vector runs).
+fn aligned(k: &Kernel, s: &Schedule, i: usize, sub: &[Vec<(usize, i64)>], lanes_loop: usize, lanes: usize) -> bool {
+    let vector_bytes = lanes * DType::F32.size_bytes();
+    let buffer = &s.buffers[i];
+    let last_moves_by_lanes = sub
+        .last()
+        .is_some_and(|d| d.contains(&(lanes_loop, 1)) && d.iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1));
+    let whole_tiles =
+        super::extent_values(k, s, lanes_loop).is_some_and(|ns| !ns.is_empty() && ns.iter().all(|&n| n % lanes == 0));
+    LDM_BUFFER_ALIGN % vector_bytes == 0
+        && (buffer.capacity() * buffer.elem_bytes) % vector_bytes == 0
+        && last_moves_by_lanes
+        && whole_tiles
 }
 
 /// Which parts of plan `p`'s nest run under schedule `s` of kernel `k`, from the values the
@@ -531,6 +568,29 @@ pub(super) const VSTORE: Ops = Ops {
 };
 /// A load of one element into every lane (`simd_loade`): one LDM load.
 pub(super) const VBROADCAST: Ops = Ops { load: 1, ..Ops::ZERO };
+/// An aligned vector load (`simd_load`): one LDM load, one a cycle on P1 (timing.md: one
+/// 32-byte vector load per cycle on P1).
+pub(super) const VLOAD_ALIGNED: Ops = Ops { load: 1, ..Ops::ZERO };
+/// An aligned vector store (`simd_store`): one LDM store.
+pub(super) const VSTORE_ALIGNED: Ops = Ops { store: 1, ..Ops::ZERO };
+
+/// A vector load, aligned or not.
+fn vload(aligned: bool) -> Ops {
+    if aligned {
+        VLOAD_ALIGNED
+    } else {
+        VLOAD
+    }
+}
+
+/// A vector store, aligned or not.
+fn vstore(aligned: bool) -> Ops {
+    if aligned {
+        VSTORE_ALIGNED
+    } else {
+        VSTORE
+    }
+}
 
 impl Gen<'_> {
     /// The vector code of the compute nest, with its charges.
@@ -867,12 +927,14 @@ impl Gen<'_> {
             Width::Tail | Width::Head => 1,
             Width::Lane => 0,
         };
+        let whole = matches!(width, Width::Vectors(_));
         for i in 0..rows {
             for j in 0..vectors {
                 out.push(Stmt::VLoad {
                     reg: v.acc[i][j],
                     place: self.at(0, v.target[i], j * p.lanes),
                     broadcast: false,
+                    aligned: whole && p.target_aligned,
                 });
             }
         }
@@ -903,6 +965,7 @@ impl Gen<'_> {
                 out.push(Stmt::VStore {
                     reg: v.acc[i][j],
                     place: self.at(0, v.target[i], j * p.lanes),
+                    aligned: whole && p.target_aligned,
                 });
             }
         }
@@ -970,6 +1033,7 @@ impl Gen<'_> {
                                 reg: v.loaded[x][i][j],
                                 place: self.at(fac.access, v.walk[x][i][depth], j * p.lanes),
                                 broadcast: !fac.along_lanes,
+                                aligned: fac.aligned && matches!(width, Width::Vectors(_)),
                             });
                         }
                     }
@@ -1134,27 +1198,37 @@ impl Gen<'_> {
             };
             charge(out, flops, blocks.clone() * points.clone() * kept);
         }
-        // The reduction loops' control: every level's iterations, the innermost's with the
-        // step.
+        // The reduction loops' control: every level's iterations. The innermost loop's body
+        // is straight-line code (its steps, written out or not, its indices' bumps and its
+        // control), so it is charged as one stretch: its integer work issues beside the
+        // multiply-adds.
         let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
         let levels = p.reduce.len();
-        for j in 0..levels {
-            let iterations = Int::product(p.reduce[..=j].iter().map(|&l| self.extent(l)).collect());
-            if let Some(n) = p.unrolled.filter(|_| j + 1 == levels) {
-                // Written out: the bumps between its steps.
-                let enclosing = Int::product(p.reduce[..j].iter().map(|&l| self.extent(l)).collect());
-                charge(out, int(streams * (n as u32 - 1)), blocks.clone() * enclosing);
-                continue;
-            }
+        let step = self.step_ops(v, rows, width);
+        let iterations = |j: usize| Int::product(p.reduce[..j].iter().map(|&l| self.extent(l)).collect());
+        // The levels run as loops, and the steps (with their bumps) the innermost one's body
+        // holds.
+        let (loops, body) = match p.unrolled {
+            Some(n) => (levels - 1, step * n as u32 + int(streams * (n as u32 - 1))),
+            None => (levels, step),
+        };
+        for j in 0..loops {
             // The inner loop's start and its indices' copies (no start for one written out).
             let inner = match j + 1 < levels {
                 true if p.unrolled.is_some() && j + 2 == levels => int(streams),
                 true => int(1 + streams),
                 false => Ops::default(),
             };
-            charge(out, LOOP + int(streams) + inner, blocks.clone() * iterations);
+            let own = LOOP + int(streams) + inner;
+            match j + 1 == loops {
+                true => charge(out, own + body, blocks.clone() * iterations(j + 1)),
+                false => charge(out, own, blocks.clone() * iterations(j + 1)),
+            }
         }
-        charge(out, self.step_ops(v, rows, width), blocks * points);
+        if loops == 0 {
+            // Steps written out with no loop around them: each block runs them once.
+            charge(out, body, blocks);
+        }
     }
 
     /// A block's start ([`Self::block_indices`]): its subscripts and stream indices.
@@ -1186,7 +1260,7 @@ impl Gen<'_> {
                 let n = n as u32;
                 // The accumulators' loads and stores, with the offset of every vector but a
                 // row's first.
-                ops += (VLOAD + VSTORE) * (r * n) + int(2 * r * (n - 1));
+                ops += (vload(p.target_aligned) + vstore(p.target_aligned)) * (r * n) + int(2 * r * (n - 1));
             }
             // One accumulator per row, loaded, and stored whole to the local array.
             Width::Tail | Width::Head => ops += (VLOAD + VSTORE) * r,
@@ -1213,8 +1287,9 @@ impl Gen<'_> {
                 let n = if let Width::Vectors(n) = width { n as u32 } else { 1 };
                 for fac in &p.factors {
                     let s = fac.streams(rows) as u32;
+                    let aligned = fac.aligned && matches!(width, Width::Vectors(_));
                     ops += match fac.along_lanes {
-                        true => VLOAD * (s * n) + int(s * (n - 1)),
+                        true => vload(aligned) * (s * n) + int(s * (n - 1)),
                         false => VBROADCAST * s,
                     };
                 }

@@ -53,7 +53,26 @@ impl Lower<'_, '_> {
         self.b.ins().iadd(base, off)
     }
 
-    pub(super) fn vload(&mut self, reg: VReg, place: &Place, broadcast: bool) {
+    /// With `aligned`, checks the promise of [`crate::cpe::Stmt::VLoad`]: the address of the
+    /// first lane, counted from the LDM's start (where every buffer and half starts aligned),
+    /// is a multiple of a vector's bytes.
+    fn check_aligned(&mut self, at: Val, p: &Place) {
+        let Place::Ldm { buf, .. } = p else {
+            unreachable!("vector statements access LDM places")
+        };
+        let bytes = self.f.lanes as i64 * types::F32.bytes() as i64;
+        let message = format!(
+            "an aligned vector access to LDM buffer '{}' at an element not a multiple of {} lanes",
+            self.f.buf(*buf).name,
+            self.f.lanes
+        );
+        let offset = self.b.ins().isub(at, self.ldm);
+        let rest = self.b.ins().band_imm_s(offset, bytes - 1);
+        let misaligned = self.b.ins().icmp_imm_s(IntCC::NotEqual, rest, 0);
+        self.fail_if(misaligned, &message);
+    }
+
+    pub(super) fn vload(&mut self, reg: VReg, place: &Place, broadcast: bool, aligned: bool) {
         let parts = self.vregs[reg.0 as usize].clone();
         if broadcast {
             let at = self.lanes_addr(place, 1);
@@ -65,15 +84,21 @@ impl Lower<'_, '_> {
             return;
         }
         let at = self.lanes_addr(place, self.f.lanes as i64);
+        if aligned {
+            self.check_aligned(at, place);
+        }
         for (c, var) in parts.into_iter().enumerate() {
             let x = self.b.ins().load(types::F32X4, vector_flags(), at, (16 * c) as i32);
             self.b.def_var(var, x);
         }
     }
 
-    pub(super) fn vstore(&mut self, reg: VReg, place: &Place) {
+    pub(super) fn vstore(&mut self, reg: VReg, place: &Place, aligned: bool) {
         let parts = self.vregs[reg.0 as usize].clone();
         let at = self.lanes_addr(place, self.f.lanes as i64);
+        if aligned {
+            self.check_aligned(at, place);
+        }
         for (c, var) in parts.into_iter().enumerate() {
             let x = self.b.use_var(var);
             self.b.ins().store(vector_flags(), x, at, (16 * c) as i32);
