@@ -113,7 +113,19 @@ pub const DMA_SPREAD_ROW_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// Per moved element (`swflow_move_up`).
+/// Per moved vector of f32 elements (`swflow_move_up` on a machine with vectors): an
+/// unaligned load and store ([`crate::cpe`]'s `simd_loadu`, `simd_storeu`: two LDM accesses
+/// and a merge each), the loop's control and the two addresses.
+pub const DMA_MOVE_VECTOR_OPS: Ops = Ops {
+    load: 2,
+    store: 2,
+    fp: 2,
+    integer: 4,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per moved element (`swflow_move_up`, after its vectors).
 pub const DMA_MOVE_OPS: Ops = Ops {
     load: 1,
     store: 1,
@@ -380,7 +392,10 @@ mod tests {
             charges("swflow_pad_row(char", 1),
             expect(&[(&DMA_PAD_FILL_OPS, "to - from")])
         );
-        assert_eq!(charges("swflow_move_up(char", 1), expect(&[(&DMA_MOVE_OPS, "n")]));
+        assert_eq!(
+            charges("swflow_move_up(char", 2),
+            expect(&[(&DMA_MOVE_VECTOR_OPS, "n / SWFLOW_F32_LANES"), (&DMA_MOVE_OPS, "n")])
+        );
         assert_eq!(charges("swflow_clip(int", 1), expect(&[(&DMA_PAD_SETUP_OPS, "rank")]));
         assert_eq!(
             charges("swflow_clip_packed(int", 1),

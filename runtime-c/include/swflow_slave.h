@@ -10,6 +10,16 @@
 #include <math.h>
 #include <stdint.h>
 
+/* SWFLOW_F32_LANES: the f32 lanes of the machine's vectors (1 without). */
+#include "swflow_machine.h"
+#include <simd.h>
+
+#if SWFLOW_F32_LANES == 8
+typedef floatv8 swflow_f32v_t;
+#elif SWFLOW_F32_LANES == 4
+typedef floatv4 swflow_f32v_t;
+#endif
+
 #ifdef SWFLOW_EMULATOR
 #include "swflow_emu.h"
 #else
@@ -238,10 +248,24 @@ static inline void swflow_pad_row(char *row, long from, long to, long elem, cons
             row[i] = *(const char *)pad;
 }
 
-/* Moves `n` elements of `elem` bytes from `from` up to `to` (to >= from; they may overlap). */
+/* Moves `n` elements of `elem` bytes from `from` up to `to` (to >= from; they may overlap),
+ * last first: on a machine with vectors, f32 elements a vector at a time (unaligned loads and
+ * stores) while a whole vector is left, then one at a time. */
 static inline void swflow_move_up(char *to, const char *from, long n, long elem)
 {
     long i;
+#if SWFLOW_F32_LANES > 1
+    if (elem == 4) {
+        /* Per vector: its load and store, the loop's control and the two addresses. */
+        SWFLOW_CHARGE(n / SWFLOW_F32_LANES, .fp = 2, .load = 2, .store = 2, .integer = 4, .branch = 1);
+        for (i = n - SWFLOW_F32_LANES; i >= n % SWFLOW_F32_LANES; i -= SWFLOW_F32_LANES) {
+            swflow_f32v_t v;
+            simd_loadu(v, (const float *)from + i);
+            simd_storeu(v, (float *)to + i);
+        }
+        n %= SWFLOW_F32_LANES;
+    }
+#endif
     SWFLOW_CHARGE(n, .load = 1, .store = 1, .integer = 2, .branch = 1);
     if (elem == 8)
         for (i = n - 1; i >= 0; i--)

@@ -191,10 +191,19 @@ fn dma_classes_from_c_reach_the_tape_counters_and_the_stack_check() {
          SWFLOW_DMA_CLASS(SWFLOW_DMA_TAPE);\n    SWFLOW_DMA_CLASS(SWFLOW_DMA_DATA);\n}\n",
     )
     .unwrap();
-    for (sdk, api) in [("sw26010", None), ("sw26010pro", Some("-DSWFLOW_CRTS"))] {
+    for (target, api) in [(Target::sw26010(), None), (Target::sw26010pro(), Some("-DSWFLOW_CRTS"))] {
+        let sdk = &target.name;
+        let machine = dir.join(sdk);
+        std::fs::create_dir_all(&machine).unwrap();
+        std::fs::write(
+            machine.join("swflow_machine.h"),
+            swflow_codegen::machine_header(&target),
+        )
+        .unwrap();
         let out = Command::new("gcc")
             .args(["-std=c99", "-fsyntax-only", "-Wall", "-Wextra", "-Werror"])
             .args(api)
+            .arg(format!("-I{}", machine.display()))
             .arg(format!("-I{}", root.join("runtime-c/include").display()))
             .arg(format!("-I{}", root.join("runtime-c/sdk").join(sdk).display()))
             .arg(&check)

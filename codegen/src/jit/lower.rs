@@ -444,7 +444,8 @@ impl<'f> Lower<'f, '_> {
         let extent = self.spill_row(d.extent, &d.row, rank);
         let rank = self.b.ins().iconst(I64, rank as i64);
         let pad = self.b.ins().iconst(I64, scalar_bits(d.pad));
-        let status = self.call(Callee::PadBox, &[ldm, rank, shape, start, extent, elem, pad])[0];
+        let lanes = self.b.ins().iconst(I64, self.f.lanes as i64);
+        let status = self.call(Callee::PadBox, &[ldm, rank, shape, start, extent, elem, pad, lanes])[0];
         let failed = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, status, 0);
         self.stop_if(failed);
     }

@@ -13,8 +13,8 @@ use swflow_scheduler::schedule::clip::{box_transfers, Clipped, Transfer};
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
-    DMA_MOVE_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS,
-    DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
+    DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS,
+    DMA_PAD_SETUP_OPS, DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
 };
 
 /// A function compiled code calls.
@@ -139,7 +139,7 @@ impl Callee {
             Callee::CpeId => (&[], &[I64]),
             Callee::DmaBox => (&[I32, I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
             Callee::DmaBoxPadded => (&[I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
-            Callee::PadBox => (&[I64, I64, I64, I64, I64, I64, I64], &[I64]),
+            Callee::PadBox => (&[I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
             Callee::PowI64 => (&[I64, I64], &[I64]),
             Callee::RegSend | Callee::RegRecv => (&[I32, I64, I64], &[I32]),
             Callee::Libm(_, true, 1) => (&[F32], &[F32]),
@@ -381,7 +381,9 @@ pub unsafe extern "C" fn swflow_jit_dma_box_padded(
 }
 
 /// runtime-c's `swflow_pad_box`, charging the same operations in the same order; `pad`
-/// holds the pad value's bits in its low `elem` bytes. 0, or -1 after a violation.
+/// holds the pad value's bits in its low `elem` bytes, and `lanes` is the machine's f32
+/// vector lanes (`SWFLOW_F32_LANES`: rows of f32 move a vector at a time where it has more
+/// than one). 0, or -1 after a violation.
 ///
 /// # Safety
 /// `shape`, `start` and `extent` point to `rank` readable values, and `ldm` to a buffer of
@@ -394,6 +396,7 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
     extent: *const i64,
     elem: i64,
     pad: i64,
+    lanes: i64,
 ) -> i64 {
     let (tensor, boxed, clipped) = guarded_box(rank, shape, start, extent);
     let n = tensor.len();
@@ -410,8 +413,16 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
         if !charge(&DMA_PACK_FIRST_OPS, n) || !charge(&DMA_SPREAD_SETUP_OPS, n) {
             return -1;
         }
+        let vectors = if elem == 4 && lanes > 1 { lanes as usize } else { 0 };
         for m in c.moves(&boxed) {
-            if !charge(&DMA_SPREAD_ROW_OPS, n) || !charge(&DMA_MOVE_OPS, m.len) {
+            let (whole, singles) = match vectors {
+                0 => (0, m.len),
+                l => (m.len / l, m.len % l),
+            };
+            let charged = charge(&DMA_SPREAD_ROW_OPS, n)
+                && (vectors == 0 || charge(&DMA_MOVE_VECTOR_OPS, whole))
+                && charge(&DMA_MOVE_OPS, singles);
+            if !charged {
                 return -1;
             }
             std::ptr::copy(at(m.from), at(m.to), m.len * elem);
