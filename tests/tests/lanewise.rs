@@ -3,7 +3,7 @@
 //! for bit, through the JIT and the generated C, and the operations it is charged with are
 //! those it executes.
 
-use swflow_codegen::cpe::{Func, Place, Stmt, Value};
+use swflow_codegen::cpe::{fused_product, Func, Place, Stmt, Value};
 use swflow_codegen::jit;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{parse, BinaryOp, Graph, Tensor, UnaryOp};
@@ -14,8 +14,9 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, seeded
 
 /// Maps with broadcast operands and constants (a normalisation, ReLU, a division, a minimum)
 /// and folds: a 3x3 stride-2 maximum pool with padding (strided loads), an average pool (a
-/// sum, then its scalar epilogue) and a maximum along a middle axis. Rows of 30, 17 and 9
-/// points leave single lanes after the vectors on both targets.
+/// sum, then its epilogue's division) and a maximum along a middle axis; and a convolution
+/// whose epilogue adds a bias and applies ReLU. Rows of 30, 17, 9 and 22 points leave single
+/// lanes after the vectors on both targets.
 const MODEL: &str = r#"graph "lanewise" {
   %x: f32[2,5,9,30] = input
   %s: f32[5,1,1] = input
@@ -31,11 +32,18 @@ const MODEL: &str = r#"graph "lanewise" {
   %w: f32[64,6,40] = input
   %d: f32[64,6,40] = div(%z, %w)
   %n: f32[64,6,40] = min(%d, %z)
+  %cx: f32[1,4,6,22] = input
+  %cw: f32[6,4,3,3] = input
+  %cb: f32[1,6,1,1] = input
+  %cy: f32[1,6,6,22] = conv(%cx, %cw) {strides=[1,1], dilations=[1,1], pads=[1,1,1,1], groups=1}
+  %ca: f32[1,6,6,22] = add(%cy, %cb)
+  %cr: f32[1,6,6,22] = relu(%ca)
   output "r" = %r
   output "p" = %p
   output "v" = %v
   output "y" = %y
   output "n" = %n
+  output "cr" = %cr
 }"#;
 
 fn model() -> Graph {
@@ -79,8 +87,9 @@ fn vectors_compute_what_scalars_compute() {
         .run(&p, &target, &inputs)
         .unwrap();
         // The normalisation with its ReLU, the maximum pool, the average pool's sum and its
-        // division, the reduction, and the division with its minimum.
-        assert_eq!(vectorised, 6, "{}: lane-wise kernels", target.name);
+        // division, the reduction, the division with its minimum, and the convolution's
+        // epilogue.
+        assert_eq!(vectorised, 7, "{}: lane-wise kernels", target.name);
         let plain = scalar(&target);
         let ps = swflow_scheduler::pipeline::compile(&g, &plain).unwrap();
         let scalar_run = jit::compile(&ps, &plain).unwrap().run(&ps, &plain, &inputs).unwrap();
@@ -160,6 +169,8 @@ fn issued(s: &Stmt, lanes: u32) -> u32 {
             _ => 1,
         },
         Stmt::Store { value, .. } => value_fp(value),
+        // A sum of a product: one fused multiply-add.
+        Stmt::Fold { kind, dtype, value, .. } if fused_product(*kind, *dtype, value).is_some() => 1,
         Stmt::Fold { kind, value, .. } => {
             value_fp(value)
                 + match kind {

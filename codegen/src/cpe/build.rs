@@ -177,6 +177,8 @@ struct Gen<'a> {
     /// or else lane-wise maps and folds.
     vector: Option<vector::Vars>,
     lanewise: Option<lanewise::Vars>,
+    /// The epilogue's lane-wise vector code, when it has one.
+    epilogue: Option<lanewise::Vars>,
     /// Per loop of a grid partition: the variables holding the start and the length of this
     /// CPE's block along it.
     block: Vec<Option<(Var, Var)>>,
@@ -499,9 +501,14 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
         }),
     };
+    let epilogue = lanewise::plan_epilogue(p, k, s, lanes, &buffered, &streamed).map(|plan| {
+        let prefix = scope.fresh("vx", "v_");
+        lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
+    });
     let g = Gen {
         vector,
         lanewise,
+        epilogue,
         block,
         seg_r,
         tile_r,
@@ -1665,10 +1672,16 @@ impl Gen<'_> {
                 value: reduced,
             });
         }
-        stmts.push(Stmt::Store { place: target, value });
+        let store = Stmt::Store { place: target, value };
         let mut body = vec![Stmt::Comment("The epilogue, on the reduced values.".into())];
-        self.charge_nest(&mut body, &parallel, ops);
-        body.extend(self.point_loops(&parallel, stmts));
+        match &self.epilogue {
+            Some(v) => self.lanewise_nest(&mut body, v, store, ops),
+            None => {
+                stmts.push(store);
+                self.charge_nest(&mut body, &parallel, ops);
+                body.extend(self.point_loops(&parallel, stmts));
+            }
+        }
         self.at_last_tiles(out, &self.s.order, body);
     }
 

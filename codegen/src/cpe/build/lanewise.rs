@@ -1,7 +1,8 @@
 //! Vector code for lane-wise kernels: every target element takes its own value (an
 //! elementwise map) or folds its own values over the reduction loops (pooling, a sum or a
 //! maximum along another axis). Sums of products, which register blocking serves better,
-//! are [`super::vector`]'s.
+//! are [`super::vector`]'s; their epilogues (and any reduction's) run here as maps over the
+//! target's tile ([`plan_epilogue`]).
 //!
 //! The lanes are the loop of the target's last subscript. Every load moves along it by a
 //! fixed number of elements in the last dimension of its tile: one (a vector load), none (a
@@ -138,9 +139,75 @@ pub(super) fn plan(
             _ => return None,
         },
     };
+    let of_kind = |kind: LoopKind| (0..k.loops.len()).filter(move |&l| k.loops[l].kind == kind);
+    finish(
+        k,
+        s,
+        lanes,
+        &all,
+        &f32_tile,
+        lanes_loop,
+        nodes,
+        fold,
+        of_kind(LoopKind::Reduce).collect(),
+    )
+}
+
+/// The plan for the epilogue of kernel `k` (a reduction's, run on each target element once
+/// every point has folded into it: see [`swflow_scheduler::loops::Stmt`]) under schedule `s`,
+/// as a lane-wise map over the target's tile that reads each element's reduced value (`acc`)
+/// where it is and stores the epilogue's value in its place; on the same conditions as
+/// [`plan`]'s maps. A kernel that keeps its reduced value elsewhere keeps the scalar
+/// epilogue.
+pub(super) fn plan_epilogue(
+    p: &Program,
+    k: &Kernel,
+    s: &Schedule,
+    lanes: usize,
+    buffered: &[bool],
+    streamed: &[bool],
+) -> Option<Plan> {
+    let epilogue = k.stmt.epilogue.as_ref()?;
+    if lanes < 2 || k.stmt.keep.is_some() || !k.target_is_dense() {
+        return None;
+    }
+    let all = swflow_scheduler::schedule::accesses(k);
+    let tensor = |i: usize| k.operands[all[i].operand];
+    let f32_tile = |i: usize| buffered[i] && !streamed[i] && p.tensor(tensor(i)).ty.dtype == DType::F32;
+    if !f32_tile(0) {
+        return None;
+    }
+    let lanes_loop = match k.stmt.target.index.last()? {
+        Index::Affine(x) if x.terms.len() == 1 && x.terms[0].1 == 1 => x.terms[0].0,
+        _ => return None,
+    };
+    if k.loops[lanes_loop].kind != LoopKind::Parallel || s.tiles[lanes_loop] < lanes {
+        return None;
+    }
+    let mut nodes = Vec::new();
+    add_nodes(epilogue, &all, &mut nodes)?;
+    finish(k, s, lanes, &all, &f32_tile, lanes_loop, nodes, Fold::Store, Vec::new())
+}
+
+/// The plan from its nodes, once each load's step along the lanes is known (a load of the
+/// target tensor only as the epilogue's `acc`, access 0), and the widest block that fits the
+/// registers.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    k: &Kernel,
+    s: &Schedule,
+    lanes: usize,
+    all: &[&Access],
+    f32_tile: &dyn Fn(usize) -> bool,
+    lanes_loop: usize,
+    mut nodes: Vec<Node>,
+    fold: Fold,
+    reduce: Vec<usize>,
+) -> Option<Plan> {
+    let tensor = |i: usize| k.operands[all[i].operand];
     for node in &mut nodes {
         if let Node::Load { access, stride } = node {
-            if !f32_tile(*access) || tensor(*access) == tensor(0) {
+            if !f32_tile(*access) || (*access != 0 && tensor(*access) == tensor(0)) {
                 return None;
             }
             *stride = lane_stride(all[*access], lanes_loop)?;
@@ -155,11 +222,13 @@ pub(super) fn plan(
         .map(|e| 1 << e)
         .filter(|&v| v <= widest && fits(v))
         .max()?;
-    let of_kind = |kind: LoopKind| (0..k.loops.len()).filter(move |&l| k.loops[l].kind == kind);
+    let outer = (0..k.loops.len())
+        .filter(|&l| k.loops[l].kind == LoopKind::Parallel && l != lanes_loop)
+        .collect();
     Some(Plan {
         lanes_loop,
-        outer: of_kind(LoopKind::Parallel).filter(|&l| l != lanes_loop).collect(),
-        reduce: of_kind(LoopKind::Reduce).collect(),
+        outer,
+        reduce,
         nodes,
         fold,
         lanes,
@@ -168,13 +237,14 @@ pub(super) fn plan(
 }
 
 /// Appends the nodes of `e` (operands first) and returns the index of its value's node, when
-/// every operation has a vector form.
+/// every operation has a vector form. An epilogue's `acc` is the target's element (access 0).
 fn add_nodes(e: &Expr, all: &[&Access], nodes: &mut Vec<Node>) -> Option<usize> {
     let node = match e {
         Expr::Load(a) => Node::Load {
             access: all.iter().position(|x| std::ptr::eq(*x, a))?,
             stride: 0,
         },
+        Expr::Acc => Node::Load { access: 0, stride: 0 },
         Expr::Const(Scalar::F32(c)) => Node::Const(*c),
         Expr::Unary(UnaryOp::Relu, a) => {
             let a = add_nodes(a, all, nodes)?;
