@@ -86,8 +86,8 @@ pub const DMA_PACK_CHECK_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// `swflow_pad_box` with packed rows: once, per dimension (pitches, the row count and the
-/// last row's index).
+/// `swflow_pad_box` with packed rows: once, per dimension (pitches, the plane count and the
+/// last plane's index).
 pub const DMA_SPREAD_SETUP_OPS: Ops = Ops {
     load: 3,
     store: 2,
@@ -104,12 +104,20 @@ pub const DMA_PACK_FIRST_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// Per moved row, per dimension (its place and the next row's index).
-pub const DMA_SPREAD_ROW_OPS: Ops = Ops {
+/// Per plane of moved rows (the rows of one index of every dimension but the last two), per
+/// dimension (its first row's place and the next plane's index).
+pub const DMA_SPREAD_PLANE_OPS: Ops = Ops {
     load: 3,
     store: 1,
     integer: 4,
     branch: 2,
+    ..Ops::ZERO
+};
+
+/// Per moved row (the loop's control and both places from the row after).
+pub const DMA_SPREAD_ROW_OPS: Ops = Ops {
+    integer: 5,
+    branch: 1,
     ..Ops::ZERO
 };
 
@@ -134,10 +142,19 @@ pub const DMA_MOVE_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// Per row of a clipped box's LDM buffer, for each dimension (whether the row is inside).
-pub const DMA_PAD_ROW_OPS: Ops = Ops {
+/// Per plane of a clipped box's LDM buffer, for each dimension (whether the plane is inside,
+/// and the next plane's index).
+pub const DMA_PAD_PLANE_OPS: Ops = Ops {
     load: 3,
     integer: 5,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// Per row of a clipped box's LDM buffer (the loop's control, its place and whether it is
+/// inside).
+pub const DMA_PAD_ROW_OPS: Ops = Ops {
+    integer: 8,
     branch: 2,
     ..Ops::ZERO
 };
@@ -414,11 +431,13 @@ mod tests {
             ])
         );
         assert_eq!(
-            charges("swflow_pad_box(void", 3),
+            charges("swflow_pad_box(void", 5),
             expect(&[
                 (&DMA_SPREAD_SETUP_OPS, "rank"),
-                (&DMA_SPREAD_ROW_OPS, "rank"),
-                (&DMA_PAD_ROW_OPS, "rank")
+                (&DMA_SPREAD_PLANE_OPS, "rank"),
+                (&DMA_SPREAD_ROW_OPS, "rows - end"),
+                (&DMA_PAD_PLANE_OPS, "rank"),
+                (&DMA_PAD_ROW_OPS, "rows")
             ])
         );
     }

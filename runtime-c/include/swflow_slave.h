@@ -404,61 +404,83 @@ static inline int swflow_dma_box_padded(void *ldm, char *main, int rank, const l
  * packed rows to their places (last first: each row's place is at or after its packed
  * position, so no row is overwritten before it moves), then sets every element outside the
  * clipped box to the value at `pad`: each LDM row whole when it lies outside, else its two
- * ends. */
+ * ends. Both walk the rows in planes (the rows of one index of every dimension but the last
+ * two), finding a plane's first row from its index and each row of it from the one before. */
 static inline void swflow_pad_box(void *ldm, int rank, const long *shape, const long *start, const long *extent,
                                   long elem, const void *pad)
 {
     long lo[SWFLOW_MAX_RANK], at[SWFLOW_MAX_RANK], sub[SWFLOW_MAX_RANK], index[SWFLOW_MAX_RANK];
     long lpitch[SWFLOW_MAX_RANK];
-    long rows = 1, r, k, width, first, to, n;
-    int j, inside;
-    char *dst = (char *)ldm;
+    long planes = 1, rows, r, k, width, first, n, plane, end;
+    int j, outside, inner;
+    char *dst = (char *)ldm, *to, *from;
     if (!swflow_clip(rank, shape, start, extent, lo, at, sub))
         return;
     width = extent[rank - 1];
+    /* The dimension of a plane's rows (none for a rank-1 box: one plane of one row). */
+    inner = rank - 2;
     if (sub[0] != 0 && swflow_clip_packed(rank, extent, sub)) {
         n = sub[rank - 1];
         first = swflow_clip_first(rank, extent, at, elem);
         for (j = rank - 1; j >= 0; j--)
             lpitch[j] = j == rank - 1 ? elem : lpitch[j + 1] * extent[j + 1];
-        for (j = 0; j < rank - 1; j++) {
-            rows *= sub[j];
+        for (j = 0; j < inner; j++) {
+            planes *= sub[j];
             index[j] = sub[j] - 1;
         }
-        /* Per dimension: the pitches, the row count and the last row's index. */
+        rows = sub[inner];
+        /* Per dimension: the pitches, the plane count and the last plane's index. */
         SWFLOW_CHARGE(rank, .load = 3, .store = 2, .integer = 4, .branch = 2);
-        for (k = rows - 1; k > 0; k--) {
-            to = first;
-            for (j = 0; j < rank - 1; j++)
-                to += index[j] * lpitch[j];
-            /* Row k's place and the previous row's index (per dimension). */
+        k = planes * rows - 1;
+        for (plane = planes - 1; plane >= 0; plane--) {
+            /* The plane's first row's place and the previous plane's index (per dimension). */
             SWFLOW_CHARGE(rank, .load = 3, .store = 1, .integer = 4, .branch = 2);
-            swflow_move_up(dst + to, dst + first + k * n * elem, n, elem);
-            for (j = rank - 2; j >= 0; j--) {
+            to = dst + first;
+            for (j = 0; j < inner; j++)
+                to += index[j] * lpitch[j];
+            to += (rows - 1) * lpitch[inner];
+            from = dst + first + k * n * elem;
+            end = plane == 0 ? 1 : 0;
+            /* Per row: the loop's control and both places from the row after. */
+            SWFLOW_CHARGE(rows - end, .integer = 5, .branch = 1);
+            for (r = rows - 1; r >= end; r--) {
+                swflow_move_up(to, from, n, elem);
+                to -= lpitch[inner];
+                from -= n * elem;
+            }
+            k -= rows;
+            for (j = inner - 1; j >= 0; j--) {
                 if (--index[j] >= 0)
                     break;
                 index[j] = sub[j] - 1;
             }
         }
-        rows = 1;
+        planes = 1;
     }
-    for (j = 0; j < rank - 1; j++) {
-        rows *= extent[j];
+    for (j = 0; j < inner; j++) {
+        planes *= extent[j];
         index[j] = 0;
     }
-    for (r = 0; r < rows; r++) {
+    rows = inner >= 0 ? extent[inner] : 1;
+    for (plane = 0; plane < planes; plane++) {
+        /* Whether the plane lies outside, and the next plane's index (per dimension). */
         SWFLOW_CHARGE(rank, .load = 3, .integer = 5, .branch = 2);
-        inside = sub[0] != 0;
-        for (j = 0; j < rank - 1; j++)
+        outside = sub[0] == 0;
+        for (j = 0; j < inner; j++)
             if (index[j] < at[j] || index[j] >= at[j] + sub[j])
-                inside = 0;
-        if (inside) {
-            swflow_pad_row(dst + r * width * elem, 0, at[rank - 1], elem, pad);
-            swflow_pad_row(dst + r * width * elem, at[rank - 1] + sub[rank - 1], width, elem, pad);
-        } else {
-            swflow_pad_row(dst + r * width * elem, 0, width, elem, pad);
+                outside = 1;
+        /* Per row: the loop's control, its place and whether it lies outside. */
+        SWFLOW_CHARGE(rows, .integer = 8, .branch = 2);
+        for (r = 0; r < rows; r++) {
+            to = dst + (plane * rows + r) * width * elem;
+            if (outside || (inner >= 0 && (r < at[inner] || r >= at[inner] + sub[inner]))) {
+                swflow_pad_row(to, 0, width, elem, pad);
+            } else {
+                swflow_pad_row(to, 0, at[rank - 1], elem, pad);
+                swflow_pad_row(to, at[rank - 1] + sub[rank - 1], width, elem, pad);
+            }
         }
-        for (j = rank - 2; j >= 0; j--) {
+        for (j = inner - 1; j >= 0; j--) {
             if (++index[j] < extent[j])
                 break;
             index[j] = 0;

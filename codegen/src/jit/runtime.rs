@@ -13,8 +13,8 @@ use swflow_scheduler::schedule::clip::{box_transfers, Clipped, Transfer};
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
-    DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS,
-    DMA_PAD_SETUP_OPS, DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
+    DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS, DMA_PAD_PLANE_OPS,
+    DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS, DMA_SPREAD_PLANE_OPS, DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
 };
 
 /// A function compiled code calls.
@@ -409,19 +409,27 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
     if !c.is_empty() && !charge(&DMA_PACK_CHECK_OPS, n) {
         return -1;
     }
+    // Rows come in planes: the rows of one index of every dimension but the last two.
+    let rows_of = |extents: &[usize]| if n >= 2 { extents[n - 2] } else { 1 };
+    let planes_of = |extents: &[usize]| -> usize { extents[..n.saturating_sub(2)].iter().product() };
     if c.packed {
         if !charge(&DMA_PACK_FIRST_OPS, n) || !charge(&DMA_SPREAD_SETUP_OPS, n) {
             return -1;
         }
         let vectors = if elem == 4 && lanes > 1 { lanes as usize } else { 0 };
+        let (rows, planes) = (rows_of(&c.extent), planes_of(&c.extent));
+        for plane in (0..planes).rev() {
+            let moved = rows - usize::from(plane == 0);
+            if !charge(&DMA_SPREAD_PLANE_OPS, n) || !charge(&DMA_SPREAD_ROW_OPS, moved) {
+                return -1;
+            }
+        }
         for m in c.moves(&boxed) {
             let (whole, singles) = match vectors {
                 0 => (0, m.len),
                 l => (m.len / l, m.len % l),
             };
-            let charged = charge(&DMA_SPREAD_ROW_OPS, n)
-                && (vectors == 0 || charge(&DMA_MOVE_VECTOR_OPS, whole))
-                && charge(&DMA_MOVE_OPS, singles);
+            let charged = (vectors == 0 || charge(&DMA_MOVE_VECTOR_OPS, whole)) && charge(&DMA_MOVE_OPS, singles);
             if !charged {
                 return -1;
             }
@@ -439,22 +447,27 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
         }
         true
     };
-    let outer = n - 1;
-    let rows: usize = boxed[..outer].iter().product();
+    let outer = n.saturating_sub(2);
+    let (rows, planes) = (rows_of(&boxed), planes_of(&boxed));
     let mut index = vec![0usize; outer];
-    for row in 0..rows {
-        if !charge(&DMA_PAD_ROW_OPS, n) {
+    let within = |j: usize, i: usize| i >= c.at[j] && i < c.at[j] + c.extent[j];
+    for plane in 0..planes {
+        if !charge(&DMA_PAD_PLANE_OPS, n) || !charge(&DMA_PAD_ROW_OPS, rows) {
             return -1;
         }
-        let inside = !c.is_empty() && (0..outer).all(|j| index[j] >= c.at[j] && index[j] < c.at[j] + c.extent[j]);
-        let filled = if inside {
-            let (a, e) = (c.at[outer], c.extent[outer]);
-            fill(row, 0, a) && fill(row, a + e, width)
-        } else {
-            fill(row, 0, width)
-        };
-        if !filled {
-            return -1;
+        let plane_inside = !c.is_empty() && (0..outer).all(|j| within(j, index[j]));
+        for r in 0..rows {
+            let row = plane * rows + r;
+            let inside = plane_inside && (n < 2 || within(n - 2, r));
+            let filled = if inside {
+                let (a, e) = (c.at[n - 1], c.extent[n - 1]);
+                fill(row, 0, a) && fill(row, a + e, width)
+            } else {
+                fill(row, 0, width)
+            };
+            if !filled {
+                return -1;
+            }
         }
         for j in (0..outer).rev() {
             index[j] += 1;
