@@ -107,13 +107,14 @@ impl Buffer {
         self.dims.iter().product()
     }
 
-    /// Elements one tile's space holds: its elements, rounded up to [`LDM_BUFFER_ALIGN`] bytes
-    /// (so that each half of a double buffer starts aligned) and to whole registers when the
-    /// buffer is shared (the broadcast moves whole registers).
+    /// Elements one tile's space holds: its elements, rounded up to whole registers when the
+    /// buffer is shared (the broadcast moves whole registers) and to [`LDM_BUFFER_ALIGN`]
+    /// bytes when it is double (so that its second half starts aligned).
     pub fn capacity(&self) -> usize {
-        let unit = match self.shared {
-            Some(_) => LDM_BUFFER_ALIGN.max(share::REGISTER_BYTES),
-            None => LDM_BUFFER_ALIGN,
+        let unit = match (self.shared, self.double) {
+            (Some(_), _) => LDM_BUFFER_ALIGN.max(share::REGISTER_BYTES),
+            (None, true) => LDM_BUFFER_ALIGN,
+            (None, false) => return self.elements(),
         };
         (self.elements() * self.elem_bytes).next_multiple_of(unit) / self.elem_bytes.max(1)
     }

@@ -99,23 +99,7 @@ pub(super) fn plan(
     buffered: &[bool],
     streamed: &[bool],
 ) -> Option<Plan> {
-    if lanes < 2 || k.stmt.keep.is_some() || !k.target_is_dense() {
-        return None;
-    }
-    let all = swflow_scheduler::schedule::accesses(k);
-    let tensor = |i: usize| k.operands[all[i].operand];
-    let f32_tile = |i: usize| buffered[i] && !streamed[i] && p.tensor(tensor(i)).ty.dtype == DType::F32;
-    if !f32_tile(0) {
-        return None;
-    }
-    let lanes_loop = match k.stmt.target.index.last()? {
-        Index::Affine(x) if x.terms.len() == 1 && x.terms[0].1 == 1 => x.terms[0].0,
-        _ => return None,
-    };
-    // Tiles shorter than a vector would run single lanes only.
-    if k.loops[lanes_loop].kind != LoopKind::Parallel || s.tiles[lanes_loop] < lanes {
-        return None;
-    }
+    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered, streamed)?;
     let mut nodes = Vec::new();
     let fold = match k.stmt.reduce {
         None => {
@@ -139,18 +123,42 @@ pub(super) fn plan(
             _ => return None,
         },
     };
-    let of_kind = |kind: LoopKind| (0..k.loops.len()).filter(move |&l| k.loops[l].kind == kind);
-    finish(
-        k,
-        s,
-        lanes,
-        &all,
-        &f32_tile,
-        lanes_loop,
-        nodes,
-        fold,
-        of_kind(LoopKind::Reduce).collect(),
-    )
+    let reduce = (0..k.loops.len())
+        .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
+        .collect();
+    finish(k, s, lanes, &all, &f32_tile, lanes_loop, nodes, fold, reduce)
+}
+
+/// What both plans need, when the target is a dense f32 tile in LDM and the kernel keeps no
+/// reduced value elsewhere: the kernel's accesses, whether each is an f32 tile in LDM
+/// (`buffered`, not `streamed`), and the lanes loop, the target's last subscript: a parallel
+/// loop whose tiles hold a vector (shorter ones would run single lanes only).
+fn lanes_of<'k>(
+    p: &Program,
+    k: &'k Kernel,
+    s: &Schedule,
+    lanes: usize,
+    buffered: &[bool],
+    streamed: &[bool],
+) -> Option<(Vec<&'k Access>, Vec<bool>, usize)> {
+    if lanes < 2 || k.stmt.keep.is_some() || !k.target_is_dense() {
+        return None;
+    }
+    let all = swflow_scheduler::schedule::accesses(k);
+    let f32_tile: Vec<bool> = (0..all.len())
+        .map(|i| buffered[i] && !streamed[i] && p.tensor(k.operands[all[i].operand]).ty.dtype == DType::F32)
+        .collect();
+    if !f32_tile[0] {
+        return None;
+    }
+    let lanes_loop = match k.stmt.target.index.last()? {
+        Index::Affine(x) if x.terms.len() == 1 && x.terms[0].1 == 1 => x.terms[0].0,
+        _ => return None,
+    };
+    if k.loops[lanes_loop].kind != LoopKind::Parallel || s.tiles[lanes_loop] < lanes {
+        return None;
+    }
+    Some((all, f32_tile, lanes_loop))
 }
 
 /// The plan for the epilogue of kernel `k` (a reduction's, run on each target element once
@@ -168,22 +176,7 @@ pub(super) fn plan_epilogue(
     streamed: &[bool],
 ) -> Option<Plan> {
     let epilogue = k.stmt.epilogue.as_ref()?;
-    if lanes < 2 || k.stmt.keep.is_some() || !k.target_is_dense() {
-        return None;
-    }
-    let all = swflow_scheduler::schedule::accesses(k);
-    let tensor = |i: usize| k.operands[all[i].operand];
-    let f32_tile = |i: usize| buffered[i] && !streamed[i] && p.tensor(tensor(i)).ty.dtype == DType::F32;
-    if !f32_tile(0) {
-        return None;
-    }
-    let lanes_loop = match k.stmt.target.index.last()? {
-        Index::Affine(x) if x.terms.len() == 1 && x.terms[0].1 == 1 => x.terms[0].0,
-        _ => return None,
-    };
-    if k.loops[lanes_loop].kind != LoopKind::Parallel || s.tiles[lanes_loop] < lanes {
-        return None;
-    }
+    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered, streamed)?;
     let mut nodes = Vec::new();
     add_nodes(epilogue, &all, &mut nodes)?;
     finish(k, s, lanes, &all, &f32_tile, lanes_loop, nodes, Fold::Store, Vec::new())
@@ -198,7 +191,7 @@ fn finish(
     s: &Schedule,
     lanes: usize,
     all: &[&Access],
-    f32_tile: &dyn Fn(usize) -> bool,
+    f32_tile: &[bool],
     lanes_loop: usize,
     mut nodes: Vec<Node>,
     fold: Fold,
@@ -207,7 +200,7 @@ fn finish(
     let tensor = |i: usize| k.operands[all[i].operand];
     for node in &mut nodes {
         if let Node::Load { access, stride } = node {
-            if !f32_tile(*access) || (*access != 0 && tensor(*access) == tensor(0)) {
+            if !f32_tile[*access] || (*access != 0 && tensor(*access) == tensor(0)) {
                 return None;
             }
             *stride = lane_stride(all[*access], lanes_loop)?;

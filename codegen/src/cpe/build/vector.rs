@@ -351,10 +351,9 @@ fn aligned(k: &Kernel, s: &Schedule, i: usize, sub: &[Vec<(usize, i64)>], lanes_
         .is_some_and(|d| d.contains(&(lanes_loop, 1)) && d.iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1));
     let whole_tiles =
         super::extent_values(k, s, lanes_loop).is_some_and(|ns| !ns.is_empty() && ns.iter().all(|&n| n % lanes == 0));
-    LDM_BUFFER_ALIGN % vector_bytes == 0
-        && (buffer.capacity() * buffer.elem_bytes) % vector_bytes == 0
-        && last_moves_by_lanes
-        && whole_tiles
+    // A buffer starts aligned; so does a double buffer's second half.
+    let halves_aligned = !buffer.double || (buffer.capacity() * buffer.elem_bytes) % vector_bytes == 0;
+    LDM_BUFFER_ALIGN % vector_bytes == 0 && halves_aligned && last_moves_by_lanes && whole_tiles
 }
 
 /// Which parts of plan `p`'s nest run under schedule `s` of kernel `k`, from the values the
