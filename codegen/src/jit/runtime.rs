@@ -429,8 +429,7 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
                 0 => (0, m.len),
                 l => (m.len / l, m.len % l),
             };
-            let charged = (vectors == 0 || charge(&DMA_MOVE_VECTOR_OPS, whole)) && charge(&DMA_MOVE_OPS, singles);
-            if !charged {
+            if !charge(&DMA_MOVE_VECTOR_OPS, whole) || !charge(&DMA_MOVE_OPS, singles) {
                 return -1;
             }
             std::ptr::copy(at(m.from), at(m.to), m.len * elem);
