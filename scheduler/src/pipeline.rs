@@ -2,7 +2,8 @@
 //!
 //! `SWFLOW_DUMP=<pass>` (or `all`) prints the graph or program after that pass to stderr;
 //! passes are `simplify` (the graph), `fuse` (the fusion plan: which nodes each kernel holds),
-//! `lower`, `split` (reductions cut into per-CPE partials and their sum), `schedule` and, for
+//! `lower`, `split` (reductions cut into per-CPE partials and their sum), `elide` (copies into
+//! a concatenation's slices removed, with the default fusion and no tape), `schedule` and, for
 //! a gradient program with tape options, `tape` (the saved tensors and the mirrored readers).
 //! The loop-IR verifier runs after lowering and every schedule is verified as it is made.
 
@@ -10,6 +11,7 @@ use swflow_frontend::fuse::{plan, print_plan, unfused};
 use swflow_frontend::ir::{print, Graph};
 use swflow_frontend::simplify::simplify;
 
+use crate::elide::elide_copies;
 use crate::loops::{print_program, verify_program, LoopVerifyError, Program};
 use crate::lower::{lower, lower_fused, LowerError};
 use crate::schedule::split::split_reductions;
@@ -90,6 +92,11 @@ pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Prog
     split_reductions(&mut p, target);
     verify_program(&p)?;
     dump("split", &p);
+    if options.fuse == Fuse::Default && options.tape.is_none() {
+        elide_copies(&mut p);
+        verify_program(&p)?;
+        dump("elide", &p);
+    }
     schedule_program(&mut p, target)?;
     dump("schedule", &p);
     if let Some(t) = &options.tape {

@@ -9,6 +9,9 @@
 //! - `# pass: fuse` — the body is a graph in the text form, a line `----`, the fusion plan
 //!   ([`print_plan`]: each kernel-owning node with the nodes joined into it, and the rule
 //!   that joined each) and the loop IR that lowering makes of the graph under that plan;
+//! - `# pass: elide` — the body is a graph in the text form, a line `----`, the number of
+//!   copies [`elide_copies`] removes from the loop IR of the fused graph, and that loop IR
+//!   after it;
 //! - neither — the body is a graph in the text form; it must parse, and then either verify
 //!   and print back exactly as written, or fail with the message of an `# error: <message>`
 //!   directive.
@@ -21,6 +24,7 @@ use std::path::{Path, PathBuf};
 use swflow_frontend::fuse::{plan, print_plan};
 use swflow_frontend::ir::{parse, print, verify};
 use swflow_frontend::simplify::simplify;
+use swflow_scheduler::elide::elide_copies;
 use swflow_scheduler::loops::{print_program, verify_program};
 use swflow_scheduler::lower::lower_fused;
 use swflow_tests::{conformance_dir, workspace_root, OnnxCase};
@@ -87,6 +91,12 @@ impl FileTest {
                 let p = lower_fused(&g, &plan).map_err(|e| format!("lowering the fused graph: {e}"))?;
                 verify_program(&p).map_err(|e| format!("the fused loop IR does not verify: {e}"))?;
                 format!("{}{}", print_plan(&g, &plan), print_program(&p))
+            }
+            "elide" => {
+                let mut p = lower_fused(&g, &plan(&g)).map_err(|e| format!("lowering the fused graph: {e}"))?;
+                let removed = elide_copies(&mut p);
+                verify_program(&p).map_err(|e| format!("the loop IR after eliding copies does not verify: {e}"))?;
+                format!("copies removed: {removed}\n{}", print_program(&p))
             }
             _ => return Err(format!("unknown pass '{pass}'")),
         };

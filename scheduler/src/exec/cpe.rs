@@ -177,7 +177,7 @@ pub fn run_kernel(p: &Program, k: &Kernel, mem: &mut Memory, machine: &Machine) 
         });
     }
     let target_id = k.operands[0];
-    let mut target = mem.take(p, target_id);
+    let mut target = mem.take_target(p, k);
     let keep_id = k.stmt.keep.as_ref().map(|a| k.operands[a.operand]);
     let mut kept = keep_id.map(|t| mem.take(p, t));
     let stats = kernel_stats(p, k, s, machine);

@@ -80,13 +80,30 @@ impl Memory {
         Tensor::new(p.tensor(t).ty.shape.clone(), self.data(p, t).clone()).expect("storage matches the tensor's size")
     }
 
-    /// The storage operand `a` of kernel `k` reads; an error while it is taken out as the
-    /// kernel's target.
+    /// The storage operand `a` of kernel `k` reads; an error while it is taken out (as the
+    /// tensor a kernel keeps its reduced value in, which it must not read).
     pub(crate) fn read(&self, p: &Program, k: &Kernel, a: &Access) -> Result<&Data, String> {
         let t = k.operands[a.operand];
         self.storage[p.storage(t).index()]
             .as_ref()
-            .ok_or_else(|| "the value reads the kernel's own target".to_string())
+            .ok_or_else(|| "the value reads the tensor the kernel keeps its reduced value in".to_string())
+    }
+
+    /// The storage of `k`'s target, to write while the kernel reads main memory: taken out,
+    /// or copied when the kernel also reads other elements of it (which the kernel does not
+    /// write, so the copy's reads see their values).
+    pub(crate) fn take_target(&mut self, p: &Program, k: &Kernel) -> Data {
+        let t = k.operands[0];
+        let reads_it = k
+            .stmt
+            .read_accesses()
+            .iter()
+            .any(|a| p.storage(k.operands[a.operand]) == p.storage(t));
+        if reads_it {
+            self.data(p, t).clone()
+        } else {
+            self.take(p, t)
+        }
     }
 
     /// Takes the storage of `t` out to write it while other tensors are read.
@@ -318,7 +335,7 @@ pub fn run_kernel_reference(p: &Program, k: &Kernel, mem: &mut Memory) -> Result
         reason,
     };
     let target_id = k.operands[0];
-    let mut target = mem.take(p, target_id);
+    let mut target = mem.take_target(p, k);
     let keep_id = k.stmt.keep.as_ref().map(|a| k.operands[a.operand]);
     let mut kept = keep_id.map(|t| mem.take(p, t));
     let origin = vec![0; k.loops.len()];

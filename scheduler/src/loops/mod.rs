@@ -231,6 +231,23 @@ impl Access {
             pad: None,
         }
     }
+
+    /// The smallest box of a tensor of `shape` holding every element the access touches over
+    /// the domain `0 <= loop < extents[loop]`: per dimension, the first and last index. A
+    /// gathered subscript may touch its whole dimension; a guarded one, the part inside.
+    pub fn footprint(&self, extents: &[usize], shape: &[usize]) -> Vec<(i64, i64)> {
+        self.index
+            .iter()
+            .zip(shape)
+            .map(|(i, &e)| match i {
+                Index::Affine(s) => {
+                    let (lo, hi) = s.range(extents);
+                    (lo.max(0), hi.min(e as i64 - 1))
+                }
+                Index::Gathered { .. } => (0, e as i64 - 1),
+            })
+            .collect()
+    }
 }
 
 /// A constant scalar.
@@ -433,7 +450,34 @@ pub struct Kernel {
     pub schedule: Option<Schedule>,
 }
 
+/// Whether two footprints (see [`Access::footprint`]) share an element.
+pub fn footprints_overlap(a: &[(i64, i64)], b: &[(i64, i64)]) -> bool {
+    a.iter().zip(b).all(|(&(al, ah), &(bl, bh))| al <= bh && bl <= ah)
+}
+
+/// Elements in a footprint.
+pub fn footprint_elements(f: &[(i64, i64)]) -> usize {
+    f.iter().map(|&(lo, hi)| (hi - lo + 1).max(0) as usize).product()
+}
+
 impl Kernel {
+    /// Whether the kernel's read `a` may read an element of the storage its target writes:
+    /// `a` reads the target's storage, through a view of it or at subscripts whose footprint
+    /// meets the target's.
+    pub fn reads_target(&self, p: &Program, a: &Access) -> bool {
+        let (t, target) = (self.operands[a.operand], self.operands[0]);
+        if p.storage(t) != p.storage(target) {
+            return false;
+        }
+        let extents = self.extents();
+        let shape = &p.tensor(t).ty.shape;
+        t != target
+            || footprints_overlap(
+                &a.footprint(&extents, shape),
+                &self.stmt.target.footprint(&extents, shape),
+            )
+    }
+
     /// Whether writing the target's whole tile box writes every element of it (each target
     /// subscript is one loop with step ±1, or constant), so the box need not be read first.
     pub fn target_is_dense(&self) -> bool {
@@ -444,16 +488,31 @@ impl Kernel {
             .all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
     }
 
-    /// The least main-memory traffic the kernel can have: its target written once and every
-    /// other tensor it reads read once, whole (an overestimate for a kernel that reads only
-    /// part of a tensor).
+    /// The least main-memory traffic the kernel can have: the footprint of its target (and of
+    /// its kept value) written once, and every tensor it reads read once over the smallest box
+    /// holding all its reads' footprints (an overestimate when the reads leave holes in it).
     pub fn compulsory_bytes(&self, p: &Program) -> usize {
-        let mut reads: Vec<TensorId> = self.operands[1..].to_vec();
-        reads.sort_unstable();
-        reads.dedup();
-        reads.retain(|&t| t != self.operands[0]);
-        let size = |t: TensorId| p.tensor(t).ty.size_bytes();
-        size(self.operands[0]) + reads.into_iter().map(size).sum::<usize>()
+        let extents = self.extents();
+        let bytes = |t: TensorId, f: &[(i64, i64)]| footprint_elements(f) * p.tensor(t).ty.dtype.size_bytes();
+        let footprint = |a: &Access| a.footprint(&extents, &p.tensor(self.operands[a.operand]).ty.shape);
+        let written: usize = [Some(&self.stmt.target), self.stmt.keep.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|a| bytes(self.operands[a.operand], &footprint(a)))
+            .sum();
+        let mut read: Vec<(TensorId, Vec<(i64, i64)>)> = Vec::new();
+        for a in self.stmt.read_accesses() {
+            let (t, f) = (self.operands[a.operand], footprint(a));
+            match read.iter_mut().find(|(u, _)| *u == t) {
+                Some((_, b)) => {
+                    for (d, &(lo, hi)) in b.iter_mut().zip(&f) {
+                        *d = (d.0.min(lo), d.1.max(hi));
+                    }
+                }
+                None => read.push((t, f)),
+            }
+        }
+        written + read.iter().map(|(t, f)| bytes(*t, f)).sum::<usize>()
     }
 
     pub fn extents(&self) -> Vec<usize> {

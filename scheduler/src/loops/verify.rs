@@ -33,6 +33,8 @@ pub fn verify_program(p: &Program) -> Result<(), LoopVerifyError> {
 /// - the target has affine subscripts using each parallel loop exactly once, in mixed-radix
 ///   form, and no reduction loop, so distinct parallel points write distinct elements;
 /// - a kernel with reduction loops has a reduction;
+/// - no read may touch an element the target writes (see [`Kernel::reads_target`]): a kernel
+///   may read other parts of its target's tensor, which then hold their values throughout;
 /// - the value's type is the target's;
 /// - only a reduction has an epilogue, `acc` appears only there, the epilogue's loads use
 ///   parallel loops only, and its type is the target's;
@@ -160,6 +162,12 @@ pub fn verify_kernel(k: &Kernel, p: &Program) -> Result<(), LoopVerifyError> {
     }
     if k.loops.iter().any(|l| l.kind == LoopKind::Reduce) && k.stmt.reduce.is_none() {
         return Err(fail("has reduction loops but no reduction".into()));
+    }
+    if k.stmt.read_accesses().into_iter().any(|a| k.reads_target(p, a)) {
+        return Err(fail(format!(
+            "reads elements of '{}' that it writes",
+            p.tensor(k.operands[0]).name
+        )));
     }
     let value = expr_type(&k.stmt.value, k, p, false).map_err(fail)?;
     let target = p.tensor(k.operands[0]).ty.dtype;

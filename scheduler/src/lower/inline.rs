@@ -285,7 +285,7 @@ pub(crate) fn compact_operands(k: &mut Kernel) {
 
 /// Removes the tensors that no kernel, input or output touches (those of joined nodes, and
 /// constants only they read), renumbering the rest in order.
-pub(super) fn drop_untouched(p: &mut Program) {
+pub(crate) fn drop_untouched(p: &mut Program) {
     let mut touched = vec![false; p.tensors.len()];
     let mark = |t: TensorId, touched: &mut Vec<bool>| touched[t.index()] = true;
     for &t in p.inputs.iter().chain(p.outputs.iter().map(|(_, t)| t)) {
@@ -322,6 +322,9 @@ pub(super) fn drop_untouched(p: &mut Program) {
     p.tensors = kept;
     for t in p.inputs.iter_mut().chain(p.outputs.iter_mut().map(|(_, t)| t)) {
         *t = id(*t);
+    }
+    for (i, o) in &mut p.updates {
+        (*i, *o) = (id(*i), id(*o));
     }
     for k in &mut p.kernels {
         for t in &mut k.operands {

@@ -19,6 +19,8 @@ mod elementwise;
 mod inline;
 mod nn;
 
+pub(crate) use inline::drop_untouched;
+
 pub(crate) use inline::compact_operands;
 
 use std::collections::{HashMap, HashSet};

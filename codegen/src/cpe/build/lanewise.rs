@@ -126,7 +126,7 @@ pub(super) fn plan(
     let reduce = (0..k.loops.len())
         .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
         .collect();
-    finish(k, s, lanes, &all, &f32_tile, lanes_loop, nodes, fold, reduce)
+    finish(p, k, s, lanes, &all, &f32_tile, lanes_loop, nodes, fold, reduce)
 }
 
 /// What both plans need, when the target is a dense f32 tile in LDM and the kernel keeps no
@@ -179,14 +179,26 @@ pub(super) fn plan_epilogue(
     let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered, streamed)?;
     let mut nodes = Vec::new();
     add_nodes(epilogue, &all, &mut nodes)?;
-    finish(k, s, lanes, &all, &f32_tile, lanes_loop, nodes, Fold::Store, Vec::new())
+    finish(
+        p,
+        k,
+        s,
+        lanes,
+        &all,
+        &f32_tile,
+        lanes_loop,
+        nodes,
+        Fold::Store,
+        Vec::new(),
+    )
 }
 
-/// The plan from its nodes, once each load's step along the lanes is known (a load of the
-/// target tensor only as the epilogue's `acc`, access 0), and the widest block that fits the
-/// registers.
+/// The plan from its nodes, once each load's step along the lanes is known (a load of what
+/// the target writes only as the epilogue's `acc`, access 0), and the widest block that fits
+/// the registers.
 #[allow(clippy::too_many_arguments)]
 fn finish(
+    p: &Program,
     k: &Kernel,
     s: &Schedule,
     lanes: usize,
@@ -197,10 +209,9 @@ fn finish(
     fold: Fold,
     reduce: Vec<usize>,
 ) -> Option<Plan> {
-    let tensor = |i: usize| k.operands[all[i].operand];
     for node in &mut nodes {
         if let Node::Load { access, stride } = node {
-            if !f32_tile[*access] || (*access != 0 && tensor(*access) == tensor(0)) {
+            if !f32_tile[*access] || (*access != 0 && k.reads_target(p, all[*access])) {
                 return None;
             }
             *stride = lane_stride(all[*access], lanes_loop)?;

@@ -155,7 +155,7 @@ pub(super) fn plan(
             return None;
         }
     }
-    if [fa, fb].iter().any(|&i| tensor(i) == tensor(0)) {
+    if [fa, fb].iter().any(|&i| k.reads_target(p, all[i])) {
         return None;
     }
     // Loops each subscript of an access uses, with their coefficients.
