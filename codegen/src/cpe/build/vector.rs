@@ -188,9 +188,22 @@ pub(super) fn plan(
         let l = *running.last().expect("a last loop");
         (2..=UNROLL).contains(&n) && s.tiles[l] == n && !s.partition.contains(&l)
     });
-    // The target: one loop per subscript, each parallel loop in one subscript, step ±1.
+    // The most points a tile takes along loop `l` (its size, unless every CPE's block is
+    // shorter).
+    let longest = |l: usize| {
+        super::extent_values(k, s, l)
+            .and_then(|v| v.last().copied())
+            .unwrap_or(s.tiles[l])
+    };
+    // The target: each parallel loop in one subscript, and within a tile one loop per
+    // subscript, step ±1 (other loops of the subscript, such as a grouped convolution's group,
+    // take one point per tile and only move the tile's origin).
     let uses = |sub: &[Vec<(usize, i64)>], l: usize| sub.iter().filter(|d| d.iter().any(|t| t.0 == l)).count();
-    if ti.iter().any(|d| d.len() > 1 || d.iter().any(|t| t.1.abs() != 1)) {
+    let moving = |d: &Vec<(usize, i64)>| d.iter().filter(|t| longest(t.0) > 1).copied().collect::<Vec<_>>();
+    if ti.iter().any(|d| {
+        let m = moving(d);
+        m.len() > 1 || m.iter().any(|t| t.1.abs() != 1)
+    }) {
         return None;
     }
     if parallel.iter().any(|&l| uses(&ti, l) != 1) || reduce.iter().any(|&l| uses(&ti, l) != 0) {
@@ -236,13 +249,6 @@ pub(super) fn plan(
                 _ => uses(sub, outer) == 0,
             })
         });
-    // The most points a tile takes along loop `l` (its size, unless every CPE's block is
-    // shorter).
-    let longest = |l: usize| {
-        super::extent_values(k, s, l)
-            .and_then(|v| v.last().copied())
-            .unwrap_or(s.tiles[l])
-    };
     // A block's row spans the whole vectors of the longest row of a tile (one when it has
     // fewer), up to `ROW_LANES`.
     let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
