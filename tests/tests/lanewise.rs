@@ -15,8 +15,9 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, seeded
 /// Maps with broadcast operands and constants (a normalisation, ReLU, a division, a minimum)
 /// and folds: a 3x3 stride-2 maximum pool with padding (strided loads), an average pool (a
 /// sum, then its epilogue's division) and a maximum along a middle axis; and a convolution
-/// whose epilogue adds a bias and applies ReLU. Rows of 30, 17, 9 and 22 points leave single
-/// lanes after the vectors on both targets.
+/// whose epilogue adds a bias and applies ReLU, and another that also keeps its reduced value
+/// for a later reader. Rows of 30, 17, 9, 22 and 20 points leave single lanes after the
+/// vectors on both targets.
 const MODEL: &str = r#"graph "lanewise" {
   %x: f32[2,5,9,30] = input
   %s: f32[5,1,1] = input
@@ -38,12 +39,21 @@ const MODEL: &str = r#"graph "lanewise" {
   %cy: f32[1,6,6,22] = conv(%cx, %cw) {strides=[1,1], dilations=[1,1], pads=[1,1,1,1], groups=1}
   %ca: f32[1,6,6,22] = add(%cy, %cb)
   %cr: f32[1,6,6,22] = relu(%ca)
+  %kx: f32[1,4,5,20] = input
+  %kw: f32[6,4,3,3] = input
+  %kb: f32[1,6,1,1] = input
+  %ky: f32[1,6,5,20] = conv(%kx, %kw) {strides=[1,1], dilations=[1,1], pads=[1,1,1,1], groups=1}
+  %ka: f32[1,6,5,20] = add(%ky, %kb)
+  %kr: f32[1,6,5,20] = relu(%ka)
+  %ks: f32[1,6,5,20] = mul(%ka, %ka)
   output "r" = %r
   output "p" = %p
   output "v" = %v
   output "y" = %y
   output "n" = %n
   output "cr" = %cr
+  output "kr" = %kr
+  output "ks" = %ks
 }"#;
 
 fn model() -> Graph {
@@ -87,9 +97,9 @@ fn vectors_compute_what_scalars_compute() {
         .run(&p, &target, &inputs)
         .unwrap();
         // The normalisation with its ReLU, the maximum pool, the average pool's sum and its
-        // division, the reduction, the division with its minimum, and the convolution's
-        // epilogue.
-        assert_eq!(vectorised, 7, "{}: lane-wise kernels", target.name);
+        // division, the reduction, the division with its minimum, and the convolutions'
+        // epilogues.
+        assert_eq!(vectorised, 8, "{}: lane-wise kernels", target.name);
         let plain = scalar(&target);
         let ps = swflow_scheduler::pipeline::compile(&g, &plain).unwrap();
         let scalar_run = jit::compile(&ps, &plain).unwrap().run(&ps, &plain, &inputs).unwrap();

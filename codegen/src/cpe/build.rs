@@ -1631,7 +1631,7 @@ impl Gen<'_> {
         };
         match (&self.vector, &self.lanewise) {
             (Some(v), _) => self.vector_nest(out, v),
-            (None, Some(v)) => self.lanewise_nest(out, v, statement, ops),
+            (None, Some(v)) => self.lanewise_nest(out, v, vec![statement], ops),
             (None, None) => {
                 let all: Vec<usize> = (0..k.loops.len()).collect();
                 self.charge_nest(out, &all, ops);
@@ -1672,12 +1672,11 @@ impl Gen<'_> {
                 value: reduced,
             });
         }
-        let store = Stmt::Store { place: target, value };
+        stmts.push(Stmt::Store { place: target, value });
         let mut body = vec![Stmt::Comment("The epilogue, on the reduced values.".into())];
         match &self.epilogue {
-            Some(v) => self.lanewise_nest(&mut body, v, store, ops),
+            Some(v) => self.lanewise_nest(&mut body, v, stmts, ops),
             None => {
-                stmts.push(store);
                 self.charge_nest(&mut body, &parallel, ops);
                 body.extend(self.point_loops(&parallel, stmts));
             }

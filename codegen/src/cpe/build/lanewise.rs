@@ -26,7 +26,7 @@
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program, Scalar};
-use swflow_scheduler::schedule::Schedule;
+use swflow_scheduler::schedule::{keep_index, Schedule};
 
 use super::vector::{VBROADCAST, VLOAD, VSTORE};
 use super::{charge, charge_once, Gen};
@@ -80,6 +80,9 @@ pub(super) struct Plan {
     /// Nodes in evaluation order; with [`Fold::Store`] and [`Fold::Op`] the value is the last.
     nodes: Vec<Node>,
     fold: Fold,
+    /// An epilogue's kept reduced value: its access (in [`Gen::all`] order) and the node
+    /// that loads the reduced value (`acc`), whose vectors it stores.
+    keep: Option<(usize, usize)>,
     /// f32 lanes of a vector register.
     lanes: usize,
     /// Vectors of the widest block.
@@ -99,6 +102,9 @@ pub(super) fn plan(
     buffered: &[bool],
     streamed: &[bool],
 ) -> Option<Plan> {
+    if k.stmt.keep.is_some() {
+        return None;
+    }
     let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered, streamed)?;
     let mut nodes = Vec::new();
     let fold = match k.stmt.reduce {
@@ -129,8 +135,7 @@ pub(super) fn plan(
     finish(p, k, s, lanes, &all, &f32_tile, lanes_loop, nodes, fold, reduce)
 }
 
-/// What both plans need, when the target is a dense f32 tile in LDM and the kernel keeps no
-/// reduced value elsewhere: the kernel's accesses, whether each is an f32 tile in LDM
+/// What both plans need, when the target is a dense f32 tile in LDM: the kernel's accesses, whether each is an f32 tile in LDM
 /// (`buffered`, not `streamed`), and the lanes loop, the target's last subscript: a parallel
 /// loop whose tiles hold a vector (shorter ones would run single lanes only).
 fn lanes_of<'k>(
@@ -141,7 +146,7 @@ fn lanes_of<'k>(
     buffered: &[bool],
     streamed: &[bool],
 ) -> Option<(Vec<&'k Access>, Vec<bool>, usize)> {
-    if lanes < 2 || k.stmt.keep.is_some() || !k.target_is_dense() {
+    if lanes < 2 || !k.target_is_dense() {
         return None;
     }
     let all = swflow_scheduler::schedule::accesses(k);
@@ -165,8 +170,8 @@ fn lanes_of<'k>(
 /// every point has folded into it: see [`swflow_scheduler::loops::Stmt`]) under schedule `s`,
 /// as a lane-wise map over the target's tile that reads each element's reduced value (`acc`)
 /// where it is and stores the epilogue's value in its place; on the same conditions as
-/// [`plan`]'s maps. A kernel that keeps its reduced value elsewhere keeps the scalar
-/// epilogue.
+/// [`plan`]'s maps. A kept reduced value, an f32 tile in LDM at the target's subscripts, is
+/// stored from the vectors of `acc` as well.
 pub(super) fn plan_epilogue(
     p: &Program,
     k: &Kernel,
@@ -179,7 +184,30 @@ pub(super) fn plan_epilogue(
     let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered, streamed)?;
     let mut nodes = Vec::new();
     add_nodes(epilogue, &all, &mut nodes)?;
-    finish(
+    let keep = match keep_index(k) {
+        None => None,
+        Some(i) => {
+            if !f32_tile[i] || lane_stride(all[i], lanes_loop) != Some(1) {
+                return None;
+            }
+            let acc = |n: &Node| matches!(n, Node::Load { access: 0, .. });
+            let node = match nodes.iter().position(acc) {
+                Some(n) => n,
+                None => {
+                    // The value comes first: it must stay the last node.
+                    nodes.insert(0, Node::Load { access: 0, stride: 0 });
+                    for n in &mut nodes[1..] {
+                        if let Node::Binary(_, a, b) = n {
+                            (*a, *b) = (*a + 1, *b + 1);
+                        }
+                    }
+                    0
+                }
+            };
+            Some((i, node))
+        }
+    };
+    let plan = finish(
         p,
         k,
         s,
@@ -190,7 +218,8 @@ pub(super) fn plan_epilogue(
         nodes,
         Fold::Store,
         Vec::new(),
-    )
+    )?;
+    Some(Plan { keep, ..plan })
 }
 
 /// The plan from its nodes, once each load's step along the lanes is known (a load of what
@@ -233,6 +262,7 @@ fn finish(
         lanes_loop,
         outer,
         reduce,
+        keep: None,
         nodes,
         fold,
         lanes,
@@ -292,6 +322,8 @@ pub(super) struct Vars {
     plan: Plan,
     /// The index of the target element at a block's first lane.
     target: Var,
+    /// The same for the kept reduced value.
+    kept: Option<Var>,
     /// Per load node, its index at a block's first lane.
     index: Vec<Option<Var>>,
     /// Per node, a register per vector (one for a shared node).
@@ -310,6 +342,7 @@ impl Vars {
             v
         };
         let target = var(f, format!("{prefix}t"));
+        let kept = plan.keep.map(|_| var(f, format!("{prefix}k")));
         let index = plan
             .nodes
             .iter()
@@ -337,6 +370,7 @@ impl Vars {
         Vars {
             plan,
             target,
+            kept,
             index,
             regs,
             acc,
@@ -392,8 +426,8 @@ fn fold_depth(fold: Fold) -> u32 {
 
 impl Gen<'_> {
     /// The lane-wise vector code of the compute nest, with its charges; the lanes left after
-    /// the vectors run `scalar` (the nest's statement at a point, costing `scalar_ops`).
-    pub(super) fn lanewise_nest(&self, out: &mut Vec<Stmt>, v: &Vars, scalar: Stmt, scalar_ops: Ops) {
+    /// the vectors run `scalar` (the nest's statements at a point, costing `scalar_ops`).
+    pub(super) fn lanewise_nest(&self, out: &mut Vec<Stmt>, v: &Vars, scalar: Vec<Stmt>, scalar_ops: Ops) {
         let p = &v.plan;
         out.push(Stmt::Comment(format!(
             "In blocks of up to {} vector(s) of {} lanes ({}), then single lanes.",
@@ -420,7 +454,7 @@ impl Gen<'_> {
     }
 
     /// The lanes loops at one outer point: blocks of decreasing width, then single lanes.
-    fn lanewise_loops(&self, v: &Vars, scalar: Stmt, scalar_ops: Ops) -> Vec<Stmt> {
+    fn lanewise_loops(&self, v: &Vars, scalar: Vec<Stmt>, scalar_ops: Ops) -> Vec<Stmt> {
         let p = &v.plan;
         let l = p.lanes_loop;
         let (o, n) = (self.origin(l), self.extent(l));
@@ -456,7 +490,7 @@ impl Gen<'_> {
 
     /// One point of the lanes in scalar code: the charges of the lanes loop's control and of
     /// the reduction loops, then those loops around `scalar` (which costs `ops`).
-    fn scalar_lane(&self, reduce: &[usize], scalar: Stmt, ops: Ops) -> Vec<Stmt> {
+    fn scalar_lane(&self, reduce: &[usize], scalar: Vec<Stmt>, ops: Ops) -> Vec<Stmt> {
         let mut out = Vec::new();
         charge_once(&mut out, LOOP);
         let points = Int::product(reduce.iter().map(|&l| self.extent(l)).collect());
@@ -465,7 +499,7 @@ impl Gen<'_> {
             let iterations = Int::product(reduce[..j].iter().map(|&l| self.extent(l)).collect());
             charge(&mut out, LOOP + int(1), iterations);
         }
-        out.extend(self.point_loops(reduce, vec![scalar]));
+        out.extend(self.point_loops(reduce, scalar));
         out
     }
 
@@ -497,6 +531,15 @@ impl Gen<'_> {
             target_ops + int(1) + LOOP + offsets * (1 + u32::from(folds)) + access * width as u32,
         );
         out.push(Stmt::Set(v.target, index));
+        if let (Some((i, _)), Some(kept)) = (p.keep, v.kept) {
+            // Its index, then per vector an offset and a store.
+            let (place, ops) = self.access_ref(i);
+            let Place::Ldm { index, .. } = place else {
+                unreachable!("planned accesses are in LDM")
+            };
+            charge_once(&mut out, ops + int(1) + offsets + VSTORE * width as u32);
+            out.push(Stmt::Set(kept, index));
+        }
         if folds {
             for j in 0..width {
                 out.push(Stmt::VLoad {
@@ -598,6 +641,24 @@ impl Gen<'_> {
             }
         }
         let value = v.reg(p.nodes.len() - 1, j);
+        if let (Some((i, acc)), Some(kept)) = (p.keep, v.kept) {
+            let (place, _) = self.access_ref(i);
+            let Place::Ldm { buf, half, .. } = place else {
+                unreachable!("planned accesses are in LDM")
+            };
+            out.push(Stmt::VStore {
+                reg: v.reg(acc, j),
+                place: Place::Ldm {
+                    buf,
+                    half,
+                    index: match j {
+                        0 => Int::Var(kept),
+                        _ => Int::Var(kept) + Int::Const(j as i64 * lanes),
+                    },
+                },
+                aligned: false,
+            });
+        }
         match p.fold {
             Fold::Store => out.push(Stmt::VStore {
                 reg: value,

@@ -136,7 +136,7 @@ pub(super) fn plan(
         return None;
     }
     let r = k.stmt.reduce?;
-    if r.kind != ReduceKind::Sum || k.stmt.keep.is_some() {
+    if r.kind != ReduceKind::Sum {
         return None;
     }
     let all = swflow_scheduler::schedule::accesses(k);
