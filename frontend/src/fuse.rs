@@ -262,13 +262,11 @@ pub fn plan(g: &Graph) -> Plan {
 /// Whether elementwise `op` calls a library routine per element (`exp`, `log`, `pow`, ...):
 /// tens to hundreds of cycles on a CPE, against one for arithmetic.
 fn calls_library(op: &Op) -> bool {
-    use crate::ir::{BinaryOp, UnaryOp};
-    matches!(
-        op,
-        Op::Unary(
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Erf | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Sigmoid
-        ) | Op::Binary(BinaryOp::Pow)
-    )
+    match op {
+        Op::Unary(u) => u.calls_library(),
+        Op::Binary(b) => b.calls_library(),
+        _ => false,
+    }
 }
 
 /// Whether `op` is a pooling whose windows overlap (a window spans more than a stride along

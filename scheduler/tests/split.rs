@@ -77,3 +77,33 @@ fn a_small_reduction_is_not_split() {
     let names = check(&per_channel(ReduceKind::Sum, 2, 4), Comparison::Tolerance);
     assert_eq!(names, ["r"]);
 }
+
+/// `reduce_sum(f(x))` over 1000 elements, `f` an exponential or nothing.
+fn one_sum(exp: bool) -> Graph {
+    let mut g = Graph::new("one_sum");
+    let mut x = g.add_input("x", TensorType::new(DType::F32, vec![1000]).unwrap());
+    if exp {
+        x = g
+            .add_node("e", Op::Unary(swflow_frontend::ir::UnaryOp::Exp), vec![x], None)
+            .unwrap();
+    }
+    let reduce = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0],
+    };
+    let r = g.add_node("r", reduce, vec![x], None).unwrap();
+    g.outputs.push(Output {
+        name: "r".into(),
+        node: r,
+    });
+    g
+}
+
+/// A softmax's denominator sums an exponential, a library call per element: one CPE would
+/// take about as many calls as elements, so it is split; the plain sum saves less than the
+/// second launch costs.
+#[test]
+fn library_calls_count_at_their_cycles() {
+    assert_eq!(check(&one_sum(true), Comparison::Tolerance), ["r.partials", "r"]);
+    assert_eq!(check(&one_sum(false), Comparison::Tolerance), ["r"]);
+}

@@ -190,6 +190,15 @@ impl PoolAttrs {
 }
 
 impl UnaryOp {
+    /// Whether a CPE computes it by calling a library routine (tens to hundreds of cycles,
+    /// against one for arithmetic). Sigmoid calls `exp`.
+    pub fn calls_library(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Erf | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Sigmoid
+        )
+    }
+
     pub const ALL: [UnaryOp; 14] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
@@ -228,6 +237,11 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
+    /// Whether a CPE computes it on floats by calling a library routine (`pow`, `fmod`).
+    pub fn calls_library(self) -> bool {
+        matches!(self, BinaryOp::Pow | BinaryOp::Rem)
+    }
+
     pub const ALL: [BinaryOp; 11] = [
         BinaryOp::Add,
         BinaryOp::Sub,

@@ -11,13 +11,17 @@
 //!
 //! The order of the floating-point operations is fixed by the program, not by the run, so
 //! results are bit-identical from run to run. A kernel is split only when the CPE time it
-//! saves, counted at one cycle per operation of its statement, is more than one more launch
-//! (the target's spawn and join cycles): the lower bound of the saving against the cost.
+//! saves is more than one more launch (the target's spawn and join cycles). The saving counts
+//! a cycle per operation of its statement, and a division, a square root or a library
+//! routine (`exp`, `pow`, ...) at the target's cycles for it: a lower bound of the saving
+//! against the cost.
 
 use std::collections::HashSet;
 
 use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Stmt, TensorInfo, TensorKind};
 use crate::target::Target;
+use swflow_emulator::timing::Timing;
+use swflow_frontend::ir::{BinaryOp, UnaryOp};
 
 /// Splits every reduction of `p` that [`plan`] finds worth it, in place; the second kernel
 /// keeps the original's name and target, the first is named `<name>.partials`.
@@ -79,21 +83,23 @@ pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
         .max_by_key(|&(i, parts)| (parts.min(wanted), std::cmp::Reverse(i)))?;
     let before = outputs.div_ceil(target.cpes) * reduced;
     let after = (outputs * parts).div_ceil(target.cpes) * (reduced / parts) + parts;
-    let ops = operations(&k.stmt) as f64;
-    let saved = before.saturating_sub(after) as f64 * ops;
+    let saved = before.saturating_sub(after) as f64 * cycles(&k.stmt, &target.timing);
     (saved > target.timing.spawn_cycles + target.timing.join_cycles).then_some(Split { loop_, parts })
 }
 
-/// Operations per point of the statement: its arithmetic and the fold.
-fn operations(s: &Stmt) -> usize {
-    let mut n = 1;
+/// Cycles per point of the statement, at least: one per operation and for the fold, and a
+/// division's, a square root's or a library call's cycles for those.
+fn cycles(s: &Stmt, t: &Timing) -> f64 {
+    let mut n = 1.0;
     s.value.visit(&mut |e| {
-        if matches!(
-            e,
-            Expr::Unary(..) | Expr::Binary(..) | Expr::Select(..) | Expr::Cast(..)
-        ) {
-            n += 1;
-        }
+        n += match e {
+            Expr::Unary(UnaryOp::Sqrt, _) => t.sqrt_cycles,
+            Expr::Unary(UnaryOp::Recip, _) | Expr::Binary(BinaryOp::Div, ..) => t.div_cycles,
+            Expr::Unary(u, _) if u.calls_library() => t.call_cycles,
+            Expr::Binary(b, ..) if b.calls_library() => t.call_cycles,
+            Expr::Unary(..) | Expr::Binary(..) | Expr::Select(..) | Expr::Cast(..) => 1.0,
+            Expr::Load(_) | Expr::Const(_) | Expr::Acc => 0.0,
+        };
     });
     n
 }
