@@ -95,6 +95,7 @@ fn copy_of(p: &Program, at: usize) -> Option<Copy> {
     Some(Copy { x, out, offset })
 }
 
+/// Whether the copy at `at` can go, on the conditions of the module's doc.
 fn can_elide(p: &Program, at: usize, c: &Copy) -> bool {
     let (x, out) = (c.x, c.out);
     let updated = p.updates.iter().any(|&(i, o)| i == x || o == x || o == out);
