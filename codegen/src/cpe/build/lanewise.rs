@@ -135,9 +135,10 @@ pub(super) fn plan(
     finish(p, k, s, lanes, &all, &f32_tile, lanes_loop, nodes, fold, reduce)
 }
 
-/// What both plans need, when the target is a dense f32 tile in LDM: the kernel's accesses, whether each is an f32 tile in LDM
-/// (`buffered`, not `streamed`), and the lanes loop, the target's last subscript: a parallel
-/// loop whose tiles hold a vector (shorter ones would run single lanes only).
+/// What both plans need, when the target is a dense f32 tile in LDM: the kernel's accesses,
+/// whether each is an f32 tile in LDM (`buffered`, not `streamed`), and the lanes loop, the
+/// target's last subscript: a parallel loop whose tiles hold a vector (shorter ones would
+/// run single lanes only).
 fn lanes_of<'k>(
     p: &Program,
     k: &'k Kernel,
