@@ -1,31 +1,33 @@
 //! Copies elided: the light models whose concatenations lose their copy kernels compute the
-//! same bits with them and without them, and their copies are gone where the rules allow.
+//! same bits with them and without them, and their copies are gone where the rules allow;
+//! so do concatenations along the first and the last axis, through every engine.
 //!
 //! The loop-IR reference executor runs both programs, unscheduled, so a difference can only
-//! come from the rewriting itself. The scheduled engines run the elided programs in the
+//! come from the rewriting itself. The scheduled engines run the elided light models in the
 //! conformance suites (`conformance_scheduled`, `conformance_jit`, `conformance_c`).
 
+use swflow_codegen::jit;
 use swflow_frontend::fuse::plan;
+use swflow_frontend::interp;
+use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::simplify::simplify;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::elide::elide_copies;
 use swflow_scheduler::exec::run_reference;
 use swflow_scheduler::loops::verify_program;
 use swflow_scheduler::lower::lower_fused;
-use swflow_tests::{conformance_dir, OnnxCase};
+use swflow_scheduler::target::Target;
+use swflow_tests::{cbuild, conformance_dir, seeded_inputs, OnnxCase};
 
-/// Elides the copies of a light model's fused loop IR; checks both programs verify and agree
-/// bit for bit; returns the copies removed and the concatenation kernels left.
-fn elide_light(name: &str) -> (usize, Vec<String>) {
-    let case = OnnxCase::new(conformance_dir().unwrap().join("light").join(name));
-    let g = simplify(&case.import().unwrap());
-    let copies = lower_fused(&g, &plan(&g)).unwrap();
+/// Elides the copies of `g`'s fused loop IR; checks both programs verify and agree bit for
+/// bit on `inputs`; returns the copies removed and the concatenation kernels left.
+fn elide(name: &str, g: &Graph, inputs: &[swflow_frontend::ir::Tensor]) -> (usize, Vec<String>) {
+    let copies = lower_fused(g, &plan(g)).unwrap();
     let mut elided = copies.clone();
     let removed = elide_copies(&mut elided);
     verify_program(&elided).unwrap();
-    let inputs = case.inputs_for(&g).unwrap();
-    let want = run_reference(&copies, &inputs).unwrap();
-    let got = run_reference(&elided, &inputs).unwrap();
+    let want = run_reference(&copies, inputs).unwrap();
+    let got = run_reference(&elided, inputs).unwrap();
     assert_eq!(got.len(), want.len());
     for (k, (got, want)) in got.iter().zip(&want).enumerate() {
         if let Err(m) = compare(got, want, Comparison::Exact) {
@@ -39,6 +41,59 @@ fn elide_light(name: &str) -> (usize, Vec<String>) {
         .map(|k| k.name.clone())
         .collect();
     (removed, left)
+}
+
+/// [`elide`] on a light model, simplified as the pipeline simplifies it.
+fn elide_light(name: &str) -> (usize, Vec<String>) {
+    let case = OnnxCase::new(conformance_dir().unwrap().join("light").join(name));
+    let g = simplify(&case.import().unwrap());
+    let inputs = case.inputs_for(&g).unwrap();
+    elide(name, &g, &inputs)
+}
+
+/// Concatenations along the last axis (rows of different lengths, read back by a padded
+/// convolution) and along the first (batches, read by a pool), each operand computed by a
+/// kernel of its own.
+const AXES: &str = r#"graph "axes" {
+  %x: f32[2,3,5,6] = input
+  %w: f32[4,3,3,3] = input
+  %a: f32[2,3,5,6] = relu(%x)
+  %b: f32[2,3,5,2] = max_pool(%x) {kernel=[1,3], strides=[1,3], dilations=[1,1], pads=[0,0,0,0], ceil_mode=false}
+  %ab: f32[2,3,5,8] = concat(%a, %b) {axis=3}
+  %c: f32[2,4,5,8] = conv(%ab, %w) {strides=[1,1], dilations=[1,1], pads=[1,1,1,1], groups=1}
+  %t: f32[2,3,5,6] = tanh(%x)
+  %s: f32[2,3,5,6] = sigmoid(%x)
+  %ts: f32[4,3,5,6] = concat(%t, %s) {axis=0}
+  %p: f32[4,3,4,5] = avg_pool(%ts) {kernel=[2,2], strides=[1,1], dilations=[1,1], pads=[0,0,0,0], ceil_mode=false, count_include_pad=true}
+  output "c" = %c
+  output "p" = %p
+}"#;
+
+/// Both concatenations of [`AXES`] lose their copies; the JIT and the generated C compute
+/// what the interpreter does, on both targets.
+#[test]
+fn first_and_last_axes() {
+    let g = parse(AXES).unwrap();
+    let inputs = seeded_inputs(&g, 7);
+    let (removed, left) = elide("axes", &g, &inputs);
+    assert_eq!(removed, 4);
+    assert!(left.is_empty(), "copies left: {left:?}");
+    let want = interp::run(&g, &inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        assert!(p.kernels.iter().all(|k| k.op != "concat"), "{}", target.name);
+        let jitted = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
+        let dir = cbuild::scratch(&format!("elide-{}", target.name), "axes");
+        cbuild::generate(&p, &target, &dir).unwrap();
+        cbuild::make(&dir, &[]).unwrap();
+        let built = cbuild::run_model(&dir, &g, &inputs, &[]).unwrap();
+        for (k, ((j, c), w)) in jitted.outputs.iter().zip(&built).zip(&want).enumerate() {
+            compare(j, w, Comparison::Tolerance)
+                .unwrap_or_else(|m| panic!("{}: JIT output {k}: {}", target.name, m.message));
+            compare(c, j, Comparison::Exact).unwrap_or_else(|m| panic!("{}: C output {k}: {}", target.name, m.message));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 #[test]
