@@ -23,6 +23,7 @@
 
 use crate::loops::{footprints_overlap, Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId, TensorKind};
 use crate::lower::drop_untouched;
+use crate::schedule::is_written;
 
 /// Removes every copy that can be removed, and the tensors no kernel touches any more;
 /// returns how many copies were removed.
@@ -127,23 +128,24 @@ fn can_elide(p: &Program, at: usize, c: &Copy) -> bool {
         .map(|(&e, &o)| (o, o + e as i64 - 1))
         .collect();
     let untouched = |k: &Kernel, writes_only: bool| {
-        let mut accesses: Vec<&Access> = vec![&k.stmt.target];
-        accesses.extend(k.stmt.keep.as_ref());
-        if !writes_only {
-            accesses.extend(k.stmt.read_accesses());
-        }
-        accesses.iter().all(|a| {
-            let t = k.operands[a.operand];
-            p.storage(t) != out
-                || (t == out && !footprints_overlap(&a.footprint(&k.extents(), &p.tensor(out).ty.shape), &slice))
-        })
+        let accesses = crate::schedule::accesses(k);
+        let extents = k.extents();
+        accesses
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !writes_only || is_written(k, i))
+            .all(|(_, a)| {
+                let t = k.operands[a.operand];
+                p.storage(t) != out
+                    || (t == out && !footprints_overlap(&a.footprint(&extents, &p.tensor(out).ty.shape), &slice))
+            })
     };
     let before = (first..at)
         .filter(|w| !writers.contains(w))
         .all(|w| untouched(&p.kernels[w], false));
     let after = p.kernels[at + 1..].iter().all(|k| untouched(k, true));
     let movable = p.kernels.iter().enumerate().filter(|&(w, _)| w != at).all(|(_, k)| {
-        all_accesses(k)
+        crate::schedule::accesses(k)
             .into_iter()
             .filter(|a| k.operands[a.operand] == x)
             .all(|a| can_move(a, k, p, c))
@@ -164,15 +166,6 @@ fn can_move(a: &Access, k: &Kernel, p: &Program, c: &Copy) -> bool {
             }
             Index::Gathered { .. } => false,
         })
-}
-
-/// The target, the kept value, and every read of the value and epilogue with the accesses
-/// that gathered subscripts read positions from.
-fn all_accesses(k: &Kernel) -> Vec<&Access> {
-    let mut v = vec![&k.stmt.target];
-    v.extend(k.stmt.keep.as_ref());
-    v.extend(k.stmt.read_accesses());
-    v
 }
 
 /// Makes `k`'s accesses to `x` access `out` at the copy's offset.
