@@ -752,3 +752,31 @@ fn losses_that_do_not_fit_and_incomplete_training_options_fail_cleanly() {
         &["apply with --train"],
     );
 }
+
+/// `--tune N` measures each kernel under at most N schedules and keeps the fastest: the
+/// program `bench` models is then never slower than the scheduler's; it is refused where it
+/// cannot apply.
+#[test]
+fn tuning_is_never_slower_and_refused_where_it_cannot_apply() {
+    let model = "examples/lenet/model.onnx";
+    let total = |extra: &[&str]| {
+        let out = swflow(&[&["bench", model, "--json"][..], extra].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["total_modelled_seconds"].as_f64().unwrap()
+    };
+    let (untuned, tuned) = (total(&[]), total(&["--tune", "4"]));
+    assert!(tuned <= untuned, "tuned {tuned} s, untuned {untuned} s");
+    assert_fails(
+        &swflow(&["schedule", model, "--tune", "0"]),
+        &["--tune needs at least one schedule"],
+    );
+    assert_fails(
+        &swflow(&["schedule", model, "--grad", "--loss", "sum", "--tune", "4"]),
+        &["--tune does not apply with --grad or --train"],
+    );
+    assert_fails(
+        &swflow(&["run", model, "--tune", "4"]),
+        &["--tune apply with --engine loops or jit"],
+    );
+}

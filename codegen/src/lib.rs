@@ -28,6 +28,7 @@ pub mod names;
 mod params;
 pub mod saved;
 mod scalar;
+pub mod tune;
 mod writer;
 
 use std::collections::BTreeMap;

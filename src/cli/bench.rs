@@ -154,7 +154,8 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--output and --jobs apply to --engine c");
     }
     let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
-    let p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
+    let mut p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
+    args.pipeline.tune(&mut p, &target)?;
     let Measured {
         stats,
         build_seconds,

@@ -138,7 +138,8 @@ pub fn run(args: Args) -> Result<()> {
         args.train.unused()?;
         let (_, g) = args.model.load()?;
         let options = args.pipeline.options(&g, false)?;
-        let p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
+        let mut p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
+        args.pipeline.tune(&mut p, &target)?;
         let out = swflow_codegen::generate(&p, &target, lib_text)?;
         (g, p, out)
     };

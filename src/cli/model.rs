@@ -7,8 +7,10 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::onnx::{ImportOptions, ModelFile};
+use swflow_scheduler::loops::Program;
 use swflow_scheduler::pipeline::{Fuse, Options};
 use swflow_scheduler::tape::{TapeMode, TapeOptions};
+use swflow_scheduler::target::Target;
 
 #[derive(clap::Args, Debug)]
 pub struct ModelArgs {
@@ -54,6 +56,12 @@ pub struct PipelineArgs {
     /// initial values) [default: timed]
     #[arg(long, value_parser = ["rule", "timed"])]
     pub recompute: Option<String>,
+    /// Choose every kernel's schedule by modelled time: run the kernel alone, compiled by the
+    /// JIT, on the timed emulator under at most N schedules (the scheduler's choice, the best
+    /// of every other partition, then tiles halved or doubled one loop at a time from the
+    /// fastest) and keep the fastest. Not with --grad or --train
+    #[arg(long, value_name = "N")]
+    pub tune: Option<usize>,
 }
 
 impl PipelineArgs {
@@ -70,6 +78,12 @@ impl PipelineArgs {
             "simplify" => Fuse::Simplify,
             _ => Fuse::Default,
         };
+        if gradient && self.tune.is_some() {
+            bail!("--tune does not apply with --grad or --train: the tape plan fixes the partitions of the kernels that mirror each other");
+        }
+        if self.tune == Some(0) {
+            bail!("--tune needs at least one schedule to measure per kernel");
+        }
         if !gradient && self.recompute.is_some() {
             bail!("--recompute applies with --grad or --train");
         }
@@ -94,6 +108,37 @@ impl PipelineArgs {
             }
         };
         Ok(Options { fuse, tape })
+    }
+}
+
+impl PipelineArgs {
+    /// Tunes the schedules of `p` (compiled with [`PipelineArgs::options`]) for `target` when
+    /// `--tune` asks for it, logging what changed.
+    pub fn tune(&self, p: &mut Program, target: &Target) -> Result<()> {
+        let Some(budget) = self.tune else { return Ok(()) };
+        let start = Instant::now();
+        let tuned = swflow_codegen::tune::tune(p, target, budget)?;
+        for t in &tuned {
+            tracing::debug!(
+                "tuned {}: {} schedules measured, {:?} -> {:?} cycles",
+                t.kernel,
+                t.measured,
+                t.before,
+                t.after
+            );
+        }
+        let seconds = |f: fn(&swflow_codegen::tune::Tuned) -> Option<f64>| {
+            tuned.iter().filter_map(f).sum::<f64>() / target.clock_hz
+        };
+        tracing::info!(
+            "tuned {} kernels in {:.1} s: {} changed; measured alone, {:.6} -> {:.6} s",
+            tuned.len(),
+            start.elapsed().as_secs_f64(),
+            tuned.iter().filter(|t| t.changed()).count(),
+            seconds(|t| t.before),
+            seconds(|t| t.after)
+        );
+        Ok(())
     }
 }
 

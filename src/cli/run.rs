@@ -153,11 +153,12 @@ fn input_values(g: &Graph, mut given: HashMap<String, Tensor>, seed: u64) -> Res
 fn execute(args: &Args, g: &Graph, inputs: &[Tensor], gradient: bool) -> Result<Vec<Tensor>> {
     let options = args.pipeline.options(g, gradient)?;
     match args.engine.as_str() {
-        "loops" => run_loops(g, inputs, &args.target, options),
-        "jit" => run_jit(g, inputs, &args.target, options),
+        "loops" => run_loops(g, inputs, &args.target, options, &args.pipeline),
+        "jit" => run_jit(g, inputs, &args.target, options, &args.pipeline),
         _ => {
-            if args.pipeline.tape.is_some() || args.pipeline.tape_arena.is_some() || args.pipeline.recompute.is_some() {
-                bail!("--tape, --tape-arena and --recompute apply with --engine loops or jit: the graph engine runs the graph as imported");
+            let p = &args.pipeline;
+            if p.tape.is_some() || p.tape_arena.is_some() || p.recompute.is_some() || p.tune.is_some() {
+                bail!("--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit: the graph engine runs the graph as imported");
             }
             let start = Instant::now();
             let outputs = interp::run(g, inputs)?;
@@ -181,9 +182,16 @@ fn report(name: &str, t: &Tensor, path: Option<PathBuf>) -> Result<()> {
 }
 
 /// Lowers, schedules and runs `g` on the modelled CPEs of `target`.
-fn run_loops(g: &Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
+fn run_loops(
+    g: &Graph,
+    inputs: &[Tensor],
+    target: &str,
+    options: Options,
+    pipeline: &PipelineArgs,
+) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
-    let p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
+    let mut p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
+    pipeline.tune(&mut p, &target)?;
     let start = Instant::now();
     let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, inputs, &target)?;
     let dma: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
@@ -199,9 +207,16 @@ fn run_loops(g: &Graph, inputs: &[Tensor], target: &str, options: Options) -> Re
 
 /// Lowers and schedules `g` for `target`, compiles its kernels with Cranelift and runs them
 /// on the emulator.
-fn run_jit(g: &Graph, inputs: &[Tensor], target: &str, options: Options) -> Result<Vec<Tensor>> {
+fn run_jit(
+    g: &Graph,
+    inputs: &[Tensor],
+    target: &str,
+    options: Options,
+    pipeline: &PipelineArgs,
+) -> Result<Vec<Tensor>> {
     let target = swflow_scheduler::target::Target::resolve(target)?;
-    let p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
+    let mut p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
+    pipeline.tune(&mut p, &target)?;
     let start = Instant::now();
     let program = swflow_codegen::jit::compile(&p, &target)?;
     let compiled = start.elapsed();

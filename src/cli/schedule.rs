@@ -126,7 +126,8 @@ pub fn run(args: Args) -> Result<()> {
     let (g, recompute) = grad::graph(&args.model, &args.grad, &args.train, timing)?;
     let start = Instant::now();
     let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
-    let p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
+    let mut p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
+    args.pipeline.tune(&mut p, &target)?;
     let schedule_seconds = start.elapsed().as_secs_f64();
     tracing::info!(
         "scheduled {} kernels for {} in {:.2?}",

@@ -1,0 +1,240 @@
+//! Schedules chosen by modelled time: each kernel runs alone, compiled by the JIT, on the
+//! timed emulator, under a few candidate schedules, and keeps the fastest.
+//!
+//! The scheduler ranks schedules by an estimate made before any code exists
+//! ([`swflow_scheduler::schedule::estimate`]); its compute is a lower bound, so it cannot
+//! tell apart schedules whose emitted code differs in vector blocks, spreads of padded rows
+//! or stalls on puts. Tuning asks the judge instead, as autotuners do. For each kernel:
+//! 1. the schedule the scheduler chose is measured first;
+//! 2. then the best schedule of every other partition ([`partition::candidates`], tiles
+//!    sized as the scheduler sizes them), in the order of their estimates;
+//! 3. then, from the fastest so far, schedules that halve or double one tile loop's tile,
+//!    climbing while one is faster.
+//!
+//! A measurement compiles a program of the kernel alone ([`alone`]): the tensors it reads
+//! become inputs, filled with the same pseudo-random values every time, and the tensors it
+//! writes its outputs. It stops at `budget` measurements per kernel. A kernel keeps its
+//! schedule when it is the fastest (ties keep the earlier), and when no other candidate can
+//! be measured (a run that stops on its pseudo-random inputs, such as a gather of indices out
+//! of range, counts as not measured).
+//!
+//! A kernel's modelled time does not depend on the kernels around it (each launch starts
+//! with an idle DMA queue and its own LDM), so the time measured alone is its time in the
+//! program. Tuning only picks among schedules that verify; what the program computes does
+//! not change.
+
+use swflow_frontend::ir::Tensor;
+use swflow_frontend::random::random_tensor;
+use swflow_scheduler::loops::{Kernel, Program, TensorId, TensorKind};
+use swflow_scheduler::schedule::{self, estimate, partition, Schedule};
+use swflow_scheduler::target::Target;
+
+use crate::jit;
+
+/// What tuning did to one kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuned {
+    pub kernel: String,
+    /// Schedules measured.
+    pub measured: usize,
+    /// Modelled cycles of the kernel (spawn, slowest CPE and join) under the scheduler's
+    /// choice and under the one kept; `None` when the scheduler's choice could not be
+    /// measured (the kernel keeps it).
+    pub before: Option<f64>,
+    pub after: Option<f64>,
+}
+
+impl Tuned {
+    /// Whether the kernel now has another schedule.
+    pub fn changed(&self) -> bool {
+        matches!((self.before, self.after), (Some(b), Some(a)) if a < b)
+    }
+}
+
+/// Why a program cannot be tuned.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error("tuning needs at least one measurement per kernel")]
+    NoBudget,
+    #[error("a program with a gradient tape cannot be tuned: its tape plan fixes the partitions of the kernels that mirror each other")]
+    Tape,
+}
+
+/// Tunes every kernel of `p` (scheduled for `target`) with at most `budget` measurements
+/// each, replacing its schedule by the fastest measured; returns what it did, kernel by
+/// kernel.
+pub fn tune(p: &mut Program, target: &Target, budget: usize) -> Result<Vec<Tuned>, TuneError> {
+    if budget == 0 {
+        return Err(TuneError::NoBudget);
+    }
+    if p.tape.is_some() {
+        return Err(TuneError::Tape);
+    }
+    let mut out = Vec::with_capacity(p.kernels.len());
+    for ki in 0..p.kernels.len() {
+        let (tuned, best) = tune_kernel(p, ki, target, budget);
+        if let Some(s) = best {
+            p.kernels[ki].schedule = Some(s);
+        }
+        out.push(tuned);
+    }
+    Ok(out)
+}
+
+/// Tunes kernel `ki`: what it did, and the new schedule if one is faster.
+fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned, Option<Schedule>) {
+    let k = &p.kernels[ki];
+    let mut tuned = Tuned {
+        kernel: k.name.clone(),
+        measured: 0,
+        before: None,
+        after: None,
+    };
+    let Some(current) = k.schedule.clone() else {
+        return (tuned, None);
+    };
+    let alone = alone(p, ki);
+    let inputs: Vec<Tensor> = alone
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| random_tensor(&alone.tensor(id).ty, 0, i))
+        .collect();
+    let mut seen: Vec<Schedule> = Vec::new();
+    let mut measure = |s: &Schedule, tuned: &mut Tuned| -> Option<f64> {
+        if tuned.measured >= budget || seen.contains(s) {
+            return None;
+        }
+        seen.push(s.clone());
+        tuned.measured += 1;
+        let mut q = alone.clone();
+        q.kernels[0].schedule = Some(s.clone());
+        let program = jit::compile(&q, target).ok()?;
+        let run = program.run(&q, target, &inputs).ok()?;
+        run.stats.values().next().map(|s| s.time.modelled_cycles)
+    };
+    let Some(first) = measure(&current, &mut tuned) else {
+        return (tuned, None);
+    };
+    tuned.before = Some(first);
+    let mut best_time = first;
+    let mut best: Option<Schedule> = None;
+    let candidates = partition::candidates(k, target);
+    // The best schedule of every other partition, by estimate.
+    let mut others: Vec<(f64, Schedule)> = candidates
+        .iter()
+        .filter_map(|part| {
+            let s = schedule::split_by(k, p, part, target).ok()?;
+            schedule::verify_schedule(k, p, &s, target).ok()?;
+            Some((estimate::estimate(k, p, &s, target).cycles(), s))
+        })
+        .collect();
+    others.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (_, s) in others {
+        if let Some(t) = measure(&s, &mut tuned) {
+            if t < best_time {
+                best_time = t;
+                best = Some(s);
+            }
+        }
+    }
+    // Climb from the fastest, one tile at a time.
+    let mut here = best.clone().unwrap_or_else(|| current.clone());
+    let part = candidates
+        .into_iter()
+        .find(|c| c.loops == here.partition && c.grid == here.grid && c.chunk == here.chunk);
+    if let Some(part) = part {
+        'climb: while tuned.measured < budget {
+            for s in neighbours(k, p, &part, &here, target) {
+                if let Some(t) = measure(&s, &mut tuned) {
+                    if t < best_time {
+                        best_time = t;
+                        best = Some(s.clone());
+                        here = s;
+                        continue 'climb;
+                    }
+                }
+            }
+            break;
+        }
+    }
+    tuned.after = Some(best_time);
+    (tuned, best)
+}
+
+/// The schedules of partition `part` whose tiles differ from `s`'s in one loop, halved or
+/// doubled (within the loop's range), that verify.
+fn neighbours(k: &Kernel, p: &Program, part: &partition::Partition, s: &Schedule, target: &Target) -> Vec<Schedule> {
+    let mut out = Vec::new();
+    for l in 0..k.loops.len() {
+        let t = s.tiles[l];
+        for next in [t / 2, (t * 2).min(s.ranges[l])] {
+            if next == 0 || next == t {
+                continue;
+            }
+            let mut tiles = s.tiles.clone();
+            tiles[l] = next;
+            let n = schedule::planned(k, p, part, tiles, target);
+            if schedule::verify_schedule(k, p, &n, target).is_ok() {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+/// The program of kernel `ki` of `p` alone, with only the tensors it uses: every tensor it
+/// reads that a kernel of `p` computes becomes an input, and every tensor it writes an output.
+pub fn alone(p: &Program, ki: usize) -> Program {
+    let mut k = p.kernels[ki].clone();
+    // The tensors it uses, views with what they view, in `p`'s order.
+    let mut used: Vec<TensorId> = Vec::new();
+    for &t in &k.operands {
+        let mut id = t;
+        loop {
+            if !used.contains(&id) {
+                used.push(id);
+            }
+            match p.tensor(id).kind {
+                TensorKind::View(of) => id = of,
+                _ => break,
+            }
+        }
+    }
+    used.sort_by_key(|t| t.index());
+    let new = |t: TensorId| TensorId(used.iter().position(|&u| u == t).expect("a used tensor") as u32);
+    let written: Vec<TensorId> = schedule::accesses(&k)
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| schedule::is_written(&k, i))
+        .map(|(_, a)| p.storage(k.operands[a.operand]))
+        .collect();
+    let mut inputs = Vec::new();
+    let tensors = used
+        .iter()
+        .map(|&t| {
+            let mut info = p.tensor(t).clone();
+            info.kind = match info.kind {
+                TensorKind::View(of) => TensorKind::View(new(of)),
+                TensorKind::Temp | TensorKind::Input if !written.contains(&t) => {
+                    inputs.push(new(t));
+                    TensorKind::Input
+                }
+                kind => kind,
+            };
+            info
+        })
+        .collect();
+    for t in &mut k.operands {
+        *t = new(*t);
+    }
+    Program {
+        name: format!("{} ({})", p.name, k.name),
+        tensors,
+        outputs: written.iter().map(|&w| (p.tensor(w).name.clone(), new(w))).collect(),
+        kernels: vec![k],
+        inputs,
+        updates: Vec::new(),
+        tape: None,
+    }
+}
