@@ -13,7 +13,8 @@
 //!
 //! A measurement compiles a program of the kernel alone ([`alone`]): the tensors it reads
 //! become inputs, filled with the same pseudo-random values every time, and the tensors it
-//! writes its outputs. It stops at `budget` measurements per kernel. A kernel keeps its
+//! writes its outputs. It stops at `budget` measurements per kernel, and skips schedules
+//! whose estimate is twice the fastest time measured or more. A kernel keeps its
 //! schedule when it is the fastest (ties keep the earlier), and when no other candidate can
 //! be measured (a run that stops on its pseudo-random inputs, such as a gather of indices out
 //! of range, counts as not measured).
@@ -30,6 +31,13 @@ use swflow_scheduler::schedule::{self, estimate, partition, Schedule};
 use swflow_scheduler::target::Target;
 
 use crate::jit;
+
+/// How many times the fastest modelled time so far a schedule's estimate may be and still
+/// be measured. The estimate takes compute as a lower bound, and comes within a few per cent
+/// of the modelled time where DMA bounds a kernel; a schedule estimated at twice the fastest
+/// cannot win, and such schedules (scalar fallbacks, tiles of one point) are the slowest to
+/// emulate.
+const OUT_OF_REACH: f64 = 2.0;
 
 /// What tuning did to one kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,8 +109,13 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         .map(|(i, &id)| random_tensor(&alone.tensor(id).ty, 0, i))
         .collect();
     let mut seen: Vec<Schedule> = Vec::new();
-    let mut measure = |s: &Schedule, tuned: &mut Tuned| -> Option<f64> {
+    // A schedule is measured once, and not at all when its estimate, which is near a lower
+    // bound of its modelled time, is out of reach of the fastest so far.
+    let mut measure = |s: &Schedule, tuned: &mut Tuned, fastest: f64| -> Option<f64> {
         if tuned.measured >= budget || seen.contains(s) {
+            return None;
+        }
+        if estimate::estimate(k, p, s, target).cycles() > OUT_OF_REACH * fastest {
             return None;
         }
         seen.push(s.clone());
@@ -113,7 +126,7 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         let run = program.run(&q, target, &inputs).ok()?;
         run.stats.values().next().map(|s| s.time.modelled_cycles)
     };
-    let Some(first) = measure(&current, &mut tuned) else {
+    let Some(first) = measure(&current, &mut tuned, f64::INFINITY) else {
         return (tuned, None);
     };
     tuned.before = Some(first);
@@ -131,7 +144,7 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         .collect();
     others.sort_by(|a, b| a.0.total_cmp(&b.0));
     for (_, s) in others {
-        if let Some(t) = measure(&s, &mut tuned) {
+        if let Some(t) = measure(&s, &mut tuned, best_time) {
             if t < best_time {
                 best_time = t;
                 best = Some(s);
@@ -146,7 +159,7 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
     if let Some(part) = part {
         'climb: while tuned.measured < budget {
             for s in neighbours(k, p, &part, &here, target) {
-                if let Some(t) = measure(&s, &mut tuned) {
+                if let Some(t) = measure(&s, &mut tuned, best_time) {
                     if t < best_time {
                         best_time = t;
                         best = Some(s.clone());
