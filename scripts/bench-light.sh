@@ -2,14 +2,21 @@
 # Modelled time of the nine light models from the onnx wheel on both targets, through
 # `swflow bench` (JIT-compiled kernels on the timed emulator): one line per model and target
 # with the modelled seconds, GFLOPS and fraction of the target's peak; the JSON reports are
-# kept in .cache/bench-light/<target>/<model>.json. Needs the conformance data
-# (bash scripts/setup-conformance.sh) and a release build.
-#   bash scripts/bench-light.sh [model ...]
+# kept in .cache/bench-light/<target>/<model>.json. With `--tune N` every kernel's schedule
+# is tuned (`swflow bench --tune N`) and the reports go to .cache/bench-tuned instead. Needs
+# the conformance data (bash scripts/setup-conformance.sh) and a release build.
+#   bash scripts/bench-light.sh [--tune N] [model ...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 swflow="$root/target/release/swflow"
 light="$root/.cache/conformance/light"
 out="$root/.cache/bench-light"
+tune=()
+if [ "${1:-}" = "--tune" ]; then
+    tune=(--tune "$2")
+    out="$root/.cache/bench-tuned"
+    shift 2
+fi
 models=("$@")
 if [ ${#models[@]} -eq 0 ]; then
     models=(bvlc_alexnet densenet121 inception_v1 inception_v2 resnet50 shufflenet squeezenet vgg19 zfnet512)
@@ -20,7 +27,7 @@ for target in sw26010 sw26010pro; do
     for m in "${models[@]}"; do
         report="$out/$target/$m.json"
         start=$(date +%s.%N)
-        "$swflow" bench "$light/$m/model.onnx" --target "$target" --json > "$report"
+        "$swflow" bench "$light/$m/model.onnx" --target "$target" "${tune[@]}" --json > "$report"
         end=$(date +%s.%N)
         python3 - "$report" "$m" "$target" "$start" "$end" <<'PY'
 import json, sys
