@@ -547,7 +547,7 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
     );
     assert_fails(
         &swflow(&["run", model, "--grad", "--loss", "sum", "--tape", "regions"]),
-        &["--tape, --tape-arena and --recompute apply with --engine loops or jit"],
+        &["--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit"],
     );
 }
 
@@ -598,7 +598,7 @@ fn the_recompute_choice_is_reported_and_refused_where_unused() {
     );
     assert_fails(
         &swflow(&["run", model, "--grad", "--loss", "sum", "--recompute", "timed"]),
-        &["--tape, --tape-arena and --recompute apply with --engine loops or jit"],
+        &["--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit"],
     );
 }
 
