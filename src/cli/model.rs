@@ -109,9 +109,7 @@ impl PipelineArgs {
         };
         Ok(Options { fuse, tape })
     }
-}
 
-impl PipelineArgs {
     /// Tunes the schedules of `p` (compiled with [`PipelineArgs::options`]) for `target` when
     /// `--tune` asks for it, logging what changed.
     pub fn tune(&self, p: &mut Program, target: &Target) -> Result<()> {
