@@ -754,19 +754,41 @@ fn losses_that_do_not_fit_and_incomplete_training_options_fail_cleanly() {
 }
 
 /// `--tune N` measures each kernel under at most N schedules and keeps the fastest: the
-/// program `bench` models is then never slower than the scheduler's; it is refused where it
-/// cannot apply.
+/// program `bench` models is then never slower than the scheduler's, each kernel takes the
+/// time tuning measured for it alone, and the report says so kernel by kernel; it is refused
+/// where it cannot apply.
 #[test]
 fn tuning_is_never_slower_and_refused_where_it_cannot_apply() {
     let model = "examples/lenet/model.onnx";
-    let total = |extra: &[&str]| {
+    let bench = |extra: &[&str]| -> serde_json::Value {
         let out = swflow(&[&["bench", model, "--json"][..], extra].concat());
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["total_modelled_seconds"].as_f64().unwrap()
+        serde_json::from_slice(&out.stdout).unwrap()
     };
-    let (untuned, tuned) = (total(&[]), total(&["--tune", "4"]));
-    assert!(tuned <= untuned, "tuned {tuned} s, untuned {untuned} s");
+    let (untuned, tuned) = (bench(&[]), bench(&["--tune", "4"]));
+    assert!(untuned["tune"].is_null(), "{}", untuned["tune"]);
+    let total = |r: &serde_json::Value| r["total_modelled_seconds"].as_f64().unwrap();
+    assert!(total(&tuned) <= total(&untuned), "tuned {tuned}, untuned {untuned}");
+    let t = &tuned["tune"];
+    assert_eq!(t["budget"], 4, "{t}");
+    let kernels = t["kernels"].as_array().unwrap();
+    let rows = tuned["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), rows.len(), "{t}");
+    for (k, row) in kernels.iter().zip(rows) {
+        assert_eq!(k["kernel"], row["kernel"], "{t}");
+        let n = k["measured"].as_u64().unwrap();
+        assert!((1..=4).contains(&n), "{k}");
+        let (before, after) = (
+            k["before_seconds"].as_f64().unwrap(),
+            k["after_seconds"].as_f64().unwrap(),
+        );
+        assert!(after <= before, "{k}");
+        let modelled = row["modelled_seconds"].as_f64().unwrap();
+        assert!(
+            (modelled - after).abs() <= 1e-12 * after,
+            "{k} against {modelled} s in the program"
+        );
+    }
     assert_fails(
         &swflow(&["schedule", model, "--tune", "0"]),
         &["--tune needs at least one schedule"],

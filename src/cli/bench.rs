@@ -17,7 +17,7 @@ use swflow_scheduler::target::Target;
 
 use super::compile::{emulator_lib, makefile_path};
 use super::grad::{self, GradArgs, TrainArgs};
-use super::model::{ModelArgs, PipelineArgs};
+use super::model::{ModelArgs, PipelineArgs, Tuning};
 use super::roofline;
 use super::saved::{print_recompute, RecomputeReport, Timing};
 
@@ -89,6 +89,8 @@ struct Report {
     /// For a gradient program with `--recompute timed`: the values it stores rather than
     /// recomputes, and the modelled times behind that choice.
     recompute: Option<RecomputeReport>,
+    /// With `--tune`: what tuning did, kernel by kernel.
+    tune: Option<Tuning>,
     kernels: Vec<KernelRow>,
     /// Compiling the kernels (JIT) or building the folder with `make` (C).
     build_seconds: f64,
@@ -155,7 +157,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
     let mut p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
-    args.pipeline.tune(&mut p, &target)?;
+    let tune = args.pipeline.tune(&mut p, &target)?;
     let Measured {
         stats,
         build_seconds,
@@ -201,6 +203,7 @@ pub fn run(args: Args) -> Result<()> {
         total: stats["total"].clone(),
         tape: Tape::of(&stats["total"])?,
         recompute,
+        tune,
         kernels,
         build_seconds,
         run_seconds,
@@ -333,6 +336,9 @@ fn print_table(r: &Report) {
     }
     if let Some(c) = &r.recompute {
         print_recompute(c);
+    }
+    if let Some(t) = &r.tune {
+        println!("{}", t.summary());
     }
     println!(
         "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}",

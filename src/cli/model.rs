@@ -111,32 +111,85 @@ impl PipelineArgs {
     }
 
     /// Tunes the schedules of `p` (compiled with [`PipelineArgs::options`]) for `target` when
-    /// `--tune` asks for it, logging what changed.
-    pub fn tune(&self, p: &mut Program, target: &Target) -> Result<()> {
-        let Some(budget) = self.tune else { return Ok(()) };
+    /// `--tune` asks for it, logging what changed; returns what it did.
+    pub fn tune(&self, p: &mut Program, target: &Target) -> Result<Option<Tuning>> {
+        let Some(budget) = self.tune else { return Ok(None) };
         let start = Instant::now();
         let tuned = swflow_codegen::tune::tune(p, target, budget)?;
-        for t in &tuned {
+        let seconds = |cycles: Option<f64>| cycles.map(|c| c / target.clock_hz);
+        let functions = swflow_codegen::kernel_function_names(p);
+        let kernels: Vec<TunedKernel> = tuned
+            .iter()
+            .zip(functions)
+            .map(|(t, kernel)| TunedKernel {
+                kernel,
+                measured: t.measured,
+                before_seconds: seconds(t.before),
+                after_seconds: seconds(t.after),
+            })
+            .collect();
+        for k in &kernels {
             tracing::debug!(
-                "tuned {}: {} schedules measured, {:?} -> {:?} cycles",
-                t.kernel,
-                t.measured,
-                t.before,
-                t.after
+                "tuned {}: {} schedules measured, {:?} -> {:?} s",
+                k.kernel,
+                k.measured,
+                k.before_seconds,
+                k.after_seconds
             );
         }
-        let seconds = |f: fn(&swflow_codegen::tune::Tuned) -> Option<f64>| {
-            tuned.iter().filter_map(f).sum::<f64>() / target.clock_hz
+        let sum = |f: fn(&TunedKernel) -> Option<f64>| kernels.iter().filter_map(f).sum::<f64>();
+        let tuning = Tuning {
+            budget,
+            seconds: start.elapsed().as_secs_f64(),
+            changed: tuned.iter().filter(|t| t.changed()).count(),
+            before_seconds: sum(|k| k.before_seconds),
+            after_seconds: sum(|k| k.after_seconds),
+            kernels,
         };
-        tracing::info!(
-            "tuned {} kernels in {:.1} s: {} changed; measured alone, {:.6} -> {:.6} s",
-            tuned.len(),
-            start.elapsed().as_secs_f64(),
-            tuned.iter().filter(|t| t.changed()).count(),
-            seconds(|t| t.before),
-            seconds(|t| t.after)
-        );
-        Ok(())
+        tracing::info!("{}", tuning.summary());
+        Ok(Some(tuning))
+    }
+}
+
+/// What `--tune` did: the kernels' modelled seconds, each measured alone, under the
+/// scheduler's schedule and under the one kept.
+#[derive(serde::Serialize, Debug)]
+pub struct Tuning {
+    /// Schedules measured per kernel, at most.
+    pub budget: usize,
+    /// Wall-clock seconds tuning took.
+    pub seconds: f64,
+    /// Kernels whose schedule changed.
+    pub changed: usize,
+    /// Sums over the kernels measured.
+    pub before_seconds: f64,
+    pub after_seconds: f64,
+    pub kernels: Vec<TunedKernel>,
+}
+
+/// One kernel's tuning; its modelled seconds are `None` when its schedule could not be
+/// measured (it keeps the scheduler's).
+#[derive(serde::Serialize, Debug)]
+pub struct TunedKernel {
+    /// The kernel's function name, as the emulator's reports name it.
+    pub kernel: String,
+    pub measured: usize,
+    pub before_seconds: Option<f64>,
+    pub after_seconds: Option<f64>,
+}
+
+impl Tuning {
+    /// One line: what changed and how long it took.
+    pub fn summary(&self) -> String {
+        format!(
+            "tuned {} kernels in {:.1} s ({} schedules each at most): {} changed; measured alone, {:.6} -> {:.6} s",
+            self.kernels.len(),
+            self.seconds,
+            self.budget,
+            self.changed,
+            self.before_seconds,
+            self.after_seconds
+        )
     }
 }
 
