@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 use swflow_frontend::ir::{Graph, Tensor};
 use swflow_frontend::onnx::frozen_inputs;
 use swflow_frontend::{interp, npy, random};
-use swflow_scheduler::pipeline::Options;
+use swflow_scheduler::loops::Program;
+use swflow_scheduler::target::Target;
 
 use super::grad::GradArgs;
 use super::model::{split_assignment, ModelArgs, PipelineArgs};
@@ -77,7 +78,7 @@ pub fn run(args: Args) -> Result<()> {
 /// `run --grad`: the loss and its gradients, written as `DIR/loss.npy`, `DIR/grad/*.npy` and
 /// `DIR/gradients.json` (tensor name -> file relative to DIR).
 fn run_gradient(args: &Args, mut given: HashMap<String, Tensor>) -> Result<()> {
-    let target = swflow_scheduler::target::Target::resolve(&args.target)?;
+    let target = Target::resolve(&args.target)?;
     // The graph engine runs the gradient program the rule gives: it has no target to time.
     let timing = (args.engine != "graph").then_some(Timing {
         target: &target,
@@ -149,22 +150,26 @@ fn input_values(g: &Graph, mut given: HashMap<String, Tensor>, seed: u64) -> Res
     Ok(inputs)
 }
 
-/// Runs `g` (a gradient program when `gradient`) on the engine the options choose.
+/// Runs `g` (a gradient program when `gradient`) on the engine the options choose: the
+/// scheduled engines lower, schedule (and tune) it for `--target` first.
 fn execute(args: &Args, g: &Graph, inputs: &[Tensor], gradient: bool) -> Result<Vec<Tensor>> {
     let options = args.pipeline.options(g, gradient)?;
-    match args.engine.as_str() {
-        "loops" => run_loops(g, inputs, &args.target, options, &args.pipeline),
-        "jit" => run_jit(g, inputs, &args.target, options, &args.pipeline),
-        _ => {
-            let p = &args.pipeline;
-            if p.tape.is_some() || p.tape_arena.is_some() || p.recompute.is_some() || p.tune.is_some() {
-                bail!("--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit: the graph engine runs the graph as imported");
-            }
-            let start = Instant::now();
-            let outputs = interp::run(g, inputs)?;
-            tracing::info!("graph interpreter ran in {:.2?}", start.elapsed());
-            Ok(outputs)
+    if args.engine == "graph" {
+        let p = &args.pipeline;
+        if p.tape.is_some() || p.tape_arena.is_some() || p.recompute.is_some() || p.tune.is_some() {
+            bail!("--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit: the graph engine runs the graph as imported");
         }
+        let start = Instant::now();
+        let outputs = interp::run(g, inputs)?;
+        tracing::info!("graph interpreter ran in {:.2?}", start.elapsed());
+        return Ok(outputs);
+    }
+    let target = Target::resolve(&args.target)?;
+    let mut p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
+    args.pipeline.tune(&mut p, &target)?;
+    match args.engine.as_str() {
+        "loops" => run_loops(&p, inputs, &target),
+        _ => run_jit(&p, inputs, &target),
     }
 }
 
@@ -181,19 +186,10 @@ fn report(name: &str, t: &Tensor, path: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Lowers, schedules and runs `g` on the modelled CPEs of `target`.
-fn run_loops(
-    g: &Graph,
-    inputs: &[Tensor],
-    target: &str,
-    options: Options,
-    pipeline: &PipelineArgs,
-) -> Result<Vec<Tensor>> {
-    let target = swflow_scheduler::target::Target::resolve(target)?;
-    let mut p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
-    pipeline.tune(&mut p, &target)?;
+/// Runs the scheduled program `p` on the modelled CPEs of `target`.
+fn run_loops(p: &Program, inputs: &[Tensor], target: &Target) -> Result<Vec<Tensor>> {
     let start = Instant::now();
-    let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(&p, inputs, &target)?;
+    let (outputs, stats) = swflow_scheduler::exec::cpe::run_program(p, inputs, target)?;
     let dma: usize = stats.iter().map(|s| s.traffic.get_bytes + s.traffic.put_bytes).sum();
     tracing::info!(
         "{} kernels ran on the modelled {} CPEs in {:.2?}, {:.1} MB of DMA",
@@ -205,23 +201,14 @@ fn run_loops(
     Ok(outputs)
 }
 
-/// Lowers and schedules `g` for `target`, compiles its kernels with Cranelift and runs them
-/// on the emulator.
-fn run_jit(
-    g: &Graph,
-    inputs: &[Tensor],
-    target: &str,
-    options: Options,
-    pipeline: &PipelineArgs,
-) -> Result<Vec<Tensor>> {
-    let target = swflow_scheduler::target::Target::resolve(target)?;
-    let mut p = swflow_scheduler::pipeline::compile_with(g, &target, options)?;
-    pipeline.tune(&mut p, &target)?;
+/// Compiles the kernels of the scheduled program `p` with Cranelift and runs them on the
+/// emulator of `target`.
+fn run_jit(p: &Program, inputs: &[Tensor], target: &Target) -> Result<Vec<Tensor>> {
     let start = Instant::now();
-    let program = swflow_codegen::jit::compile(&p, &target)?;
+    let program = swflow_codegen::jit::compile(p, target)?;
     let compiled = start.elapsed();
     let start = Instant::now();
-    let run = program.run(&p, &target, inputs)?;
+    let run = program.run(p, target, inputs)?;
     tracing::info!(
         "{} kernels compiled in {compiled:.2?} and ran on the emulated {} in {:.2?}: {:.6} s modelled",
         p.kernels.len(),
