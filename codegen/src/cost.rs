@@ -133,7 +133,20 @@ pub const DMA_MOVE_VECTOR_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// Per moved element (`swflow_move_up`, after its vectors).
+/// Once per moved row of f32 elements that is at least a vector but not whole vectors
+/// (`swflow_move_up` on a machine with vectors): its first vector's unaligned load, kept until
+/// the other vectors have moved, and store, the test and its addresses.
+pub const DMA_MOVE_HEAD_OPS: Ops = Ops {
+    load: 2,
+    store: 2,
+    fp: 2,
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per element of a row moved one element at a time (`swflow_move_up`: rows shorter than a
+/// vector, and every row on a machine without vectors).
 pub const DMA_MOVE_OPS: Ops = Ops {
     load: 1,
     store: 1,
@@ -410,8 +423,12 @@ mod tests {
             expect(&[(&DMA_PAD_FILL_OPS, "to - from")])
         );
         assert_eq!(
-            charges("swflow_move_up(char", 2),
-            expect(&[(&DMA_MOVE_VECTOR_OPS, "n / SWFLOW_F32_LANES"), (&DMA_MOVE_OPS, "n")])
+            charges("swflow_move_up(char", 3),
+            expect(&[
+                (&DMA_MOVE_VECTOR_OPS, "n / SWFLOW_F32_LANES"),
+                (&DMA_MOVE_HEAD_OPS, "rest != 0"),
+                (&DMA_MOVE_OPS, "n")
+            ])
         );
         assert_eq!(charges("swflow_clip(int", 1), expect(&[(&DMA_PAD_SETUP_OPS, "rank")]));
         assert_eq!(

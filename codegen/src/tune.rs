@@ -124,7 +124,9 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         q.kernels[0].schedule = Some(s.clone());
         let program = jit::compile(&q, target).ok()?;
         let run = program.run(&q, target, &inputs).ok()?;
-        run.stats.values().next().map(|s| s.time.modelled_cycles)
+        let cycles = run.stats.values().next().map(|s| s.time.modelled_cycles)?;
+        tracing::trace!("{}: {cycles:.0} cycles under\n{}", k.name, s.describe(k, p).trim_end());
+        Some(cycles)
     };
     let Some(first) = measure(&current, &mut tuned, f64::INFINITY) else {
         return (tuned, None);

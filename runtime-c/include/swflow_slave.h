@@ -248,22 +248,46 @@ static inline void swflow_pad_row(char *row, long from, long to, long elem, cons
             row[i] = *(const char *)pad;
 }
 
+#if SWFLOW_F32_LANES > 1
+/* Moves the f32 vectors of a row that start at `n - SWFLOW_F32_LANES` and every vector before
+ * it down to `stop`, last first (unaligned loads and stores). */
+static inline void swflow_move_vectors_up(float *to, const float *from, long n, long stop)
+{
+    long i;
+    for (i = n - SWFLOW_F32_LANES; i >= stop; i -= SWFLOW_F32_LANES) {
+        swflow_f32v_t v;
+        simd_loadu(v, from + i);
+        simd_storeu(v, to + i);
+    }
+}
+#endif
+
 /* Moves `n` elements of `elem` bytes from `from` up to `to` (to >= from; they may overlap),
- * last first: on a machine with vectors, f32 elements a vector at a time (unaligned loads and
- * stores) while a whole vector is left, then one at a time. */
+ * last first: on a machine with vectors, rows of at least a vector of f32 elements a vector at
+ * a time. When the row is not whole vectors, its first vector is loaded before anything moves
+ * and stored last: it covers the elements the vectors from the end leave, and stores again
+ * those it shares with the last of them, with the same values. Shorter rows and other types
+ * move one element at a time. */
 static inline void swflow_move_up(char *to, const char *from, long n, long elem)
 {
     long i;
 #if SWFLOW_F32_LANES > 1
-    if (elem == 4) {
+    if (elem == 4 && n >= SWFLOW_F32_LANES) {
+        long rest = n % SWFLOW_F32_LANES;
         /* Per vector: its load and store, the loop's control and the two addresses. */
         SWFLOW_CHARGE(n / SWFLOW_F32_LANES, .fp = 2, .load = 2, .store = 2, .integer = 4, .branch = 1);
-        for (i = n - SWFLOW_F32_LANES; i >= n % SWFLOW_F32_LANES; i -= SWFLOW_F32_LANES) {
-            swflow_f32v_t v;
-            simd_loadu(v, (const float *)from + i);
-            simd_storeu(v, (float *)to + i);
+        /* The first vector, when the row is not whole vectors: its load and store, the test
+         * and its addresses. */
+        SWFLOW_CHARGE(rest != 0, .fp = 2, .load = 2, .store = 2, .integer = 2, .branch = 1);
+        if (rest) {
+            swflow_f32v_t head;
+            simd_loadu(head, (const float *)from);
+            swflow_move_vectors_up((float *)to, (const float *)from, n, rest);
+            simd_storeu(head, (float *)to);
+        } else {
+            swflow_move_vectors_up((float *)to, (const float *)from, n, 0);
         }
-        n %= SWFLOW_F32_LANES;
+        return;
     }
 #endif
     SWFLOW_CHARGE(n, .load = 1, .store = 1, .integer = 2, .branch = 1);

@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "swflow", version, about, propagate_version = true)]
 pub struct Cli {
-    /// Log progress and timings to stderr (-v info, -vv debug).
+    /// Log progress and timings to stderr (-v info, -vv debug, -vvv every schedule tuning measures).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[command(subcommand)]
@@ -56,7 +56,8 @@ pub fn init_logging(verbose: u8) {
     let level = match verbose {
         0 => tracing::Level::WARN,
         1 => tracing::Level::INFO,
-        _ => tracing::Level::DEBUG,
+        2 => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
     };
     tracing_subscriber::fmt()
         .with_max_level(level)

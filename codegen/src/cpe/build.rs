@@ -88,6 +88,10 @@ struct BufVars {
     issued: Var,
     /// The current half, for double buffers.
     half: Option<Var>,
+    /// For a double-buffered target: the reply counter and issued count of its half 1. Half 0
+    /// uses the access's own; each half's put is waited for only before the half is written
+    /// again.
+    second: Option<(usize, Var)>,
     /// For a tensor stored as records: the one-dimensional box of its next record.
     record: Option<RecordVars>,
     /// For a streamed tensor: the arena's state (`buf` is then the arena).
@@ -367,6 +371,12 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             f.decl_lines.push(vec![Local::Var(h)]);
             h
         });
+        let second = (i == 0 && b.double).then(|| {
+            let issued = var(&mut f, format!("{name}_issued1"), Some(0));
+            f.decl_lines.push(vec![Local::Var(issued)]);
+            f.replies += 1;
+            (f.replies - 1, issued)
+        });
         let shape: Vec<i64> = if info.ty.shape.is_empty() {
             vec![1]
         } else {
@@ -448,6 +458,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             shape,
             issued,
             half,
+            second,
             record,
             stream,
         }));
@@ -549,6 +560,15 @@ fn owner(line: MeshLine) -> Cond {
 }
 
 /// Charges one execution of `ops`, when there is anything to charge.
+/// Waits for every transfer issued on reply counter `counter` (its index and the variable
+/// counting its transfers).
+fn wait_on(counter: (usize, Var)) -> Stmt {
+    Stmt::Wait {
+        reply: counter.0,
+        count: Int::Var(counter.1),
+    }
+}
+
 fn charge_once(out: &mut Vec<Stmt>, ops: Ops) {
     charge(out, ops, Int::Const(1));
 }
@@ -698,6 +718,7 @@ impl Gen<'_> {
         for i in 0..self.all.len() {
             self.stream_end(&mut out, i);
         }
+        self.target_drained(&mut out);
         out
     }
 
@@ -893,7 +914,7 @@ impl Gen<'_> {
         self.fills(&mut body, pos + 1);
         self.level(&mut body, pos + 1);
         self.write_back(&mut body, pos + 1);
-        for i in 1..self.all.len() {
+        for i in 0..self.all.len() {
             if self.double(i) && self.s.buffers[i].depth == pos + 1 {
                 let h = self.buf_vars(i).half.expect("a double buffer has a half");
                 body.push(Stmt::Set(h, Int::Const(1) - Int::Var(h)));
@@ -988,7 +1009,14 @@ impl Gen<'_> {
     /// The box DMA of access `i` (`put` for a write-back) with its box in row `row`. A box of a
     /// tensor stored as records moves, packed, to or from the next record of this CPE instead.
     fn dma(&self, i: usize, put: bool, half: Half, row: Option<Int>) -> Vec<Stmt> {
+        self.dma_on(i, put, half, row, (self.reply[i], self.buf_vars(i).issued))
+    }
+
+    /// [`Self::dma`] on the reply counter `counter` (its index, and the variable counting the
+    /// transfers issued on it).
+    fn dma_on(&self, i: usize, put: bool, half: Half, row: Option<Int>, counter: (usize, Var)) -> Vec<Stmt> {
         let v = self.buf_vars(i);
+        let (reply, issued) = counter;
         let class = if self.tape[i] {
             super::DmaClass::Tape
         } else {
@@ -1005,8 +1033,8 @@ impl Gen<'_> {
                 start: v.start,
                 extent: v.extent,
                 row,
-                issued: v.issued,
-                reply: self.reply[i],
+                issued,
+                reply,
                 class,
             })];
         };
@@ -1033,8 +1061,8 @@ impl Gen<'_> {
             start: r.start,
             extent: r.extent,
             row: None,
-            issued: v.issued,
-            reply: self.reply[i],
+            issued,
+            reply,
             class,
         }));
         out.push(Stmt::Set(r.next, Int::Var(r.next) + Int::Elem(r.extent, first())));
@@ -1057,10 +1085,32 @@ impl Gen<'_> {
     }
 
     fn wait(&self, i: usize) -> Stmt {
-        Stmt::Wait {
-            reply: self.reply[i],
-            count: Int::Var(self.buf_vars(i).issued),
-        }
+        wait_on((self.reply[i], self.buf_vars(i).issued))
+    }
+
+    /// `make(counter)` on the reply counter of the double-buffered target's current half.
+    fn on_target_half(&self, out: &mut Vec<Stmt>, make: impl Fn((usize, Var)) -> Vec<Stmt>) {
+        let v = self.buf_vars(0);
+        let (h, second) = (
+            v.half.expect("a double buffer has a half"),
+            v.second.expect("a double target has two counters"),
+        );
+        charge_once(out, int(1) + branch(1));
+        out.push(Stmt::If {
+            cond: Cond::Eq(Int::Var(h), Int::Const(0)),
+            then: make((self.reply[0], v.issued)),
+            otherwise: make(second),
+        });
+    }
+
+    /// At the kernel's end: both halves' puts of a double-buffered target are complete.
+    fn target_drained(&self, out: &mut Vec<Stmt>) {
+        let Some(second) = self.vars(0).and_then(|v| v.second) else {
+            return;
+        };
+        out.push(Stmt::Comment("Both halves of the target have left.".into()));
+        out.push(self.wait(0));
+        out.push(wait_on(second));
     }
 
     fn stream(&self, i: usize) -> Option<&StreamVars> {
@@ -1453,8 +1503,19 @@ impl Gen<'_> {
         let k = self.k;
         let v = self.buf_vars(0);
         out.push(Stmt::Comment(format!("'{}' (target)", comment(self.tensor_name(0)))));
-        let ops = self.box_lines(out, 0, None, here);
+        let half = match v.half {
+            Some(h) => {
+                out.push(Stmt::Comment(
+                    "Its half is free once the put from it two tiles ago is complete.".into(),
+                ));
+                self.on_target_half(out, |c| vec![wait_on(c)]);
+                Half::At(Int::Var(h))
+            }
+            None => Half::Single,
+        };
+        let ops = self.box_lines(out, 0, v.half.map(Int::Var), here);
         charge_once(out, ops);
+        // A target read first or revisited is never double-buffered (`target_may_double`).
         let get_and_wait = |out: &mut Vec<Stmt>| {
             out.extend(self.dma(0, false, Half::Single, None));
             out.push(self.wait(0));
@@ -1464,9 +1525,10 @@ impl Gen<'_> {
             return;
         }
         let Some(r) = k.stmt.reduce else { return };
+        let row: Vec<Int> = v.half.map(Int::Var).into_iter().collect();
         let elems = Int::product(
             (0..self.rank(0))
-                .map(|d| Int::Elem(v.extent, vec![Int::Const(d as i64)]))
+                .map(|d| Int::Elem(v.extent, row.iter().cloned().chain([Int::Const(d as i64)]).collect()))
                 .collect(),
         );
         let e = self.e.expect("a dense reduction target has a fill loop");
@@ -1484,7 +1546,7 @@ impl Gen<'_> {
                 body: vec![Stmt::Store {
                     place: Place::Ldm {
                         buf: v.buf,
-                        half: Half::Single,
+                        half: half.clone(),
                         index: Int::Var(e),
                     },
                     value: Value::Const(r.init),
@@ -1506,8 +1568,16 @@ impl Gen<'_> {
         if !self.buffered(0) || self.s.buffers[0].depth != depth {
             return;
         }
-        out.extend(self.dma(0, true, Half::Single, None));
-        out.push(self.wait(0));
+        match self.buf_vars(0).half {
+            // Left in flight: the half is waited for before it is written again.
+            Some(h) => self.on_target_half(out, |c| {
+                self.dma_on(0, true, Half::At(Int::Var(h)), Some(Int::Var(h)), c)
+            }),
+            None => {
+                out.extend(self.dma(0, true, Half::Single, None));
+                out.push(self.wait(0));
+            }
+        }
         let Some(i) = keep_index(self.k) else { return };
         // The kept value leaves once its box's reduction is complete: when every reduction
         // tile loop around its transfers is at its last tile.
@@ -1563,6 +1633,7 @@ impl Gen<'_> {
             out.push(Stmt::SelectHalf {
                 buf: v.buf,
                 var: v.half.expect("a double buffer has a half"),
+                write: i == 0,
             });
             charge_once(out, int(1));
         }

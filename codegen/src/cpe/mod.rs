@@ -352,10 +352,12 @@ pub enum Stmt {
         half: Half,
         bytes: Int,
     },
-    /// Chooses the current half of a double buffer (half `var`) for the compute loops.
+    /// Chooses the current half of a double buffer (half `var`) for the compute loops, which
+    /// write it when `write` (the target's) and only read it otherwise.
     SelectHalf {
         buf: Buf,
         var: Var,
+        write: bool,
     },
     Store {
         place: Place,

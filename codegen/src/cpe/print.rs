@@ -241,10 +241,11 @@ impl Printer<'_> {
                     self.int(bytes, TERNARY)
                 ));
             }
-            Stmt::SelectHalf { buf, var } => {
+            Stmt::SelectHalf { buf, var, write } => {
                 let b = self.f.buf(*buf);
                 w.line(format!(
-                    "const {} *const {n}_cur = ldm->{n}[{}];",
+                    "{}{} *const {n}_cur = ldm->{n}[{}];",
+                    if *write { "" } else { "const " },
                     ctype(b.dtype),
                     self.f.var(*var).name,
                     n = b.name

@@ -340,7 +340,7 @@ impl<'f> Lower<'f, '_> {
                 let callee = if *send { Callee::RegSend } else { Callee::RegRecv };
                 self.hook(callee, &[code, at, n]);
             }
-            Stmt::SelectHalf { buf, var } => {
+            Stmt::SelectHalf { buf, var, .. } => {
                 let h = self.b.use_var(self.vars[var.0 as usize]);
                 let base = self.half_base(*buf, h);
                 self.b.def_var(self.current[buf], base);

@@ -13,8 +13,9 @@ use swflow_scheduler::schedule::clip::{box_transfers, Clipped, Transfer};
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
-    DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS, DMA_PAD_PLANE_OPS,
-    DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS, DMA_SPREAD_PLANE_OPS, DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
+    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS,
+    DMA_PAD_PLANE_OPS, DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS, DMA_SPREAD_PLANE_OPS, DMA_SPREAD_ROW_OPS,
+    DMA_SPREAD_SETUP_OPS,
 };
 
 /// A function compiled code calls.
@@ -382,8 +383,8 @@ pub unsafe extern "C" fn swflow_jit_dma_box_padded(
 
 /// runtime-c's `swflow_pad_box`, charging the same operations in the same order; `pad`
 /// holds the pad value's bits in its low `elem` bytes, and `lanes` is the machine's f32
-/// vector lanes (`SWFLOW_F32_LANES`: rows of f32 move a vector at a time where it has more
-/// than one). 0, or -1 after a violation.
+/// vector lanes (`SWFLOW_F32_LANES`: rows of f32 of at least a vector move a vector at a time
+/// where it has more than one). 0, or -1 after a violation.
 ///
 /// # Safety
 /// `shape`, `start` and `extent` point to `rank` readable values, and `ldm` to a buffer of
@@ -425,11 +426,13 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
             }
         }
         for m in c.moves(&boxed) {
-            let (whole, singles) = match vectors {
-                0 => (0, m.len),
-                l => (m.len / l, m.len % l),
+            let charged = match vectors {
+                l if l > 0 && m.len >= l => {
+                    charge(&DMA_MOVE_VECTOR_OPS, m.len / l) && charge(&DMA_MOVE_HEAD_OPS, usize::from(m.len % l != 0))
+                }
+                _ => charge(&DMA_MOVE_OPS, m.len),
             };
-            if !charge(&DMA_MOVE_VECTOR_OPS, whole) || !charge(&DMA_MOVE_OPS, singles) {
+            if !charged {
                 return -1;
             }
             std::ptr::copy(at(m.from), at(m.to), m.len * elem);

@@ -6,7 +6,8 @@
 //! subscript over the tile and its size the subscript's span, which also covers subscripts of
 //! several loops such as `oh*stride + kh`. Gets of read-only buffers that are refilled inside
 //! a tile loop are double-buffered while the LDM has room, so the next tile's transfer can
-//! overlap this tile's compute.
+//! overlap this tile's compute; then the target, where its boxes allow it
+//! ([`super::target_may_double`]), so that a tile's put overlaps the next tile's compute.
 
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::target::Target;
@@ -68,6 +69,15 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
         s2.buffers = buffers.clone();
         if s2.ldm_bytes(k, target) > budget {
             buffers[i].double = false;
+        }
+    }
+    if let Some(b) = buffers.first() {
+        if super::target_may_double(k, b, &s.order) {
+            buffers[0].double = true;
+            s2.buffers = buffers.clone();
+            if s2.ldm_bytes(k, target) > budget {
+                buffers[0].double = false;
+            }
         }
     }
     buffers

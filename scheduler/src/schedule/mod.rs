@@ -43,7 +43,7 @@ pub mod split;
 
 use std::fmt::Write;
 
-use crate::loops::{Access, Kernel, Program};
+use crate::loops::{Access, Index, Kernel, Program};
 use crate::target::Target;
 
 /// A kernel that cannot be scheduled for a target.
@@ -65,14 +65,15 @@ pub const LDM_BUFFER_ALIGN: usize = 32;
 pub const PARAM_FIELD_BYTES: usize = 8;
 
 /// LDM bytes a kernel takes besides its buffers: its parameter struct (one field per distinct
-/// tensor) and the reply counters, one per buffered access and one for the struct's own get,
-/// each rounded up to [`LDM_BUFFER_ALIGN`] as a C struct with aligned members is.
-pub fn ldm_overhead(k: &Kernel, buffered: usize, target: &Target) -> usize {
+/// tensor) and `counters` reply counters for its buffers (one per buffered access, two for a
+/// double-buffered target) plus one for the struct's own get, each rounded up to
+/// [`LDM_BUFFER_ALIGN`] as a C struct with aligned members is.
+pub fn ldm_overhead(k: &Kernel, counters: usize, target: &Target) -> usize {
     let mut tensors = k.operands.clone();
     tensors.sort_unstable();
     tensors.dedup();
     (tensors.len() * PARAM_FIELD_BYTES).next_multiple_of(LDM_BUFFER_ALIGN)
-        + ((buffered + 1) * target.dma.reply_bytes).next_multiple_of(LDM_BUFFER_ALIGN)
+        + ((counters + 1) * target.dma.reply_bytes).next_multiple_of(LDM_BUFFER_ALIGN)
 }
 
 /// How an access is served.
@@ -158,7 +159,8 @@ impl Schedule {
     /// LDM bytes of kernel `k` under this schedule: its buffers and [`ldm_overhead`].
     pub fn ldm_bytes(&self, k: &Kernel, target: &Target) -> usize {
         let buffered = self.buffers.iter().filter(|b| b.residence == Residence::Buffer).count();
-        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>() + ldm_overhead(k, buffered, target)
+        let halves = usize::from(self.buffers.first().is_some_and(|b| b.double));
+        self.buffers.iter().map(Buffer::ldm_bytes).sum::<usize>() + ldm_overhead(k, buffered + halves, target)
     }
 
     /// Mean over max work per CPE (1.0 is perfect balance).
@@ -250,6 +252,25 @@ pub fn keep_index(k: &Kernel) -> Option<usize> {
 /// Whether access `i` of [`accesses`] is one the kernel writes: the target or the kept value.
 pub fn is_written(k: &Kernel, i: usize) -> bool {
     i == 0 || keep_index(k) == Some(i)
+}
+
+/// Whether the target's buffer `b` may be double-buffered under the tile loop `order`, so
+/// that a tile's put overlaps the next tile's compute: it lies inside a tile loop, the kernel
+/// writes every element of each box, and every loop around its transfers is one of the
+/// target's subscripts. Then no box is visited twice, and no put can be in flight while a
+/// later tile reads or writes the same elements in main memory.
+pub fn target_may_double(k: &Kernel, b: &Buffer, order: &[usize]) -> bool {
+    let used = |l: usize| {
+        k.stmt
+            .target
+            .index
+            .iter()
+            .any(|x| matches!(x, Index::Affine(x) if x.terms.iter().any(|t| t.0 == l)))
+    };
+    b.residence == Residence::Buffer
+        && b.depth > 0
+        && k.target_is_dense()
+        && order[..b.depth.min(order.len())].iter().all(|&l| used(l))
 }
 
 /// Schedules every kernel of the program for `target`.
@@ -394,9 +415,14 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
     }
     for (i, (a, b)) in all.iter().zip(&s.buffers).enumerate() {
         let tensor = &p.tensor(k.operands[a.operand]).name;
-        if b.double && b.residence == Residence::Buffer && (is_written(k, i) || b.depth == 0) {
+        let may_double = match i {
+            0 => target_may_double(k, b, &s.order),
+            _ => !is_written(k, i) && b.depth > 0,
+        };
+        if b.double && b.residence == Residence::Buffer && !may_double {
             return Err(format!(
-                "buffer of '{tensor}' is double-buffered, which only a read buffer inside a tile loop can be"
+                "buffer of '{tensor}' is double-buffered, which only a read buffer inside a tile loop, \
+                 or a target whose boxes are written whole and never revisited, can be"
             ));
         }
         let Some(span) = sizing::buffer_dims(a, &s.tiles) else {

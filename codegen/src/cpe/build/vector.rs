@@ -9,10 +9,11 @@
 //! (*coalesced*), each block finding its two points by a quotient and a remainder. The other parallel
 //! loops run outside, and the reduction loops innermost, in their order (a loop of one point,
 //! a 1 x 1 window's, is set once, not run; an innermost loop whose tiles all have the same few
-//! points, a 3 x 3 window's row, is written out step by step, without loop control). A block's row spans
-//! the whole vectors of a tile's row, up to 16 lanes, and a block takes as many rows (up to 8)
-//! as keep its accumulators within 16, enough independent multiply-adds to cover the latency
-//! of each accumulator's previous one:
+//! points, a 3 x 3 window's row, is written out step by step, without loop control). A block's
+//! row spans some of the whole vectors of a tile's row, up to 16 lanes, and a block takes up to
+//! 8 rows within 16 accumulators, enough independent multiply-adds to cover the latency of each
+//! accumulator's previous one: the shape that takes the fewest cycles per multiply-add (fewer
+//! vectors and more rows merge fewer unaligned loads per multiply-add):
 //! ```text
 //! for outer points:
 //!   for row blocks of R rows, then single rows:
@@ -249,10 +250,10 @@ pub(super) fn plan(
                 _ => uses(sub, outer) == 0,
             })
         });
-    // A block's row spans the whole vectors of the longest row of a tile (one when it has
-    // fewer), up to `ROW_LANES`.
+    // A block's row spans some of the whole vectors of the longest row of a tile (one when it
+    // has fewer), up to `ROW_LANES`.
     let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
-    let vectors = (row_points / lanes).clamp(1, widest);
+    let whole = (row_points / lanes).max(1);
     let aligned =
         |access: usize, sub: &[Vec<(usize, i64)>]| coalesced.is_none() && aligned(k, s, access, sub, lanes_loop, lanes);
     let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| {
@@ -264,45 +265,66 @@ pub(super) fn plan(
             aligned: along_lanes && aligned(access, sub),
         }
     };
-    // The rows: the parallel loop, with tiles of several points, and the rows of a block, that
-    // take the fewest cycles per multiply-add over its longest tile: its full blocks, then
-    // its single rows. A reduction step of a block of `n` rows takes the longer
-    // of P0 (its multiply-adds and the merges of its unaligned loads) and P1 (its loads),
-    // within the registers.
-    let step = |rows: Option<usize>, n: usize| -> Option<f64> {
+    // A reduction step of a block of `n` rows and `v` vectors takes the longer of P0 (its
+    // multiply-adds and the merges of its unaligned loads) and P1 (its loads), within the
+    // registers.
+    let step = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
         let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
-        let regs = x.registers(n, vectors) + y.registers(n, vectors);
-        if regs + n * vectors > REGISTERS {
+        let regs = x.registers(n, v) + y.registers(n, v);
+        if regs + n * v > REGISTERS {
             return None;
         }
         let loads = |f: &Factor| -> (f64, f64) {
-            let r = f.registers(n, vectors) as f64;
+            let r = f.registers(n, v) as f64;
             match (f.along_lanes, f.aligned) {
                 (true, false) => (r, 2.0 * r),
                 _ => (0.0, r),
             }
         };
         let ((x0, x1), (y0, y1)) = (loads(&x), loads(&y));
-        let p0 = (n * vectors) as f64 + x0 + y0;
+        let p0 = (n * v) as f64 + x0 + y0;
         Some(p0.max(x1 + y1))
     };
-    let mut best = (None, 1, step(None, 1)? / vectors as f64);
-    for &l in parallel
-        .iter()
-        .filter(|&&l| l != lanes_loop && Some(l) != coalesced && longest(l) > 1)
-    {
-        let t = longest(l);
-        let single = step(Some(l), 1)?;
-        let most = ROWS.min(ACCUMULATORS / vectors).min(t);
-        for n in (2..=most).rev() {
-            let Some(full) = step(Some(l), n) else { continue };
-            let cost = ((t / n) as f64 * full + (t % n) as f64 * single) / (t * vectors) as f64;
-            if cost < best.2 {
-                best = (Some(l), n, cost);
+    // A step of `n` rows across the longest row: blocks of `v` vectors, then one of the whole
+    // vectors left.
+    let across = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
+        let rest = match whole % v {
+            0 => 0.0,
+            r => step(rows, n, r)?,
+        };
+        Some((whole / v) as f64 * step(rows, n, v)? + rest)
+    };
+    // The block: its vectors, and the parallel loop of its rows with their number, that take
+    // the fewest cycles per multiply-add over the longest tile: its full blocks, then its
+    // single rows. Wider blocks come first, and a narrower one is taken only when faster.
+    let mut best: Option<(usize, Option<usize>, usize, f64)> = None;
+    for v in (1..=whole.min(widest)).rev() {
+        let mut consider = |rows_loop: Option<usize>, n: usize, cost: f64| {
+            if best.is_none_or(|b| cost < b.3) {
+                best = Some((v, rows_loop, n, cost));
+            }
+        };
+        if let Some(single) = across(None, 1, v) {
+            consider(None, 1, single / whole as f64);
+        }
+        for &l in parallel
+            .iter()
+            .filter(|&&l| l != lanes_loop && Some(l) != coalesced && longest(l) > 1)
+        {
+            let t = longest(l);
+            let Some(single) = across(Some(l), 1, v) else { continue };
+            let most = ROWS.min(ACCUMULATORS / v).min(t);
+            for n in (2..=most).rev() {
+                let Some(full) = across(Some(l), n, v) else { continue };
+                consider(
+                    Some(l),
+                    n,
+                    ((t / n) as f64 * full + (t % n) as f64 * single) / (t * whole) as f64,
+                );
             }
         }
     }
-    let (rows_loop, rows, _) = best;
+    let (vectors, rows_loop, rows, _) = best?;
     let factors = [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)];
     let target_aligned = aligned(0, &ti);
     let holds = |i: usize| s.buffers[i].elements() >= lanes;
