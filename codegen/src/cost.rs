@@ -9,6 +9,10 @@
 //! - an LDM element access is one load or store, plus the integer operators of its
 //!   subscript as written (per dimension: the affine expression, minus the box start; times
 //!   the box extent and plus, for each dimension after the first) and one for the address;
+//! - a constant added to an index that vector code already holds (the next vector of a row,
+//!   the next step of a written-out window row) costs nothing: the SW64 instruction set, like
+//!   the Alpha it derives from, addresses memory as a register plus a signed 16-bit
+//!   displacement, so the constant becomes the load's or store's displacement;
 //! - a direct main-memory element access costs the integer operators of its address here, and
 //!   its latency in the emulator, which sees it happen;
 //! - each loop iteration increments, compares and branches;

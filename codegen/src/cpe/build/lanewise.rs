@@ -522,23 +522,19 @@ impl Gen<'_> {
             },
         };
         let lanes = p.lanes as i64;
-        // The target's index, the loop's control, and per vector an offset and its load or
-        // store (a fold both).
+        // The target's index, the loop's control, and per vector its load or store (a fold
+        // both), each vector but the first at a displacement (see `cost`).
         let folds = !matches!(p.fold, Fold::Store);
-        let offsets = int(width as u32 - 1);
         let access = if folds { VLOAD + VSTORE } else { VSTORE };
-        charge_once(
-            &mut out,
-            target_ops + int(1) + LOOP + offsets * (1 + u32::from(folds)) + access * width as u32,
-        );
+        charge_once(&mut out, target_ops + int(1) + LOOP + access * width as u32);
         out.push(Stmt::Set(v.target, index));
         if let (Some((i, _)), Some(kept)) = (p.keep, v.kept) {
-            // Its index, then per vector an offset and a store.
+            // Its index, then per vector a store.
             let (place, ops) = self.access_ref(i);
             let Place::Ldm { index, .. } = place else {
                 unreachable!("planned accesses are in LDM")
             };
-            charge_once(&mut out, ops + int(1) + offsets + VSTORE * width as u32);
+            charge_once(&mut out, ops + int(1) + VSTORE * width as u32);
             out.push(Stmt::Set(kept, index));
         }
         if folds {
@@ -612,7 +608,6 @@ impl Gen<'_> {
                             _ => Int::Var(index) + Int::Const(offset),
                         },
                     };
-                    ops += int(u32::from(offset != 0));
                     match stride {
                         0 | 1 => {
                             ops += if stride == 0 { VBROADCAST } else { VLOAD };

@@ -103,6 +103,11 @@ struct Factor {
     /// Moves along the lanes, and every whole vector of it a block of whole vectors loads
     /// starts aligned (see [`aligned`]).
     aligned: bool,
+    /// When the innermost reduction loop's steps are written out and the factor's place moves
+    /// along it by a constant (that loop only in its last subscript, coefficient `c >= 0`:
+    /// `c` elements in its LDM box, or none): `c`. Its steps then load at displacements from
+    /// one index, which is never bumped between them.
+    tap_stride: Option<usize>,
 }
 
 impl Factor {
@@ -256,6 +261,15 @@ pub(super) fn plan(
     let whole = (row_points / lanes).max(1);
     let aligned =
         |access: usize, sub: &[Vec<(usize, i64)>]| coalesced.is_none() && aligned(k, s, access, sub, lanes_loop, lanes);
+    let tap_stride = |sub: &[Vec<(usize, i64)>]| -> Option<usize> {
+        let l = *running.last()?;
+        unrolled?;
+        let (last, before) = sub.split_last()?;
+        if before.iter().any(|d| d.iter().any(|t| t.0 == l)) {
+            return None;
+        }
+        usize::try_from(last.iter().filter(|t| t.0 == l).map(|t| t.1).sum::<i64>()).ok()
+    };
     let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| {
         let along_lanes = lane_step(sub, lanes_loop) == Some(true);
         Factor {
@@ -263,6 +277,7 @@ pub(super) fn plan(
             along_lanes,
             along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
             aligned: along_lanes && aligned(access, sub),
+            tap_stride: tap_stride(sub),
         }
     };
     // A reduction step of a block of `n` rows and `v` vectors takes the longer of P0 (its
@@ -477,15 +492,12 @@ impl Vars {
                     var(f, format!("{prefix}{name}_hi")),
                 ));
             }
-            step[x] = (0..plan.reduce.len())
-                .map(|j| var(f, format!("{prefix}{name}_step{j}")))
-                .collect();
+            // A factor whose written-out steps load at displacements has no stride variable
+            // and no index for the innermost loop.
+            let levels = plan.reduce.len() - usize::from(fac.tap_stride.is_some());
+            step[x] = (0..levels).map(|j| var(f, format!("{prefix}{name}_step{j}"))).collect();
             walk[x] = (0..fac.streams(plan.rows))
-                .map(|i| {
-                    (0..=plan.reduce.len())
-                        .map(|j| var(f, format!("{prefix}{name}{i}_{j}")))
-                        .collect()
-                })
+                .map(|i| (0..=levels).map(|j| var(f, format!("{prefix}{name}{i}_{j}"))).collect())
                 .collect();
         }
         f.decl_lines.push(line);
@@ -651,7 +663,7 @@ impl Gen<'_> {
                 setup.push(Stmt::Set(rv, e));
                 ops += o;
             }
-            for (j, &l) in p.reduce.iter().enumerate() {
+            for (j, &l) in p.reduce.iter().enumerate().take(v.step[x].len()) {
                 let (e, o) = self.stride(fac.access, l);
                 setup.push(Stmt::Set(v.step[x][j], e));
                 ops += o;
@@ -659,11 +671,19 @@ impl Gen<'_> {
             if let Some((lo, hi)) = v.reach[x] {
                 // Each reduction loop moves the index by `step * (extent - 1)` from its first
                 // point to its last: the negative moves add to `lo`, the others to `hi`.
+                let stride = |j: usize| match v.step[x].get(j) {
+                    Some(&s) => Int::Var(s),
+                    None => Int::Const(
+                        fac.tap_stride
+                            .expect("a factor without a stride variable has a constant one")
+                            as i64,
+                    ),
+                };
                 let moves: Vec<Int> = p
                     .reduce
                     .iter()
                     .enumerate()
-                    .map(|(j, &l)| Int::Var(v.step[x][j]) * (self.extent(l) - Int::Const(1)))
+                    .map(|(j, &l)| stride(j) * (self.extent(l) - Int::Const(1)))
                     .collect();
                 let back = |m: &Int| Int::min(m.clone(), Int::Const(0));
                 setup.push(Stmt::Set(lo, Int::sum(moves.iter().map(back).collect())));
@@ -1003,9 +1023,15 @@ impl Gen<'_> {
     fn walk(&self, v: &Vars, rows: usize, width: Width, level: usize) -> Vec<Stmt> {
         let p = &v.plan;
         if level == p.reduce.len() {
-            return self.step(v, rows, width);
+            return self.step(v, rows, width, None);
         }
-        let streams = |x: usize| 0..p.factors[x].streams(rows);
+        let unrolled = p.unrolled.filter(|_| level + 1 == p.reduce.len());
+        // Indices the level walks with: a factor whose written-out steps load at
+        // displacements keeps the level's own.
+        let streams = |x: usize| {
+            let walks = !(unrolled.is_some() && p.factors[x].tap_stride.is_some());
+            0..if walks { p.factors[x].streams(rows) } else { 0 }
+        };
         let mut out = Vec::new();
         for x in 0..2 {
             for i in streams(x) {
@@ -1020,13 +1046,13 @@ impl Gen<'_> {
                 }
             }
         };
-        if let Some(n) = p.unrolled.filter(|_| level + 1 == p.reduce.len()) {
-            // The steps one after the other, each factor's index bumped between them.
+        if let Some(n) = unrolled {
+            // The steps one after the other, the other factors' indices bumped between them.
             for step in 0..n {
                 if step > 0 {
                     bump(&mut out);
                 }
-                out.extend(self.walk(v, rows, width, level + 1));
+                out.extend(self.step(v, rows, width, Some(step)));
             }
             return out;
         }
@@ -1043,11 +1069,20 @@ impl Gen<'_> {
         out
     }
 
-    /// One reduction point of a block.
-    fn step(&self, v: &Vars, rows: usize, width: Width) -> Vec<Stmt> {
+    /// One reduction point of a block: step `tap` of the written-out innermost loop, if it is
+    /// one.
+    fn step(&self, v: &Vars, rows: usize, width: Width, tap: Option<usize>) -> Vec<Stmt> {
         let p = &v.plan;
         let depth = p.reduce.len();
         let stream = |x: usize, row: usize| if p.factors[x].along_rows { row } else { 0 };
+        // Factor `x`'s element `offset` after its place at this step, for stream `i`.
+        let place = |x: usize, i: usize, offset: usize| {
+            let fac = &p.factors[x];
+            match (tap, fac.tap_stride) {
+                (Some(step), Some(c)) => self.at(fac.access, v.walk[x][i][depth - 1], step * c + offset),
+                _ => self.at(fac.access, v.walk[x][i][depth], offset),
+            }
+        };
         let mut out = Vec::new();
         match width {
             Width::Vectors(_) | Width::Tail | Width::Head => {
@@ -1058,7 +1093,7 @@ impl Gen<'_> {
                         for j in 0..n {
                             out.push(Stmt::VLoad {
                                 reg: v.loaded[x][i][j],
-                                place: self.at(fac.access, v.walk[x][i][depth], j * p.lanes),
+                                place: place(x, i, j * p.lanes),
                                 broadcast: !fac.along_lanes,
                                 aligned: fac.aligned && matches!(width, Width::Vectors(_)),
                             });
@@ -1078,13 +1113,7 @@ impl Gen<'_> {
             }
             Width::Lane => {
                 for i in 0..rows {
-                    let load = |x: usize| {
-                        Box::new(Value::Load(self.at(
-                            p.factors[x].access,
-                            v.walk[x][stream(x, i)][depth],
-                            0,
-                        )))
-                    };
+                    let load = |x: usize| Box::new(Value::Load(place(x, stream(x, i), 0)));
                     out.push(Stmt::Fold {
                         kind: ReduceKind::Sum,
                         dtype: DType::F32,
@@ -1230,19 +1259,21 @@ impl Gen<'_> {
         // control), so it is charged as one stretch: its integer work issues beside the
         // multiply-adds.
         let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
+        let bumped = bumped_streams(p, rows);
         let levels = p.reduce.len();
         let step = self.step_ops(v, rows, width);
         let iterations = |j: usize| Int::product(p.reduce[..j].iter().map(|&l| self.extent(l)).collect());
         // The levels run as loops, and the steps (with their bumps) the innermost one's body
         // holds.
         let (loops, body) = match p.unrolled {
-            Some(n) => (levels - 1, step * n as u32 + int(streams * (n as u32 - 1))),
+            Some(n) => (levels - 1, step * n as u32 + int(bumped * (n as u32 - 1))),
             None => (levels, step),
         };
         for j in 0..loops {
-            // The inner loop's start and its indices' copies (no start for one written out).
+            // The inner loop's start and its indices' copies (no start for one written out,
+            // and no copies of the indices its steps load at displacements from).
             let inner = match j + 1 < levels {
-                true if p.unrolled.is_some() && j + 2 == levels => int(streams),
+                true if p.unrolled.is_some() && j + 2 == levels => int(bumped),
                 true => int(1 + streams),
                 false => Ops::default(),
             };
@@ -1285,19 +1316,21 @@ impl Gen<'_> {
         match width {
             Width::Vectors(n) => {
                 let n = n as u32;
-                // The accumulators' loads and stores, with the offset of every vector but a
-                // row's first.
-                ops += (vload(p.target_aligned) + vstore(p.target_aligned)) * (r * n) + int(2 * r * (n - 1));
+                // The accumulators' loads and stores (each vector but a row's first at a
+                // displacement: see `cost`).
+                ops += (vload(p.target_aligned) + vstore(p.target_aligned)) * (r * n);
             }
             // One accumulator per row, loaded, and stored whole to the local array.
             Width::Tail | Width::Head => ops += (VLOAD + VSTORE) * r,
             Width::Lane => {}
         }
         // The outermost reduction level's index copies and its loop's start (none when its
-        // steps are written out).
-        let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
-        let start = u32::from(!(p.unrolled.is_some() && p.reduce.len() == 1));
-        ops + int(streams + start)
+        // steps are written out, and then copies only of the indices bumped between them).
+        let (copies, start) = match p.unrolled.is_some() && p.reduce.len() == 1 {
+            true => (bumped_streams(p, rows), 0),
+            false => (p.factors.iter().map(|f| f.streams(rows) as u32).sum(), 1),
+        };
+        ops + int(copies + start)
     }
 
     /// One reduction point of a block: its loads and its multiply-adds (the innermost loop's
@@ -1316,7 +1349,7 @@ impl Gen<'_> {
                     let s = fac.streams(rows) as u32;
                     let aligned = fac.aligned && matches!(width, Width::Vectors(_));
                     ops += match fac.along_lanes {
-                        true => vload(aligned) * (s * n) + int(s * (n - 1)),
+                        true => vload(aligned) * (s * n),
                         false => VBROADCAST * s,
                     };
                 }
@@ -1342,6 +1375,17 @@ impl Gen<'_> {
 }
 
 /// The element index of an LDM place.
+/// Indices of plan `p`'s factors, in a block of `rows` rows, that the written-out steps of its
+/// innermost reduction loop bump between them (all of them when its steps are not written
+/// out).
+fn bumped_streams(p: &Plan, rows: usize) -> u32 {
+    p.factors
+        .iter()
+        .filter(|f| p.unrolled.is_none() || f.tap_stride.is_none())
+        .map(|f| f.streams(rows) as u32)
+        .sum()
+}
+
 fn ldm_index(p: &Place) -> Int {
     match p {
         Place::Ldm { index, .. } => index.clone(),
