@@ -363,6 +363,26 @@ pub fn fma(lanes: u32, carried: bool) -> Ops {
 mod tests {
     use super::*;
 
+    /// The scheduler's estimate counts the slow operators code generation charges.
+    #[test]
+    fn slow_operators_are_the_ones_the_estimate_counts() {
+        use swflow_scheduler::schedule::slow;
+        let slow_of = |o: Ops| slow::Slow {
+            calls: o.calls,
+            div: o.div,
+            sqrt: o.sqrt,
+        };
+        for d in [DType::F32, DType::F64, DType::I64] {
+            let f = is_float(d);
+            for op in UnaryOp::ALL {
+                assert_eq!(slow_of(super::unary(op, d)), slow::unary(op, f), "{op:?} on {d:?}");
+            }
+            for op in BinaryOp::ALL {
+                assert_eq!(slow_of(super::binary(op, d)), slow::binary(op, f), "{op:?} on {d:?}");
+            }
+        }
+    }
+
     #[test]
     fn charges_name_only_what_is_counted() {
         let ops = float(2, 2) + int(3) + LOOP;

@@ -17,8 +17,10 @@
 //!   each tile's broadcast (`Timing::broadcast_cycles`) and, with register communication,
 //!   spends two P1 instructions per register moving it;
 //! - compute is one instruction per point of the nest, vectorised along the target's
-//!   innermost loop when the target has vectors: a lower bound that still sees how
-//!   partitioning and tiling fill the lanes and balance the CPEs.
+//!   innermost loop when the target has vectors, and the cycles of the statement's slow
+//!   operators (library calls, divisions, square roots: [`super::slow`]) at every point they
+//!   run, which vectors do not shorten: a lower bound that still sees how partitioning and
+//!   tiling fill the lanes and balance the CPEs.
 //!
 //! The kernel takes the longer of the DMA queue's total occupancy and the busiest CPE's own
 //! time with the stalls on single-buffered gets.
@@ -182,7 +184,12 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                     let t = seg_tiles[l];
                     t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
                 });
-                e.own += points * (per_point + direct_cycles) + waited as f64 * d.get_latency_cycles;
+                let reduce_points: f64 = (0..k.loops.len())
+                    .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
+                    .map(|l| ranges[l] as f64)
+                    .product();
+                let slow = super::slow::per_point(k, p, target, reduce_points);
+                e.own += points * (per_point + slow + direct_cycles) + waited as f64 * d.get_latency_cycles;
                 memo.push((seg.len.clone(), e));
                 memo.len() - 1
             });

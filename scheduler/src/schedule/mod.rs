@@ -39,6 +39,7 @@ pub mod partition;
 pub mod reorder;
 pub mod share;
 pub mod sizing;
+pub mod slow;
 pub mod split;
 
 use std::fmt::Write;

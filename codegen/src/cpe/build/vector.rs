@@ -32,7 +32,9 @@
 //! in the scalar nest ([`super::super::Stmt::Fold`]), so the results are equal bit for bit.
 //! Each factor walks the reduction loops with an index per row it moves along, bumped by its
 //! stride at every step, so a step costs a load per vector, a multiply-add per accumulator,
-//! and an add per index.
+//! and an add per index. In a written-out window row, a factor that moves along it by a
+//! constant (a convolution's input and weights along the window's columns) loads every step
+//! at a displacement from the same index instead, which costs nothing (see `cost`).
 
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
