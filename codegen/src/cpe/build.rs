@@ -559,7 +559,6 @@ fn owner(line: MeshLine) -> Cond {
     }
 }
 
-/// Charges one execution of `ops`, when there is anything to charge.
 /// Waits for every transfer issued on reply counter `counter` (its index and the variable
 /// counting its transfers).
 fn wait_on(counter: (usize, Var)) -> Stmt {
@@ -569,6 +568,7 @@ fn wait_on(counter: (usize, Var)) -> Stmt {
     }
 }
 
+/// Charges one execution of `ops`, when there is anything to charge.
 fn charge_once(out: &mut Vec<Stmt>, ops: Ops) {
     charge(out, ops, Int::Const(1));
 }
