@@ -61,23 +61,15 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
         .collect();
     let budget = target.ldm_budget();
     let mut s2 = s.clone();
-    for i in 1..buffers.len() {
-        if buffers[i].residence != Residence::Buffer || buffers[i].depth == 0 || super::is_written(k, i) {
+    // The read buffers first, then the target.
+    for i in (1..buffers.len()).chain(0..1) {
+        if buffers[i].residence != Residence::Buffer || !super::may_double(k, i, &buffers[i], &s.order) {
             continue;
         }
         buffers[i].double = true;
         s2.buffers = buffers.clone();
         if s2.ldm_bytes(k, target) > budget {
             buffers[i].double = false;
-        }
-    }
-    if let Some(b) = buffers.first() {
-        if super::target_may_double(k, b, &s.order) {
-            buffers[0].double = true;
-            s2.buffers = buffers.clone();
-            if s2.ldm_bytes(k, target) > budget {
-                buffers[0].double = false;
-            }
         }
     }
     buffers

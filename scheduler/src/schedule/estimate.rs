@@ -31,6 +31,7 @@ use crate::target::Target;
 use super::reorder::access_traffic;
 use super::share::REGISTER_BYTES;
 use super::sizing::{buffer_dims, is_direct};
+use super::slow;
 use super::Schedule;
 
 /// Estimated cycles of a schedule.
@@ -135,6 +136,12 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             }
         })
         .sum();
+    let value_slow = slow::of(&k.stmt.value, k, p).cycles(target);
+    let epilogue_slow = k
+        .stmt
+        .epilogue
+        .as_ref()
+        .map_or(0.0, |e| slow::of(e, k, p).cycles(target));
     let mut memo: Vec<(Vec<usize>, Segment)> = Vec::new();
     let (mut queue, mut stalled) = (0.0, 0.0);
     let mut busiest: f64 = 0.0;
@@ -188,7 +195,8 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                     .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
                     .map(|l| ranges[l] as f64)
                     .product();
-                let slow = super::slow::per_point(k, p, target, reduce_points);
+                // The epilogue runs once per point of the parallel loops.
+                let slow = value_slow + epilogue_slow / reduce_points.max(1.0);
                 e.own += points * (per_point + slow + direct_cycles) + waited as f64 * d.get_latency_cycles;
                 memo.push((seg.len.clone(), e));
                 memo.len() - 1

@@ -255,6 +255,15 @@ pub fn is_written(k: &Kernel, i: usize) -> bool {
     i == 0 || keep_index(k) == Some(i)
 }
 
+/// Whether buffer `b` of access `i` may be double-buffered under the tile loop `order`: a
+/// read buffer inside a tile loop, or the target as [`target_may_double`] says.
+pub fn may_double(k: &Kernel, i: usize, b: &Buffer, order: &[usize]) -> bool {
+    match i {
+        0 => target_may_double(k, b, order),
+        _ => !is_written(k, i) && b.depth > 0,
+    }
+}
+
 /// Whether the target's buffer `b` may be double-buffered under the tile loop `order`, so
 /// that a tile's put overlaps the next tile's compute: it lies inside a tile loop, the kernel
 /// writes every element of each box, and every loop around its transfers is one of the
@@ -416,11 +425,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
     }
     for (i, (a, b)) in all.iter().zip(&s.buffers).enumerate() {
         let tensor = &p.tensor(k.operands[a.operand]).name;
-        let may_double = match i {
-            0 => target_may_double(k, b, &s.order),
-            _ => !is_written(k, i) && b.depth > 0,
-        };
-        if b.double && b.residence == Residence::Buffer && !may_double {
+        if b.double && b.residence == Residence::Buffer && !may_double(k, i, b, &s.order) {
             return Err(format!(
                 "buffer of '{tensor}' is double-buffered, which only a read buffer inside a tile loop, \
                  or a target whose boxes are written whole and never revisited, can be"

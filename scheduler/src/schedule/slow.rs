@@ -92,12 +92,3 @@ fn dtype(e: &Expr, k: &Kernel, p: &Program) -> DType {
         Expr::Binary(_, a, _) => dtype(a, k, p),
     }
 }
-
-/// Cycles of slow operators per point of kernel `k`'s nest (its value, and its epilogue
-/// spread over the reduction's points), on `target`; `reduce_points` is the number of points
-/// of its reduction loops.
-pub fn per_point(k: &Kernel, p: &Program, target: &Target, reduce_points: f64) -> f64 {
-    let value = of(&k.stmt.value, k, p).cycles(target);
-    let epilogue = k.stmt.epilogue.as_ref().map_or(0.0, |e| of(e, k, p).cycles(target));
-    value + epilogue / reduce_points.max(1.0)
-}
