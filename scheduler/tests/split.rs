@@ -78,10 +78,10 @@ fn a_small_reduction_is_not_split() {
     assert_eq!(names, ["r"]);
 }
 
-/// `reduce_sum(f(x))` over 1000 elements, `f` an exponential or nothing.
-fn one_sum(exp: bool) -> Graph {
+/// `reduce_sum(f(x))` over `n` elements, `f` an exponential or nothing.
+fn one_sum(n: usize, exp: bool) -> Graph {
     let mut g = Graph::new("one_sum");
-    let mut x = g.add_input("x", TensorType::new(DType::F32, vec![1000]).unwrap());
+    let mut x = g.add_input("x", TensorType::new(DType::F32, vec![n]).unwrap());
     if exp {
         x = g
             .add_node("e", Op::Unary(swflow_frontend::ir::UnaryOp::Exp), vec![x], None)
@@ -100,10 +100,17 @@ fn one_sum(exp: bool) -> Graph {
 }
 
 /// A softmax's denominator sums an exponential, a library call per element: one CPE would
-/// take about as many calls as elements, so it is split; the plain sum saves less than the
-/// second launch costs.
+/// take about as many calls as elements, so it is split; the plain sum of as many elements,
+/// a fold's latency per element, saves less than the second launch costs.
 #[test]
 fn library_calls_count_at_their_cycles() {
-    assert_eq!(check(&one_sum(true), Comparison::Tolerance), ["r.partials", "r"]);
-    assert_eq!(check(&one_sum(false), Comparison::Tolerance), ["r"]);
+    assert_eq!(check(&one_sum(400, true), Comparison::Tolerance), ["r.partials", "r"]);
+    assert_eq!(check(&one_sum(400, false), Comparison::Tolerance), ["r"]);
+}
+
+/// One accumulator folds its points one after another, each waiting for the last: a plain
+/// sum long enough that this latency exceeds a second launch is split.
+#[test]
+fn a_long_plain_sum_is_split_for_its_fold_latency() {
+    assert_eq!(check(&one_sum(4000, false), Comparison::Tolerance), ["r.partials", "r"]);
 }

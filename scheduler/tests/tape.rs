@@ -3,7 +3,7 @@
 //! they read, with the same gradients bit for bit in every mode.
 
 use swflow_frontend::autodiff::gradient_program;
-use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
+use swflow_frontend::ir::{BinaryOp, ConvAttrs, DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
 use swflow_frontend::random::random_tensor;
 use swflow_scheduler::exec::cpe::run_program;
 use swflow_scheduler::loops::Program;
@@ -56,12 +56,12 @@ fn the_kept_pre_activation_is_tape_only_and_its_reader_mirrors_its_producer() {
     let plan = p.tape.as_ref().unwrap();
     let name = |k: usize| p.kernels[k].name.as_str();
     // The forward pass is the first product (with its bias and ReLU, keeping the product),
-    // the second product and the loss; everything after is backward.
+    // the second product and the loss (split in two); everything after is backward.
     let forward: Vec<&str> = (0..p.kernels.len())
         .filter(|&k| plan.passes[k] == Pass::Forward)
         .map(name)
         .collect();
-    assert_eq!(forward, ["h", "y", "loss"]);
+    assert_eq!(forward, ["h", "y", "loss.partials", "loss"]);
     let h = &p.kernels[0];
     assert!(h.stmt.keep.is_some(), "the first product keeps its value");
     // Saved: the ReLU output (read by the second product) and the product itself, which only
@@ -103,18 +103,18 @@ fn the_kept_pre_activation_is_tape_only_and_its_reader_mirrors_its_producer() {
     assert_eq!((&other.passes, &other.saved), (&plan.passes, &plan.saved));
 }
 
-#[test]
-fn gradients_are_bit_identical_in_every_mode() {
-    let g = two_layers();
+/// Runs gradient program `g` in every tape mode on the same inputs (random with `seed`) and
+/// checks that every output has the same bits in each.
+fn assert_bit_identical_in_every_mode(g: &Graph, seed: u64) {
     let target = Target::sw26010();
     let mut results = Vec::new();
     for mode in [TapeMode::PerTensor, TapeMode::Regions, TapeMode::Stream] {
-        let p = compile(&g, mode);
+        let p = compile(g, mode);
         let inputs: Vec<_> = p
             .inputs
             .iter()
             .enumerate()
-            .map(|(i, &t)| random_tensor(&p.tensor(t).ty, 9, i))
+            .map(|(i, &t)| random_tensor(&p.tensor(t).ty, seed, i))
             .collect();
         results.push(run_program(&p, &inputs, &target).unwrap().0);
     }
@@ -123,6 +123,11 @@ fn gradients_are_bit_identical_in_every_mode() {
             assert!(a.bit_eq(b));
         }
     }
+}
+
+#[test]
+fn gradients_are_bit_identical_in_every_mode() {
+    assert_bit_identical_in_every_mode(&two_layers(), 9);
 }
 
 /// In `stream` mode the kept product streams: each CPE's layers hold what it writes, the
@@ -159,6 +164,62 @@ fn the_kept_pre_activation_streams_through_the_arena() {
     let memory = swflow_scheduler::memplan::plan(&p, &target);
     swflow_scheduler::memplan::check(&p, &memory).unwrap();
     assert!(memory.bytes[tape.values.index()] >= tape.share * target.cpes * 4);
+}
+
+/// `sum(conv(relu(conv(x, w) + b), v))` and its gradients with respect to `w` and `b`, with
+/// the ReLU's output stored rather than recomputed.
+fn conv_layer() -> Graph {
+    let mut g = Graph::new("conv_layer");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let x = g.add_input("x", ty(vec![4, 3, 12, 12]));
+    let w = g.add_input("w", ty(vec![8, 3, 3, 3]));
+    let b = g.add_input("b", ty(vec![8, 1, 1]));
+    let attrs = ConvAttrs {
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![0; 4],
+        groups: 1,
+    };
+    let c = g.add_node("c", Op::Conv(attrs.clone()), vec![x, w], None).unwrap();
+    let cb = g.add_node("cb", Op::Binary(BinaryOp::Add), vec![c, b], None).unwrap();
+    let r = g.add_node("r", Op::Unary(UnaryOp::Relu), vec![cb], None).unwrap();
+    let v = g.add_input("v", ty(vec![2, 8, 3, 3]));
+    let y = g.add_node("y", Op::Conv(attrs), vec![r, v], None).unwrap();
+    let sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0, 1, 2, 3],
+    };
+    let loss = g.add_node("loss", sum, vec![y], None).unwrap();
+    g.outputs.push(Output {
+        name: "loss".into(),
+        node: loss,
+    });
+    gradient_program(&g, &[w, b], &[]).unwrap().storing_all().graph
+}
+
+/// The bias gradient reduces the transposed gradient the weight gradient reads, so the
+/// convolution's kept pre-activation has one backward reader, which mirrors the convolution
+/// and pops it from the streamed tape; every mode gives the same bits.
+#[test]
+fn a_convolutions_kept_pre_activation_has_one_reader_and_streams() {
+    let g = conv_layer();
+    let p = compile(&g, TapeMode::Stream);
+    let plan = p.tape.as_ref().unwrap();
+    let [x] = plan.streams.as_slice() else {
+        panic!("one stream: {}", plan.describe(&p))
+    };
+    assert_eq!(p.tensor(x.tensor).name, "c");
+    let s = plan.saved.iter().find(|s| s.tensor == x.tensor).unwrap();
+    assert_eq!(s.readers, [x.reader]);
+    // The reader stores the masked gradient transposed, and the bias gradient reduces that.
+    let reader = &p.kernels[x.reader];
+    let masked = reader.operands[0];
+    let reduces_it = p
+        .kernels
+        .iter()
+        .any(|k| k.stmt.reduce.is_some() && k.stmt.read_accesses().iter().any(|a| k.operands[a.operand] == masked));
+    assert!(reduces_it, "a reduction reads {}", p.tensor(masked).name);
+    assert_bit_identical_in_every_mode(&g, 5);
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! 3. [`affine`]: per-channel scales and shifts (inference batch normalisation, biases, constant
 //!    scales) after a convolution or a matrix product fold into its weights and one bias.
 //! 4. [`transpose`]: a transposed matrix product becomes a product of transposes, and two
-//!    transposes in a row one.
+//!    transposes in a row one; then a reduction of an elementwise value that a product reads
+//!    transposed reduces the transposed copy, which fusion stores anyway.
 //!
 //! Graph outputs keep their names, and a node that survives keeps its name and origin, so
 //! errors and generated code still point at the model. Folding rounds differently from the
@@ -29,7 +30,8 @@ pub fn simplify(g: &Graph) -> Graph {
     let g = fold::fold_constants(g);
     let g = cse::eliminate(&g);
     let g = affine::fold_into_weights(&g);
-    transpose::transpose_products(&g)
+    let g = transpose::transpose_products(&g);
+    transpose::reductions_read_transposes(&g)
 }
 
 /// A new graph made while walking an old one in order: `map` gives each old node's

@@ -12,9 +12,11 @@
 //! The order of the floating-point operations is fixed by the program, not by the run, so
 //! results are bit-identical from run to run. A kernel is split only when the CPE time it
 //! saves is more than one more launch (the target's spawn and join cycles). The saving counts
-//! a cycle per operation of its statement, and a division, a square root or a library
-//! routine (`exp`, `pow`, ...) at the target's cycles for it: a lower bound of the saving
-//! against the cost.
+//! per point a cycle per operation of its statement, and a division, a square root or a
+//! library routine (`exp`, `pow`, ...) at the target's cycles for it, but no less than the
+//! latency of a floating-point fold: before the split each CPE owns one target element, so
+//! its points fold into one accumulator, one after another. After it, the points a CPE folds
+//! are counted one after another too. So the saving is a lower bound, against the cost.
 
 use std::collections::HashSet;
 
@@ -50,7 +52,7 @@ pub struct Split {
 
 /// The split of kernel `k` for `target`, if any pays.
 pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
-    k.stmt.reduce?;
+    let reduce = k.stmt.reduce?;
     let outputs: usize = k
         .loops
         .iter()
@@ -83,7 +85,12 @@ pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
         .max_by_key(|&(i, parts)| (parts.min(wanted), std::cmp::Reverse(i)))?;
     let before = outputs.div_ceil(target.cpes) * reduced;
     let after = (outputs * parts).div_ceil(target.cpes) * (reduced / parts) + parts;
-    let saved = before.saturating_sub(after) as f64 * cycles(&k.stmt, &target.timing);
+    let fold = if reduce.init.dtype().is_float() {
+        target.timing.fp_latency_cycles
+    } else {
+        1.0
+    };
+    let saved = before.saturating_sub(after) as f64 * cycles(&k.stmt, &target.timing).max(fold);
     (saved > target.timing.spawn_cycles + target.timing.join_cycles).then_some(Split { loop_, parts })
 }
 
