@@ -1889,7 +1889,7 @@ impl Gen<'_> {
         let i = self
             .all
             .iter()
-            .position(|x| std::ptr::eq(*x, a))
+            .position(|x| *x == a)
             .expect("every load is one of the kernel's accesses");
         let (place, ops) = self.access_ref(i);
         let load = Ops {

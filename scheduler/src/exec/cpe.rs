@@ -119,11 +119,7 @@ struct TileView<'a> {
 
 impl<'a> Locate<'a> for TileView<'a> {
     fn place(&self, a: &Access) -> Result<Place<'a>, String> {
-        let slot = self
-            .order
-            .iter()
-            .position(|x| std::ptr::eq(*x, a))
-            .ok_or("unplanned access")?;
+        let slot = self.order.iter().position(|x| *x == a).ok_or("unplanned access")?;
         match &self.boxes[slot] {
             Some((data, start, extent)) => {
                 let (base, strides) = box_place(a, self.origin, start, extent, self.k.loops.len());

@@ -394,11 +394,18 @@ pub struct Stmt {
 }
 
 impl Stmt {
-    /// Every access of the value, then of the epilogue, as [`Expr::accesses`] lists them.
+    /// Every distinct access of the value, then of the epilogue, in the order
+    /// [`Expr::accesses`] lists them. Loads of the same operand at the same subscripts (an
+    /// inlined value used twice, a window compared with its maximum at every offset) are one
+    /// access: they read one element per point, so the schedule gives them one buffer and one
+    /// transfer, and the engines find a load's buffer by the access it equals.
     pub fn read_accesses(&self) -> Vec<&Access> {
-        let mut v = self.value.accesses();
-        if let Some(e) = &self.epilogue {
-            v.extend(e.accesses());
+        let mut v: Vec<&Access> = Vec::new();
+        let all = self.value.accesses().into_iter();
+        for a in all.chain(self.epilogue.iter().flat_map(|e| e.accesses())) {
+            if !v.contains(&a) {
+                v.push(a);
+            }
         }
         v
     }

@@ -235,9 +235,9 @@ impl Schedule {
     }
 }
 
-/// The accesses a schedule plans for, in order: the target, then every load of the value
-/// (positions of gathers included), then of the epilogue, then the kept reduced value if the
-/// kernel keeps it.
+/// The accesses a schedule plans for, in order: the target, then every distinct load of the
+/// value (positions of gathers included), then of the epilogue ([`crate::loops::Stmt::read_accesses`]), then
+/// the kept reduced value if the kernel keeps it.
 pub fn accesses(k: &Kernel) -> Vec<&Access> {
     let mut v = vec![&k.stmt.target];
     v.extend(k.stmt.read_accesses());

@@ -276,7 +276,7 @@ fn finish(
 fn add_nodes(e: &Expr, all: &[&Access], nodes: &mut Vec<Node>) -> Option<usize> {
     let node = match e {
         Expr::Load(a) => Node::Load {
-            access: all.iter().position(|x| std::ptr::eq(*x, a))?,
+            access: all.iter().position(|x| *x == a)?,
             stride: 0,
         },
         Expr::Acc => Node::Load { access: 0, stride: 0 },
