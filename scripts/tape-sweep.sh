@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Two sweeps of the streamed gradient tape, on both targets, with LeNet-5 of
 # scripts/tapeflow/models.py at larger batches (written into .cache/tapeflow-batches):
-# - the tape arena's size (--tape-arena), 1 KiB up to 32 KiB on sw26010 and 128 KiB on
-#   sw26010pro, at batch 128: the bytes streamed, the most layers one CPE pushes, the tape's
-#   transfers and the modelled step time (the `per-tensor` row is the reference);
+# - the tape arena's largest size (--tape-arena; a stream takes less when one CPE's share
+#   needs less), 1 KiB up to 32 KiB on sw26010 and 128 KiB on sw26010pro, at batch 128: the
+#   bytes streamed, the most layers one CPE pushes, the tape's transfers and the modelled
+#   step time (the `per-tensor` row is the reference);
 # - the batch, chosen so that the saved tape is about 0.5x, 1x and 4x the core group's LDM
 #   (64 CPEs' scratchpads), in each --tape mode: the tape's bytes, transfers, mean transfer,
 #   modelled tape DMA time and step time.

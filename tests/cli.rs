@@ -522,7 +522,8 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
     let out = swflow(&small);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["tape"]["tape_arena_bytes"], 4096, "{report}");
+    let arena = report["tape"]["tape_arena_bytes"].as_u64().unwrap();
+    assert!(arena > 0 && arena <= 4096, "{report}");
     assert_fails(
         &swflow(&[
             "schedule",

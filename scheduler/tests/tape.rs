@@ -145,7 +145,8 @@ fn the_kept_pre_activation_streams_through_the_arena() {
     assert_eq!(p.tensor(x.tensor).name, "h");
     assert!(plan.records.is_empty(), "{}", plan.describe(&p));
     assert_eq!(x.elements.iter().sum::<usize>(), 96 * 160);
-    assert_eq!(x.half, plan.arena_bytes / 2 / 4);
+    assert!(x.arena_bytes <= plan.arena_bytes);
+    assert_eq!(x.half, x.arena_bytes / 2 / 4);
     for (c, (&n, &layers)) in x.elements.iter().zip(&x.layers).enumerate() {
         assert!(
             layers * x.half >= n && (n == 0) == (layers == 0),
@@ -156,7 +157,7 @@ fn the_kept_pre_activation_streams_through_the_arena() {
     for k in [x.producer, x.reader] {
         assert!(p.kernels[k].operands.ends_with(&[tape.values, tape.stack]));
     }
-    assert_eq!(plan.arena_of(x.producer), plan.arena_bytes);
+    assert_eq!(plan.arena_of(x.producer), x.arena_bytes);
     assert_eq!(p.tensor(tape.values).ty.numel(), tape.share * target.cpes);
     assert_eq!(tape.share, *x.elements.iter().max().unwrap());
     assert_eq!(tape.slots, 2 + 1 + 2 * x.layers.iter().max().unwrap());

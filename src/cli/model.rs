@@ -45,8 +45,9 @@ pub struct PipelineArgs {
     /// pops in reverse order [default: stream]
     #[arg(long, value_parser = ["per-tensor", "regions", "stream"])]
     pub tape: Option<String>,
-    /// Bytes of each CPE's tape arena in `--tape stream` (taken from the LDM of the kernels
-    /// that stream) [default: an eighth of the target's LDM]
+    /// The most bytes of each CPE's LDM a stream's tape arena takes in `--tape stream` (taken
+    /// from the LDM of the kernels that stream; a stream takes what one CPE's share needs, up
+    /// to this) [default: an eighth of the target's LDM]
     #[arg(long, value_name = "BYTES")]
     pub tape_arena: Option<usize>,
     /// Which cheap forward values a gradient program recomputes in its backward pass, with

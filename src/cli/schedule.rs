@@ -82,7 +82,8 @@ struct TapeReport {
     streamed_bytes: usize,
     /// Tape-only tensors with a reader that cannot mirror: read in that reader's own tiling.
     fell_back_bytes: usize,
-    /// Bytes of each CPE's tape arena in the kernels that stream.
+    /// Bytes of the largest tape arena a stream keeps in each CPE's LDM (each kernel's own
+    /// is in its line).
     tape_arena_bytes: usize,
     /// The most layers one CPE pushes, over all streams.
     layers_per_cpe: usize,
@@ -108,7 +109,7 @@ impl TapeReport {
                 .filter(|s| !recorded(s.tensor) && !streamed(s.tensor))
                 .map(|s| s.bytes)
                 .sum(),
-            tape_arena_bytes: if plan.streams.is_empty() { 0 } else { plan.arena_bytes },
+            tape_arena_bytes: plan.streams.iter().map(|x| x.arena_bytes).max().unwrap_or(0),
             layers_per_cpe: (0..cpes)
                 .map(|c| plan.streams.iter().map(|x| x.layers[c]).sum::<usize>())
                 .max()
@@ -196,7 +197,7 @@ pub fn run(args: Args) -> Result<()> {
     );
     if let Some(t) = &report.tape {
         println!(
-            "tape ({}): {} forward and {} backward kernels; {} saved tensors, {} bytes, {} of them tape-only: {} in records, {} streamed ({} B arena, up to {} layers per CPE), {} read in their readers' own tiling",
+            "tape ({}): {} forward and {} backward kernels; {} saved tensors, {} bytes, {} of them tape-only: {} in records, {} streamed (arenas up to {} B, up to {} layers per CPE), {} read in their readers' own tiling",
             t.mode,
             t.forward_kernels,
             t.backward_kernels,

@@ -12,7 +12,7 @@ use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
-use swflow_scheduler::tape::{TapeMode, TapeOptions};
+use swflow_scheduler::tape::{Stream, TapeMode, TapeOptions};
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{emulator_lib, make, run_model, run_with_stats, scratch};
 use swflow_tests::{seeded_inputs, with_tape};
@@ -183,21 +183,25 @@ fn a_stream_of_many_layers_through_c_and_the_jit() {
 }
 
 /// The arena comes out of the streaming kernels' LDM: their buffers and the arena fit the
-/// target together, and an arena too small for one element of a box, or as large as the
-/// LDM, is refused for streaming, with records taking its place where they can.
+/// target together. A stream's arena is what it needs, up to the limit given: halves that hold
+/// a CPE's whole share. A limit too small for one element of a box is refused for streaming,
+/// with records taking its place where they can, and so is a stream that would need the
+/// whole LDM.
 #[test]
 fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
     let g = two_layers();
     for target in [Target::sw26010(), Target::sw26010pro()] {
-        let arena = 8192;
-        let p = streamed(&g, &target, arena);
+        let limit = 8192;
+        let p = streamed(&g, &target, limit);
         let plan = p.tape.as_ref().unwrap();
         let [x] = plan.streams.as_slice() else {
             panic!("one tensor streams")
         };
+        assert!(x.arena_bytes <= limit);
         for k in [x.producer, x.reader] {
             let kernel = &p.kernels[k];
             let ldm = kernel.schedule.as_ref().unwrap().ldm_bytes(kernel, &target);
+            let arena = plan.arena_of(k);
             assert!(
                 ldm + arena <= target.ldm_budget(),
                 "{}: {ldm} B of buffers beside a {arena} B arena",
@@ -214,8 +218,23 @@ fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
             "{}",
             plan.describe(&p)
         );
-        // An arena as large as the LDM leaves no room for the buffers.
+        // A limit as large as the LDM: the stream takes halves of one CPE's share of the
+        // 96x160 product (each CPE writes at most 960 bytes of it), in one layer.
         let p = streamed(&g, &target, target.ldm_bytes);
+        let plan = p.tape.as_ref().unwrap();
+        let [x] = plan.streams.as_slice() else {
+            panic!("one tensor streams: {}", plan.describe(&p))
+        };
+        let share = x.elements.iter().max().unwrap() * 4;
+        assert!(share <= 960, "{share} bytes per CPE");
+        assert_eq!(
+            x.arena_bytes,
+            2 * share.next_multiple_of(swflow_scheduler::schedule::LDM_BUFFER_ALIGN)
+        );
+        assert_eq!(x.layers.iter().max(), Some(&1));
+        // A product whose share of one CPE would need the whole LDM does not stream.
+        let large = mlp(target.ldm_bytes / 4, &[200, 160]);
+        let p = streamed(&large, &target, target.ldm_bytes);
         let plan = p.tape.as_ref().unwrap();
         assert!(plan.streams.is_empty(), "{}", plan.describe(&p));
         assert!(
@@ -229,7 +248,8 @@ fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
 /// Networks of random sizes, with arenas from a few elements to many layers' worth: the JIT's
 /// loss and gradients are those of the per-tensor tape, bit for bit, whatever streams (the
 /// emulator checks every stack), and the streaming kernels' counters are the walk's. Nested
-/// streams (one per hidden layer) occur.
+/// streams (one per hidden layer) occur, and so do producers split into a grid of blocks,
+/// whose readers walk their block's tiles backwards.
 #[test]
 fn random_networks_stream_bit_identically() {
     let mut state = 0x5eed_u64;
@@ -239,7 +259,7 @@ fn random_networks_stream_bit_identically() {
             .wrapping_add(1442695040888963407);
         (state >> 33) as usize % n
     };
-    let (mut layered, mut nested) = (0, 0);
+    let (mut layered, mut nested, mut grids) = (0, 0, 0);
     for case in 0..16u64 {
         let target = if case % 2 == 0 {
             Target::sw26010()
@@ -264,6 +284,8 @@ fn random_networks_stream_bit_identically() {
         let plan = p.tape.as_ref().unwrap();
         layered += usize::from(plan.streams.iter().any(|x| x.layers.iter().any(|&n| n > 1)));
         nested += usize::from(plan.streams.len() > 1);
+        let grid = |x: &Stream| !p.kernels[x.producer].schedule.as_ref().unwrap().grid.is_empty();
+        grids += usize::from(plan.streams.iter().any(grid));
         let got = swflow_codegen::jit::compile(&p, &target)
             .unwrap()
             .run(&p, &target, &inputs)
@@ -274,7 +296,7 @@ fn random_networks_stream_bit_identically() {
         counts_are_the_walks(&p, &target, &serde_json::to_value(&got.report).unwrap(), &what);
     }
     assert!(
-        layered > 0 && nested > 0,
-        "{layered} cases with several layers, {nested} with nested streams"
+        layered > 0 && nested > 0 && grids > 0,
+        "{layered} cases with several layers, {nested} with nested streams, {grids} with a producer split into a grid"
     );
 }

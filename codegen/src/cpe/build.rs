@@ -463,20 +463,14 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             stream,
         }));
     }
-    // A reader of a streamed tensor walks the boxes of it backwards: its segments, and the
-    // tile loops around the box.
+    // A reader of a streamed tensor walks the boxes of it backwards: its segments (a grid's
+    // block is one), and the tile loops around the box.
     let reversed = (0..all.len())
         .filter(|&i| streams[i].is_some() && !is_written(k, i))
         .map(|i| s.buffers[i].depth)
         .max();
-    if reversed.is_some() && !s.grid.is_empty() {
-        return Err(CodegenError::Internal {
-            kernel: k.name.clone(),
-            reason: "a streamed tape's reader split into a grid of blocks cannot walk it backwards".into(),
-        });
-    }
     let seg_r = reversed
-        .filter(|_| !s.partition.is_empty())
+        .filter(|_| !s.partition.is_empty() && s.grid.is_empty())
         .map(|_| var(&mut f, "seg_r".into(), None));
     let mut tile_r = vec![None; k.loops.len()];
     for &l in &s.order[..reversed.unwrap_or(0)] {

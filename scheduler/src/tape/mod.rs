@@ -153,7 +153,8 @@ pub struct TapePlan {
     pub fell_back: Vec<FellBack>,
     /// Tape-only tensors stored as records (every reader mirrors).
     pub records: Vec<Record>,
-    /// Bytes of each CPE's tape arena (in the kernels that stream).
+    /// The most bytes of each CPE's LDM a stream's arena may take (each takes what it needs
+    /// up to this, [`stream::arena_for`]).
     pub arena_bytes: usize,
     /// Tape-only tensors streamed through the arena (in `stream` mode), in producer order.
     pub streams: Vec<Stream>,
@@ -370,17 +371,20 @@ fn try_stream(
             return Err(StreamError::NotLifo(p.tensor(x.tensor).name.clone()));
         }
     }
-    let (fs, rs) = stream::stream_schedules(p, s, target, plan.arena_bytes)?;
+    let elem_bytes = p.tensor(s.tensor).ty.dtype.size_bytes();
+    let share = per_cpe_elements(p, s.producer, s.tensor, target.cpes);
+    let arena_bytes = stream::arena_for(share, elem_bytes, plan.arena_bytes);
+    let (fs, rs) = stream::stream_schedules(p, s, target, arena_bytes)?;
     let reader = s.readers[0];
     p.kernels[s.producer].schedule = Some(fs);
     p.kernels[reader].schedule = Some(rs);
-    let half = plan.arena_bytes / 2 / p.tensor(s.tensor).ty.dtype.size_bytes();
     Ok(Stream {
         tensor: s.tensor,
         producer: s.producer,
         reader,
         index: 0,
-        half,
+        arena_bytes,
+        half: arena_bytes / 2 / elem_bytes,
         elements: Vec::new(),
         layers: Vec::new(),
     })
@@ -518,14 +522,13 @@ impl TapePlan {
             .find(|x| x.tensor == t && if written { x.producer == k } else { x.reader == k })
     }
 
-    /// Bytes of the tape arena kernel `k` keeps in each CPE's LDM: the arena when it pushes or
-    /// pops a stream, else none.
+    /// Bytes of the tape arena kernel `k` keeps in each CPE's LDM: its stream's arena when it
+    /// pushes or pops one, else none.
     pub fn arena_of(&self, k: usize) -> usize {
-        if self.streams.iter().any(|x| x.producer == k || x.reader == k) {
-            self.arena_bytes
-        } else {
-            0
-        }
+        self.streams
+            .iter()
+            .find(|x| x.producer == k || x.reader == k)
+            .map_or(0, |x| x.arena_bytes)
     }
 
     /// Bytes of the LDM buffers of kernel `k` that its tape arena replaces: the boxes of the
@@ -548,7 +551,7 @@ impl TapePlan {
     pub fn describe(&self, p: &Program) -> String {
         let forward = self.passes.iter().filter(|&&x| x == Pass::Forward).count();
         let arena = match self.mode {
-            TapeMode::Stream => format!(" ({} B arena)", self.arena_bytes),
+            TapeMode::Stream => format!(" (arenas up to {} B)", self.arena_bytes),
             _ => String::new(),
         };
         let mut s = format!(

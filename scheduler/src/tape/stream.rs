@@ -26,10 +26,9 @@
 
 use crate::loops::{Index, Kernel, LoopKind, Program, TensorId};
 use crate::schedule::dma::plan_buffers;
-use crate::schedule::partition::candidates;
 use crate::schedule::reorder::best_order;
 use crate::schedule::sizing::halve;
-use crate::schedule::{accesses, is_written, keep_index, schedule_among, verify_schedule, Residence, Schedule};
+use crate::schedule::{accesses, is_written, keep_index, schedule_kernel, verify_schedule, Residence, Schedule};
 use crate::target::Target;
 
 use super::{mirror_schedule, MirrorError, Saved};
@@ -41,6 +40,15 @@ pub fn default_arena_bytes(target: &Target) -> usize {
     target.ldm_bytes / 8
 }
 
+/// The arena of a stream whose producer writes at most `share` elements (of `elem_bytes`
+/// each) per CPE, given at most `limit` bytes: halves that hold a CPE's whole share (so it
+/// leaves in one layer), in whole LDM buffer alignments, or `limit` when that is smaller. A
+/// smaller arena leaves the rest of the LDM to the producer's and reader's working buffers.
+pub fn arena_for(share: usize, elem_bytes: usize, limit: usize) -> usize {
+    let half = (share.max(1) * elem_bytes).next_multiple_of(crate::schedule::LDM_BUFFER_ALIGN);
+    limit.min(2 * half)
+}
+
 /// A tape-only tensor streamed from its producer to its reader.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stream {
@@ -49,6 +57,8 @@ pub struct Stream {
     pub reader: usize,
     /// Its place among the program's streams, in producer order.
     pub index: usize,
+    /// Bytes of the arena its producer and reader keep in each CPE's LDM ([`arena_for`]).
+    pub arena_bytes: usize,
     /// Elements of one half of the arena: a layer holds at most this many.
     pub half: usize,
     /// Per CPE: the elements it pushes.
@@ -160,13 +170,7 @@ pub fn stream_schedules(
     if keep_index(f) != Some(fi) {
         return Err(StreamError::NotKept);
     }
-    // The reader walks the producer's segments backwards, which a grid's blocks are not cut
-    // into: the producer takes chunks.
-    let chunked = candidates(f, &beside)
-        .into_iter()
-        .filter(|c| c.grid.is_empty())
-        .collect();
-    let mut fs = schedule_among(f, p, chunked, &beside).map_err(|e| StreamError::Producer(e.reason))?;
+    let mut fs = schedule_kernel(f, p, &beside).map_err(|e| StreamError::Producer(e.reason))?;
     // Halve the largest tile of the tensor's box until the box fits half the arena.
     let box_loops: Vec<usize> = accesses(f)[fi]
         .index
