@@ -501,12 +501,12 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     });
     let lanewise = match vector {
         Some(_) => None,
-        None => lanewise::plan(p, k, s, lanes, &buffered, &streamed).map(|plan| {
+        None => lanewise::plan(p, k, s, lanes, &buffered).map(|plan| {
             let prefix = scope.fresh("vx", "v_");
             lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
         }),
     };
-    let epilogue = lanewise::plan_epilogue(p, k, s, lanes, &buffered, &streamed).map(|plan| {
+    let epilogue = lanewise::plan_epilogue(p, k, s, lanes, &buffered).map(|plan| {
         let prefix = scope.fresh("vx", "v_");
         lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
     });

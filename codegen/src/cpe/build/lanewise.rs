@@ -90,22 +90,16 @@ pub(super) struct Plan {
 }
 
 /// The plan for kernel `k` under schedule `s` with `lanes` f32 lanes a vector, when its
-/// target and every load are f32 tiles in LDM (`buffered`, not `streamed`), the target's last
+/// target and every load are f32 tiles in LDM (`buffered`: boxes, records, or a streamed
+/// tensor's boxes in its arena), the target's last
 /// subscript is a parallel loop that every load moves along by a fixed step in its own last
 /// subscript (or not at all), and the value is made of loads, constants, `+ - * /`, maximum,
 /// minimum and ReLU, folded (if at all) by a sum, maximum or minimum.
-pub(super) fn plan(
-    p: &Program,
-    k: &Kernel,
-    s: &Schedule,
-    lanes: usize,
-    buffered: &[bool],
-    streamed: &[bool],
-) -> Option<Plan> {
+pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered: &[bool]) -> Option<Plan> {
     if k.stmt.keep.is_some() {
         return None;
     }
-    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered, streamed)?;
+    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered)?;
     let mut nodes = Vec::new();
     let fold = match k.stmt.reduce {
         None => {
@@ -136,7 +130,7 @@ pub(super) fn plan(
 }
 
 /// What both plans need, when the target is a dense f32 tile in LDM: the kernel's accesses,
-/// whether each is an f32 tile in LDM (`buffered`, not `streamed`), and the lanes loop, the
+/// whether each is an f32 tile in LDM (`buffered`), and the lanes loop, the
 /// target's last subscript: a parallel loop whose tiles hold a vector (shorter ones would
 /// run single lanes only).
 fn lanes_of<'k>(
@@ -145,14 +139,13 @@ fn lanes_of<'k>(
     s: &Schedule,
     lanes: usize,
     buffered: &[bool],
-    streamed: &[bool],
 ) -> Option<(Vec<&'k Access>, Vec<bool>, usize)> {
     if lanes < 2 || !k.target_is_dense() {
         return None;
     }
     let all = swflow_scheduler::schedule::accesses(k);
     let f32_tile: Vec<bool> = (0..all.len())
-        .map(|i| buffered[i] && !streamed[i] && p.tensor(k.operands[all[i].operand]).ty.dtype == DType::F32)
+        .map(|i| buffered[i] && p.tensor(k.operands[all[i].operand]).ty.dtype == DType::F32)
         .collect();
     if !f32_tile[0] {
         return None;
@@ -173,16 +166,9 @@ fn lanes_of<'k>(
 /// where it is and stores the epilogue's value in its place; on the same conditions as
 /// [`plan`]'s maps. A kept reduced value, an f32 tile in LDM at the target's subscripts, is
 /// stored from the vectors of `acc` as well.
-pub(super) fn plan_epilogue(
-    p: &Program,
-    k: &Kernel,
-    s: &Schedule,
-    lanes: usize,
-    buffered: &[bool],
-    streamed: &[bool],
-) -> Option<Plan> {
+pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered: &[bool]) -> Option<Plan> {
     let epilogue = k.stmt.epilogue.as_ref()?;
-    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered, streamed)?;
+    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered)?;
     let mut nodes = Vec::new();
     add_nodes(epilogue, &all, &mut nodes)?;
     let keep = match keep_index(k) {
