@@ -125,10 +125,13 @@ struct StreamVars {
     /// Layers outstanding on this CPE's stack, and the end of its tape.
     layers: Var,
     top: Var,
-    /// A reader's first layer, and the half and length of the layer it fetches next.
+    /// A reader's first layer, and the half, length and place in the tape of the layer it
+    /// fetches next (the length and place start at zero, which no pop reads before a fetch
+    /// sets them, so that C compilers see them set on every path).
     base: Option<Var>,
     next_h: Option<Var>,
     next_n: Option<Var>,
+    next_top: Option<Var>,
 }
 
 /// The record transfers of an access to a tensor stored as records: the storage as one
@@ -416,7 +419,8 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             let reader = |vars: &mut dyn FnMut(&str) -> Var, suffix: &str| (!push).then(|| vars(suffix));
             let base = reader(&mut vars, "base");
             let next_h = reader(&mut vars, "next_h");
-            let next_n = reader(&mut vars, "next_n");
+            let mut zeroed = |suffix: &str| (!push).then(|| var(&mut f, format!("{name}_{suffix}"), Some(0)));
+            let (next_n, next_top) = (zeroed("next_n"), zeroed("next_top"));
             let mut line = vec![Local::Array(layer), Local::Array(layer_n)];
             line.extend(
                 [h, pos, layers, top]
@@ -424,6 +428,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
                     .chain(base)
                     .chain(next_h)
                     .chain(next_n)
+                    .chain(next_top)
                     .map(Local::Var),
             );
             f.decl_lines.push(line);
@@ -447,6 +452,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
                 base,
                 next_h,
                 next_n,
+                next_top,
             }
         });
         fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense();
@@ -1265,16 +1271,14 @@ impl Gen<'_> {
     fn fetch(&self, i: usize, layer: Int, half: Int) -> Vec<Stmt> {
         let st = self.stream(i).expect("a streamed access");
         let next_n = st.next_n.expect("a reader has a next length");
+        let next_top = st.next_top.expect("a reader has a next place");
         let mut out = Vec::new();
         charged(
             &mut out,
             vec![
                 Stmt::Set(next_n, self.stack_read(st, self.layer_slot(st, layer.clone(), 1))),
-                Stmt::SetElem(
-                    st.layer,
-                    vec![Int::Const(0)],
-                    self.stack_read(st, self.layer_slot(st, layer, 0)),
-                ),
+                Stmt::Set(next_top, self.stack_read(st, self.layer_slot(st, layer, 0))),
+                Stmt::SetElem(st.layer, vec![Int::Const(0)], Int::Var(next_top)),
                 Stmt::SetElem(st.layer_n, vec![Int::Const(0)], Int::Var(next_n)),
                 self.layer_dma(i, false, half),
             ],
@@ -1314,7 +1318,7 @@ impl Gen<'_> {
                 },
                 Stmt::Set(st.h, Int::Var(next_h)),
                 Stmt::Set(st.pos, Int::Var(st.next_n.expect("a reader has a next length"))),
-                Stmt::Set(st.top, Int::Elem(st.layer, vec![Int::Const(0)])),
+                Stmt::Set(st.top, Int::Var(st.next_top.expect("a reader has a next place"))),
             ],
         );
         let mut prefetch = Vec::new();
