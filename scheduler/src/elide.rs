@@ -148,7 +148,7 @@ fn can_elide(p: &Program, at: usize, c: &Copy) -> bool {
         crate::schedule::accesses(k)
             .into_iter()
             .filter(|a| k.operands[a.operand] == x)
-            .all(|a| can_move(a, k, p, c))
+            .all(|a| can_move(&a, k, p, c))
     });
     before && after && movable
 }

@@ -16,8 +16,9 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, seeded
 /// and folds: a 3x3 stride-2 maximum pool with padding (strided loads), an average pool (a
 /// sum, then its epilogue's division) and a maximum along a middle axis; and a convolution
 /// whose epilogue adds a bias and applies ReLU, and another that also keeps its reduced value
-/// for a later reader. Rows of 30, 17, 9, 22 and 20 points leave single lanes after the
-/// vectors on both targets.
+/// for a later reader; and a three-point stencil, whose taps share one window of their
+/// operand. Rows of 30, 17, 9, 22, 20 and 49 points leave single lanes after the vectors on
+/// both targets.
 const MODEL: &str = r#"graph "lanewise" {
   %x: f32[2,5,9,30] = input
   %s: f32[5,1,1] = input
@@ -46,6 +47,12 @@ const MODEL: &str = r#"graph "lanewise" {
   %ka: f32[1,6,5,20] = add(%ky, %kb)
   %kr: f32[1,6,5,20] = relu(%ka)
   %ks: f32[1,6,5,20] = mul(%ka, %ka)
+  %u: f32[3,1030] = input
+  %u0: f32[3,1028] = slice(%u) {starts=[0,0], steps=[1,1], sizes=[3,1028]}
+  %u1: f32[3,1028] = slice(%u) {starts=[0,1], steps=[1,1], sizes=[3,1028]}
+  %u2: f32[3,1028] = slice(%u) {starts=[0,2], steps=[1,1], sizes=[3,1028]}
+  %us: f32[3,1028] = add(%u0, %u1)
+  %ut: f32[3,1028] = max(%us, %u2)
   output "r" = %r
   output "p" = %p
   output "v" = %v
@@ -54,6 +61,7 @@ const MODEL: &str = r#"graph "lanewise" {
   output "cr" = %cr
   output "kr" = %kr
   output "ks" = %ks
+  output "ut" = %ut
 }"#;
 
 fn model() -> Graph {
@@ -89,6 +97,14 @@ fn vectors_compute_what_scalars_compute() {
     let want = interp::run(&g, &inputs).unwrap();
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let windows: Vec<_> = p
+            .kernels
+            .iter()
+            .flat_map(|k| k.stmt.windows())
+            .filter(|w| !w.spread.is_empty())
+            .collect();
+        assert_eq!(windows.len(), 1, "the stencil's three taps are one window");
+        assert_eq!(windows[0].spread, [0, 2]);
         let mut vectorised = 0;
         let jitted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
             vectorised += usize::from(lanewise_kernels(f));
@@ -97,9 +113,9 @@ fn vectors_compute_what_scalars_compute() {
         .run(&p, &target, &inputs)
         .unwrap();
         // The normalisation with its ReLU, the maximum pool, the average pool's sum and its
-        // division, the reduction, the division with its minimum, and the convolutions'
-        // epilogues.
-        assert_eq!(vectorised, 8, "{}: lane-wise kernels", target.name);
+        // division, the reduction, the division with its minimum, the convolutions'
+        // epilogues, and the stencil.
+        assert_eq!(vectorised, 9, "{}: lane-wise kernels", target.name);
         let plain = scalar(&target);
         let ps = swflow_scheduler::pipeline::compile(&g, &plain).unwrap();
         let scalar_run = jit::compile(&ps, &plain).unwrap().run(&ps, &plain, &inputs).unwrap();

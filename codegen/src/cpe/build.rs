@@ -21,7 +21,7 @@ use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
 use swflow_scheduler::schedule::share::{MeshLine, MESH_SIDE, REGISTER_BYTES};
-use swflow_scheduler::schedule::{accesses, is_written, keep_index, Residence, Schedule};
+use swflow_scheduler::schedule::{accesses, is_written, keep_index, window_of, Residence, Schedule};
 use swflow_scheduler::target::Target;
 
 use super::{
@@ -149,7 +149,7 @@ struct Gen<'a> {
     p: &'a Program,
     k: &'a Kernel,
     s: &'a Schedule,
-    all: Vec<&'a Access>,
+    all: Vec<Access>,
     field: Vec<Field>,
     /// Per access: its buffer's variables when it is buffered.
     bufs: Vec<Option<BufVars>>,
@@ -980,12 +980,18 @@ impl Gen<'_> {
             }
             ops += int(linear_ops(&lo, x.offset)) + stores;
             let lo = linear(lo, x.offset);
-            // One loop with a unit step spans exactly that loop's tile.
+            // One loop with a unit step spans exactly that loop's tile; a window spreads
+            // past it.
+            let spread = self.all[i].spread(d) as i64;
             let span = match x.terms.as_slice() {
-                [(l, c)] if c.abs() == 1 => at(*l).1,
+                [(l, c)] if c.abs() == 1 && spread == 0 => at(*l).1,
+                [(l, c)] if c.abs() == 1 => {
+                    ops += int(1);
+                    at(*l).1 + Int::Const(spread)
+                }
                 _ => {
-                    ops += int(span.len() as u32 + linear_ops(&span, 1));
-                    linear(span, 1)
+                    ops += int(span.len() as u32 + linear_ops(&span, 1 + spread));
+                    linear(span, 1 + spread)
                 }
             };
             out.push(Stmt::SetElem(v.start, index(d), lo));
@@ -1787,7 +1793,13 @@ impl Gen<'_> {
     /// Access `i`'s element, in an LDM buffer or in main memory directly, and the operations
     /// of its subscript and address (not of the access itself).
     fn access_ref(&self, i: usize) -> (Place, Ops) {
-        let a = self.all[i];
+        self.load_ref(i, &self.all[i], &vec![0; self.all[i].index.len()])
+    }
+
+    /// The element of load `a`, which access `i` holds at displacement `shift` (a window's
+    /// load, [`swflow_scheduler::loops::Stmt::windows`]), and the operations of its subscript
+    /// and address.
+    pub(super) fn load_ref(&self, i: usize, a: &Access, shift: &[usize]) -> (Place, Ops) {
         if let Some(v) = self.vars(i) {
             let half = if self.double(i) { Half::Current } else { Half::Single };
             if self.shape(i).is_empty() {
@@ -1807,6 +1819,11 @@ impl Gen<'_> {
                     unreachable!("buffered accesses have affine subscripts")
                 };
                 let term = match v.origin {
+                    Some(org) if shift[d] != 0 => {
+                        let free = Affine { offset: 0, ..x.clone() };
+                        ops += cost::affine(&free) + int(1);
+                        self.affine(&free) - at(org, d) + Int::Const(shift[d] as i64)
+                    }
                     Some(org) => {
                         let free = Affine { offset: 0, ..x.clone() };
                         ops += cost::affine(&free);
@@ -1884,12 +1901,8 @@ impl Gen<'_> {
 
     /// A load of `a`: its value, its type, and its operations (an LDM load when buffered).
     fn load(&self, a: &Access) -> (Value, DType, Ops) {
-        let i = self
-            .all
-            .iter()
-            .position(|x| *x == a)
-            .expect("every load is one of the kernel's accesses");
-        let (place, ops) = self.access_ref(i);
+        let (i, shift) = window_of(&self.all, a).expect("every load is in one of the kernel's windows");
+        let (place, ops) = self.load_ref(i, a, &shift);
         let load = Ops {
             load: u32::from(self.buffered(i)),
             ..Ops::default()

@@ -15,7 +15,7 @@ use super::walk::{count, target_read_first, walk, Event, Moves, Traffic};
 use super::{eval_statement, fill, get_clipped, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::clip::Clipped;
-use crate::schedule::{accesses, keep_index, Residence, Schedule};
+use crate::schedule::{accesses, keep_index, window_of, Residence, Schedule};
 use crate::target::Target as Machine;
 
 /// What one kernel does on the core group.
@@ -113,13 +113,13 @@ struct TileView<'a> {
     origin: &'a [usize],
     /// Per access (in `accesses` order): the buffer and the box it holds, when buffered.
     boxes: Vec<Option<HeldBox<'a>>>,
-    /// Access positions in `accesses` order, to find an access's slot.
-    order: Vec<&'a Access>,
+    /// The kernel's [`accesses`], to find the window holding a load.
+    order: &'a [Access],
 }
 
 impl<'a> Locate<'a> for TileView<'a> {
     fn place(&self, a: &Access) -> Result<Place<'a>, String> {
-        let slot = self.order.iter().position(|x| *x == a).ok_or("unplanned access")?;
+        let (slot, _) = window_of(self.order, a).ok_or("unplanned access")?;
         match &self.boxes[slot] {
             Some((data, start, extent)) => {
                 let (base, strides) = box_place(a, self.origin, start, extent, self.k.loops.len());
@@ -291,7 +291,7 @@ fn run_cpe(
                 if Some(i) == keep {
                     // Written by the epilogue before it is put: nothing to bring in.
                 } else if i > 0 {
-                    let src = mem.read(p, k, all[i])?;
+                    let src = mem.read(p, k, &all[i])?;
                     match clipped {
                         Some((pad, c)) => {
                             fill(buf, elems, pad);
@@ -338,7 +338,7 @@ fn run_cpe(
                     mem,
                     origin,
                     boxes,
-                    order: all.clone(),
+                    order: &all,
                 };
                 let buffered = tbuf.is_some() && held[0].is_some();
                 let (data, base, strides): (&mut Data, isize, Vec<isize>) = match (&mut tbuf, &held[0]) {

@@ -38,11 +38,13 @@ pub enum Event<'w> {
     },
 }
 
-/// The box an access spans over a tile: start and extent per dimension of its tensor.
+/// The box an access spans over a tile: start and extent per dimension of its tensor (a
+/// window's spread included).
 pub fn span(a: &Access, origin: &[usize], extent: &[usize]) -> (Vec<i64>, Vec<usize>) {
     a.index
         .iter()
-        .map(|i| match i {
+        .enumerate()
+        .map(|(d, i)| match i {
             Index::Affine(x) => {
                 let low: i64 = x
                     .terms
@@ -55,7 +57,8 @@ pub fn span(a: &Access, origin: &[usize], extent: &[usize]) -> (Vec<i64>, Vec<us
                     .iter()
                     .map(|&(l, c)| c.unsigned_abs() as usize * (extent[l] - 1))
                     .sum::<usize>()
-                    + 1;
+                    + 1
+                    + a.spread(d);
                 (x.eval(origin) + low, size)
             }
             Index::Gathered { .. } => unreachable!("gathered accesses are direct"),
@@ -107,7 +110,7 @@ pub fn walk(
                 if b.residence != Residence::Buffer || (step > 0 && b.depth <= changed_from) {
                     continue;
                 }
-                let (start, ext) = span(all[i], &origin, &box_ext);
+                let (start, ext) = span(&all[i], &origin, &box_ext);
                 if i == 0 {
                     if let Some((ps, pe)) = held_target.take() {
                         write_back(f, keep.filter(|_| finished), &ps, &pe)?;

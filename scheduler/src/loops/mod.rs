@@ -221,6 +221,10 @@ pub struct Access {
     /// point whose subscripts do reads this value instead. `None`: every subscript stays in
     /// bounds.
     pub pad: Option<Scalar>,
+    /// Per dimension, how many elements past its subscript the access also spans: the window
+    /// of loads that differ by constants ([`Stmt::windows`]). Empty for every load of a
+    /// statement; only a window has a spread.
+    pub spread: Vec<usize>,
 }
 
 impl Access {
@@ -229,7 +233,36 @@ impl Access {
             operand,
             index,
             pad: None,
+            spread: Vec::new(),
         }
+    }
+
+    /// The extra extent of dimension `d` ([`Access::spread`]).
+    pub fn spread(&self, d: usize) -> usize {
+        self.spread.get(d).copied().unwrap_or(0)
+    }
+
+    /// When this access is the window holding load `a` ([`Stmt::windows`]): per dimension,
+    /// how far `a`'s subscript lies past the window's (from 0 to the spread).
+    pub fn displacement(&self, a: &Access) -> Option<Vec<usize>> {
+        if self.operand != a.operand || self.pad != a.pad || self.index.len() != a.index.len() {
+            return None;
+        }
+        if self.spread.is_empty() {
+            return (self.index == a.index).then(|| vec![0; a.index.len()]);
+        }
+        self.index
+            .iter()
+            .zip(&a.index)
+            .enumerate()
+            .map(|(d, pair)| match pair {
+                (Index::Affine(w), Index::Affine(x)) if w.terms == x.terms => {
+                    let past = x.offset - w.offset;
+                    (0..=self.spread(d) as i64).contains(&past).then_some(past as usize)
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The smallest box of a tensor of `shape` holding every element the access touches over
@@ -239,15 +272,29 @@ impl Access {
         self.index
             .iter()
             .zip(shape)
-            .map(|(i, &e)| match i {
+            .enumerate()
+            .map(|(d, (i, &e))| match i {
                 Index::Affine(s) => {
                     let (lo, hi) = s.range(extents);
+                    let hi = hi + self.spread(d) as i64;
                     (lo.max(0), hi.min(e as i64 - 1))
                 }
                 Index::Gathered { .. } => (0, e as i64 - 1),
             })
             .collect()
     }
+}
+
+/// Whether `a` and `b` load one operand, with the same padding, at affine subscripts that
+/// differ only in their constants.
+fn differ_by_constants(a: &Access, b: &Access) -> bool {
+    a.operand == b.operand
+        && a.pad == b.pad
+        && a.index.len() == b.index.len()
+        && a.index.iter().zip(&b.index).all(|pair| match pair {
+            (Index::Affine(x), Index::Affine(y)) => x.terms == y.terms,
+            _ => false,
+        })
 }
 
 /// A constant scalar.
@@ -408,6 +455,65 @@ impl Stmt {
             }
         }
         v
+    }
+
+    /// The buffers the read accesses need: [`Stmt::read_accesses`], with the loads of one
+    /// operand whose subscripts differ only by constants (a pooling window's taps, a stencil's
+    /// neighbours) merged into one *window*: the access at the smallest offsets, spanning
+    /// ([`Access::spread`]) to the largest. Such loads read one box between them, so the
+    /// schedule gives them one buffer and one transfer per box, and each load finds its
+    /// element at a constant displacement ([`Access::displacement`]). A window forms only
+    /// where its loads use at least half of its positions along every dimension; a load
+    /// without siblings is its own window, as it is.
+    pub fn windows(&self) -> Vec<Access> {
+        let reads = self.read_accesses();
+        let mut taken = vec![false; reads.len()];
+        let mut out = Vec::new();
+        for i in 0..reads.len() {
+            if taken[i] {
+                continue;
+            }
+            taken[i] = true;
+            let mut siblings = vec![i];
+            siblings.extend((i + 1..reads.len()).filter(|&j| !taken[j] && differ_by_constants(reads[i], reads[j])));
+            if siblings.len() < 2 {
+                out.push(reads[i].clone());
+                continue;
+            }
+            let offsets = |d: usize| -> Vec<i64> {
+                let mut v: Vec<i64> = siblings
+                    .iter()
+                    .map(|&j| match &reads[j].index[d] {
+                        Index::Affine(x) => x.offset,
+                        Index::Gathered { .. } => unreachable!("siblings have affine subscripts"),
+                    })
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            let dense = (0..reads[i].index.len()).all(|d| {
+                let o = offsets(d);
+                let span = (o[o.len() - 1] - o[0] + 1) as usize;
+                2 * o.len() >= span
+            });
+            if !dense {
+                out.push(reads[i].clone());
+                continue;
+            }
+            let mut window = reads[i].clone();
+            window.spread = vec![0; window.index.len()];
+            for d in 0..window.index.len() {
+                let o = offsets(d);
+                if let Index::Affine(x) = &mut window.index[d] {
+                    x.offset = o[0];
+                }
+                window.spread[d] = (o[o.len() - 1] - o[0]) as usize;
+            }
+            siblings.iter().for_each(|&j| taken[j] = true);
+            out.push(window);
+        }
+        out
     }
 
     /// The loads of the value and the epilogue (not gathered positions), mutably, for passes

@@ -310,6 +310,7 @@ impl Parser<'_> {
                 operand,
                 index: target.index.clone(),
                 pad: None,
+                spread: Vec::new(),
             })
         } else {
             None
@@ -386,7 +387,12 @@ impl Parser<'_> {
             None
         };
         self.punct(']')?;
-        Ok(Access { operand, index, pad })
+        Ok(Access {
+            operand,
+            index,
+            pad,
+            spread: Vec::new(),
+        })
     }
 
     fn index(&mut self) -> Result<Index, LoopParseError> {

@@ -126,6 +126,7 @@ pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String, kee
             operand: r.operands.len() - 1,
             index: r.stmt.target.index.clone(),
             pad: None,
+            spread: Vec::new(),
         });
     }
     match r.stmt.reduce {

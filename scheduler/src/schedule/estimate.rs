@@ -11,7 +11,8 @@
 //!   issued a tile ahead, and its latency is taken as hidden), and, as the CPEs walk their
 //!   tiles in step, for the queue to serve every CPE's gets into single buffers: the queue
 //!   time of those gets adds to the CPEs' own time instead of overlapping it;
-//! - an access served directly costs a `gload` or `gstore` at every point of the nest;
+//! - an access served directly costs a `gload` or `gstore` at every point of the nest (a window
+//!   one per tap);
 //! - a buffer shared along a mesh line ([`super::share`]) is fetched by the line's owner only
 //!   (its queue time and stalls counted once per line), and every CPE of the line waits for
 //!   each tile's broadcast (`Timing::broadcast_cycles`) and, with register communication,
@@ -106,7 +107,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     // Cycles of one visit of each access (queue occupancy of one get and of one put) and its
     // bytes, and the points per element of the nest a direct access costs.
     let transfer = |i: usize, tiles: &[usize]| -> (f64, f64, usize) {
-        let a = all[i];
+        let a = &all[i];
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = buffer_dims(a, tiles).unwrap_or_default();
         let (n, block) = blocks(&dims, &ty.shape);
@@ -121,18 +122,21 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     };
     let direct: Vec<usize> = (0..all.len())
         .filter(|&i| {
-            let a = all[i];
+            let a = &all[i];
             let ty = &p.tensor(k.operands[a.operand]).ty;
             is_direct(a, buffer_dims(a, tiles).as_deref(), &ty.shape)
         })
         .collect();
+    // A window served directly loads each of its taps from main memory.
+    let reads = k.stmt.read_accesses();
     let direct_cycles: f64 = direct
         .iter()
         .map(|&i| {
             if super::is_written(k, i) {
                 t.gstore_cycles
             } else {
-                t.gload_cycles
+                let taps = reads.iter().filter(|a| all[i].displacement(a).is_some()).count();
+                taps.max(1) as f64 * t.gload_cycles
             }
         })
         .sum();

@@ -235,19 +235,28 @@ impl Schedule {
     }
 }
 
-/// The accesses a schedule plans for, in order: the target, then every distinct load of the
-/// value (positions of gathers included), then of the epilogue ([`crate::loops::Stmt::read_accesses`]), then
-/// the kept reduced value if the kernel keeps it.
-pub fn accesses(k: &Kernel) -> Vec<&Access> {
-    let mut v = vec![&k.stmt.target];
-    v.extend(k.stmt.read_accesses());
-    v.extend(&k.stmt.keep);
+/// The accesses a schedule plans for, in order: the target, then the windows of the value's
+/// and the epilogue's loads (positions of gathers included, [`crate::loops::Stmt::windows`]),
+/// then the kept reduced value if the kernel keeps it. A load is served by the one window
+/// that holds it ([`window_of`]).
+pub fn accesses(k: &Kernel) -> Vec<Access> {
+    let mut v = vec![k.stmt.target.clone()];
+    v.extend(k.stmt.windows());
+    v.extend(k.stmt.keep.clone());
     v
+}
+
+/// The position in `all` ([`accesses`]) of the window holding load `a`, and `a`'s
+/// displacement in it.
+pub fn window_of(all: &[Access], a: &Access) -> Option<(usize, Vec<usize>)> {
+    all.iter()
+        .enumerate()
+        .find_map(|(i, w)| w.displacement(a).map(|d| (i, d)))
 }
 
 /// Index in [`accesses`] of the kept reduced value, if the kernel keeps it.
 pub fn keep_index(k: &Kernel) -> Option<usize> {
-    k.stmt.keep.as_ref().map(|_| 1 + k.stmt.read_accesses().len())
+    k.stmt.keep.as_ref().map(|_| 1 + k.stmt.windows().len())
 }
 
 /// Whether access `i` of [`accesses`] is one the kernel writes: the target or the kept value.

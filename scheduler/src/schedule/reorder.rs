@@ -53,7 +53,7 @@ pub fn access_traffic(
 ) -> Vec<AccessTraffic> {
     let count = |l: usize| ranges[l].div_ceil(tiles[l]);
     let mut out = Vec::new();
-    for (i, a) in super::accesses(k).into_iter().enumerate() {
+    for (i, a) in super::accesses(k).iter().enumerate() {
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = buffer_dims(a, tiles);
         if is_direct(a, dims.as_deref(), &ty.shape) {

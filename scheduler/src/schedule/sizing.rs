@@ -37,17 +37,20 @@ pub struct Sized {
     pub steps: Vec<Step>,
 }
 
-/// Per-dimension span of an access over a tile, or `None` for gathered accesses.
+/// Per-dimension span of an access over a tile (a window's spread included), or `None` for
+/// gathered accesses.
 pub fn buffer_dims(a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
     a.index
         .iter()
-        .map(|i| match i {
+        .enumerate()
+        .map(|(d, i)| match i {
             Index::Affine(x) => Some(
                 x.terms
                     .iter()
                     .map(|&(l, c)| c.unsigned_abs() as usize * (tiles[l] - 1))
                     .sum::<usize>()
-                    + 1,
+                    + 1
+                    + a.spread(d),
             ),
             Index::Gathered { .. } => None,
         })

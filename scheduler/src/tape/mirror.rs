@@ -40,7 +40,7 @@ pub enum MirrorError {
 /// offset and that spans the whole dimension (`shape`), if every subscript is, no two share a
 /// loop and the access is not guarded: the access covers the tensor, one loop per dimension.
 fn unit_loops(a: &Access, loops: &[Loop], shape: &[usize]) -> Option<Vec<usize>> {
-    if a.pad.is_some() || a.index.len() != shape.len() {
+    if a.pad.is_some() || !a.spread.is_empty() || a.index.len() != shape.len() {
         return None;
     }
     let mut out = Vec::with_capacity(a.index.len());
@@ -75,7 +75,7 @@ pub fn mirror_schedule(
         .find(|&i| is_written(f, i) && p.storage(f.operands[written[i].operand]) == tensor)
         .ok_or(MirrorError::ProducerLayout)?;
     let shape = &p.tensor(tensor).ty.shape;
-    let f_loops = unit_loops(written[fi], &f.loops, shape).ok_or(MirrorError::ProducerLayout)?;
+    let f_loops = unit_loops(&written[fi], &f.loops, shape).ok_or(MirrorError::ProducerLayout)?;
     if fs.buffers[fi].residence != Residence::Buffer {
         return Err(MirrorError::ProducerLayout);
     }
@@ -89,7 +89,7 @@ pub fn mirror_schedule(
         return Err(MirrorError::ReaderLayout);
     };
     let same_shape = p.tensor(b.operands[read[bi].operand]).ty.shape == *shape;
-    let b_loops = unit_loops(read[bi], &b.loops, shape)
+    let b_loops = unit_loops(&read[bi], &b.loops, shape)
         .filter(|_| same_shape)
         .ok_or(MirrorError::ReaderLayout)?;
     let map = |l: usize| f_loops.iter().position(|&x| x == l).map(|d| b_loops[d]);

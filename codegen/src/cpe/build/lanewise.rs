@@ -26,7 +26,7 @@
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program, Scalar};
-use swflow_scheduler::schedule::{keep_index, Schedule};
+use swflow_scheduler::schedule::{keep_index, window_of, Schedule};
 
 use super::vector::{VBROADCAST, VLOAD, VSTORE};
 use super::{charge, charge_once, Gen};
@@ -40,12 +40,15 @@ const VECTORS: usize = 8;
 const REGISTERS: usize = 30;
 
 /// One operation of the value, evaluated per vector.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Node {
-    /// Access `access` (in [`Gen::all`] order), whose index moves `stride` elements per lane.
+    /// A load held by access `access` (in [`Gen::all`] order), whose index moves `stride`
+    /// elements per lane: `load`, when it lies at a displacement in a window (see
+    /// [`swflow_scheduler::loops::Stmt::windows`]), or the access itself.
     Load {
         access: usize,
         stride: i64,
+        load: Option<Access>,
     },
     Const(f32),
     /// `op` of two earlier nodes.
@@ -54,7 +57,7 @@ enum Node {
 
 impl Node {
     /// The same in every vector of a block: held in one register.
-    fn shared(self) -> bool {
+    fn shared(&self) -> bool {
         matches!(self, Node::Const(_) | Node::Load { stride: 0, .. })
     }
 }
@@ -133,13 +136,13 @@ pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered
 /// whether each is an f32 tile in LDM (`buffered`), and the lanes loop, the
 /// target's last subscript: a parallel loop whose tiles hold a vector (shorter ones would
 /// run single lanes only).
-fn lanes_of<'k>(
+fn lanes_of(
     p: &Program,
-    k: &'k Kernel,
+    k: &Kernel,
     s: &Schedule,
     lanes: usize,
     buffered: &[bool],
-) -> Option<(Vec<&'k Access>, Vec<bool>, usize)> {
+) -> Option<(Vec<Access>, Vec<bool>, usize)> {
     if lanes < 2 || !k.target_is_dense() {
         return None;
     }
@@ -174,7 +177,7 @@ pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize,
     let keep = match keep_index(k) {
         None => None,
         Some(i) => {
-            if !f32_tile[i] || lane_stride(all[i], lanes_loop) != Some(1) {
+            if !f32_tile[i] || lane_stride(&all[i], lanes_loop) != Some(1) {
                 return None;
             }
             let acc = |n: &Node| matches!(n, Node::Load { access: 0, .. });
@@ -182,7 +185,14 @@ pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize,
                 Some(n) => n,
                 None => {
                     // The value comes first: it must stay the last node.
-                    nodes.insert(0, Node::Load { access: 0, stride: 0 });
+                    nodes.insert(
+                        0,
+                        Node::Load {
+                            access: 0,
+                            stride: 0,
+                            load: None,
+                        },
+                    );
                     for n in &mut nodes[1..] {
                         if let Node::Binary(_, a, b) = n {
                             (*a, *b) = (*a + 1, *b + 1);
@@ -218,7 +228,7 @@ fn finish(
     k: &Kernel,
     s: &Schedule,
     lanes: usize,
-    all: &[&Access],
+    all: &[Access],
     f32_tile: &[bool],
     lanes_loop: usize,
     mut nodes: Vec<Node>,
@@ -226,11 +236,11 @@ fn finish(
     reduce: Vec<usize>,
 ) -> Option<Plan> {
     for node in &mut nodes {
-        if let Node::Load { access, stride } = node {
-            if !f32_tile[*access] || (*access != 0 && k.reads_target(p, all[*access])) {
+        if let Node::Load { access, stride, .. } = node {
+            if !f32_tile[*access] || (*access != 0 && k.reads_target(p, &all[*access])) {
                 return None;
             }
-            *stride = lane_stride(all[*access], lanes_loop)?;
+            *stride = lane_stride(&all[*access], lanes_loop)?;
         }
     }
     // Each vector of a block needs a register per node not shared, and an accumulator.
@@ -259,13 +269,21 @@ fn finish(
 
 /// Appends the nodes of `e` (operands first) and returns the index of its value's node, when
 /// every operation has a vector form. An epilogue's `acc` is the target's element (access 0).
-fn add_nodes(e: &Expr, all: &[&Access], nodes: &mut Vec<Node>) -> Option<usize> {
+fn add_nodes(e: &Expr, all: &[Access], nodes: &mut Vec<Node>) -> Option<usize> {
     let node = match e {
-        Expr::Load(a) => Node::Load {
-            access: all.iter().position(|x| *x == a)?,
+        Expr::Load(a) => {
+            let (access, shift) = window_of(all, a)?;
+            Node::Load {
+                access,
+                stride: 0,
+                load: shift.iter().any(|&s| s != 0).then(|| a.clone()),
+            }
+        }
+        Expr::Acc => Node::Load {
+            access: 0,
             stride: 0,
+            load: None,
         },
-        Expr::Acc => Node::Load { access: 0, stride: 0 },
         Expr::Const(Scalar::F32(c)) => Node::Const(*c),
         Expr::Unary(UnaryOp::Relu, a) => {
             let a = add_nodes(a, all, nodes)?;
@@ -540,8 +558,14 @@ impl Gen<'_> {
             ..Ops::ZERO
         };
         for (n, node) in p.nodes.iter().enumerate() {
-            if let Node::Load { access, .. } = node {
-                let (place, ops) = self.access_ref(*access);
+            if let Node::Load { access, load, .. } = node {
+                let (place, ops) = match load {
+                    Some(a) => {
+                        let shift = self.all[*access].displacement(a).expect("a window holds its loads");
+                        self.load_ref(*access, a, &shift)
+                    }
+                    None => self.access_ref(*access),
+                };
                 let Place::Ldm { index, .. } = place else {
                     unreachable!("planned accesses are in LDM")
                 };
@@ -579,7 +603,7 @@ impl Gen<'_> {
             }
             let reg = v.reg(n, j);
             match *node {
-                Node::Load { access, stride } => {
+                Node::Load { access, stride, .. } => {
                     let (place, _) = self.access_ref(access);
                     let Place::Ldm { buf, half, .. } = place else {
                         unreachable!("planned accesses are in LDM")
