@@ -11,8 +11,8 @@
 //!   issued a tile ahead, and its latency is taken as hidden), and, as the CPEs walk their
 //!   tiles in step, for the queue to serve every CPE's gets into single buffers: the queue
 //!   time of those gets adds to the CPEs' own time instead of overlapping it;
-//! - an access served directly costs a `gload` or `gstore` at every point of the nest (a window
-//!   one per tap);
+//! - an access served directly costs a `gload` or `gstore` at every point of the nest, a
+//!   read one at each of its loads in the statement;
 //! - a buffer shared along a mesh line ([`super::share`]) is fetched by the line's owner only
 //!   (its queue time and stalls counted once per line), and every CPE of the line waits for
 //!   each tile's broadcast (`Timing::broadcast_cycles`) and, with register communication,
@@ -26,7 +26,7 @@
 //! The kernel takes the longer of the DMA queue's total occupancy and the busiest CPE's own
 //! time with the stalls on single-buffered gets.
 
-use crate::loops::{Index, Kernel, LoopKind, Program};
+use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
 use super::reorder::access_traffic;
@@ -127,15 +127,22 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             is_direct(a, buffer_dims(a, tiles).as_deref(), &ty.shape)
         })
         .collect();
-    // A window served directly loads each of its taps from main memory.
-    let reads = k.stmt.read_accesses();
+    // An access served directly is loaded from main memory at each of its loads in the
+    // statement (a window's taps, a value used twice), as the code does.
+    let loads: Vec<&Access> = k
+        .stmt
+        .value
+        .accesses()
+        .into_iter()
+        .chain(k.stmt.epilogue.iter().flat_map(|e| e.accesses()))
+        .collect();
     let direct_cycles: f64 = direct
         .iter()
         .map(|&i| {
             if super::is_written(k, i) {
                 t.gstore_cycles
             } else {
-                let taps = reads.iter().filter(|a| all[i].displacement(a).is_some()).count();
+                let taps = loads.iter().filter(|a| all[i].displacement(a).is_some()).count();
                 taps.max(1) as f64 * t.gload_cycles
             }
         })
