@@ -9,6 +9,8 @@ use swflow_scheduler::exec::cpe::run_program;
 use swflow_scheduler::exec::run_reference;
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::pipeline::compile;
+use swflow_scheduler::schedule::estimate::estimate;
+use swflow_scheduler::schedule::{partition, planned, Residence};
 use swflow_scheduler::target::Target;
 
 /// `x * x + x`, one fused kernel whose value loads `x` three times.
@@ -105,4 +107,37 @@ fn a_window_forms_only_where_its_taps_use_half_of_it() {
     };
     assert_eq!(taps(2), [vec![0, 2]]);
     assert_eq!(taps(4), [Vec::<usize>::new(), Vec::new()]);
+}
+
+/// Served directly from main memory, a value the statement loads three times costs three
+/// `gload`s a point in the estimate, as the code loads it at each use: two more a point than
+/// a value loaded once, under the same schedule.
+#[test]
+fn a_direct_read_is_estimated_at_each_of_its_loads() {
+    let target = Target::sw26010();
+    let relu = parse(
+        r#"graph "relu" {
+  %x: f32[64,96] = input
+  %y: f32[64,96] = relu(%x)
+  output "y" = %y
+}"#,
+    )
+    .unwrap();
+    let cpe_cycles = |g: &Graph| {
+        let p = compile(g, &target).unwrap();
+        let k = &p.kernels[0];
+        // Two columns a CPE, walked one at a time: every access is served directly.
+        let part = partition::Partition {
+            loops: vec![1],
+            points: 96,
+            chunk: 2,
+            grid: Vec::new(),
+        };
+        let s = planned(k, &p, &part, vec![64, 1], &target);
+        assert!(s.buffers.iter().all(|b| b.residence == Residence::Direct), "{s:?}");
+        estimate(k, &p, &s, &target).cpe
+    };
+    let per_cpe_points = (64 * 2) as f64;
+    let extra = cpe_cycles(&square_plus()) - cpe_cycles(&relu);
+    assert_eq!(extra, 2.0 * per_cpe_points * target.timing.gload_cycles);
 }
