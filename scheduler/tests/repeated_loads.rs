@@ -102,7 +102,12 @@ fn a_window_forms_only_where_its_taps_use_half_of_it() {
         let inputs = vec![random_tensor(&p.tensor(p.inputs[0]).ty, 5, 0)];
         let (outputs, _) = run_program(&p, &inputs, &target).unwrap();
         assert!(outputs[0].bit_eq(&run_reference(&p, &inputs).unwrap()[0]));
-        let spreads: Vec<Vec<usize>> = p.kernels[0].stmt.windows().into_iter().map(|w| w.spread).collect();
+        let spreads: Vec<Vec<usize>> = p.kernels[0]
+            .stmt
+            .windows()
+            .into_iter()
+            .map(|w| w.spread.clone())
+            .collect();
         spreads
     };
     assert_eq!(taps(2), [vec![0, 2]]);

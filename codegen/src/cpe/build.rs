@@ -17,6 +17,8 @@
 //! Every stretch of code is charged with the operations of the C that [`super::print`]
 //! writes for it (see [`crate::cost`]).
 
+use std::borrow::Cow;
+
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
@@ -149,7 +151,7 @@ struct Gen<'a> {
     p: &'a Program,
     k: &'a Kernel,
     s: &'a Schedule,
-    all: Vec<Access>,
+    all: Vec<Cow<'a, Access>>,
     field: Vec<Field>,
     /// Per access: its buffer's variables when it is buffered.
     bufs: Vec<Option<BufVars>>,

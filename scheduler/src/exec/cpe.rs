@@ -8,6 +8,8 @@
 //! DMA). Every DMA is checked against the buffer's capacity and the tensor's bounds, and every
 //! LDM access against the buffer: a violation is an error naming the kernel and the CPE.
 
+use std::borrow::Cow;
+
 use swflow_frontend::ir::{strides, Data, Tensor};
 
 use super::eval::{affine_place, Locate, PatternCache, Place, Target};
@@ -114,7 +116,7 @@ struct TileView<'a> {
     /// Per access (in `accesses` order): the buffer and the box it holds, when buffered.
     boxes: Vec<Option<HeldBox<'a>>>,
     /// The kernel's [`accesses`], to find the window holding a load.
-    order: &'a [Access],
+    order: &'a [Cow<'a, Access>],
 }
 
 impl<'a> Locate<'a> for TileView<'a> {

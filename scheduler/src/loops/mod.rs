@@ -15,6 +15,7 @@ mod parse;
 mod print;
 mod verify;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, Tensor, TensorType, UnaryOp};
@@ -465,7 +466,7 @@ impl Stmt {
     /// element at a constant displacement ([`Access::displacement`]). A window forms only
     /// where its loads use at least half of its positions along every dimension; a load
     /// without siblings is its own window, as it is.
-    pub fn windows(&self) -> Vec<Access> {
+    pub fn windows(&self) -> Vec<Cow<'_, Access>> {
         let reads = self.read_accesses();
         let mut taken = vec![false; reads.len()];
         let mut out = Vec::new();
@@ -477,7 +478,7 @@ impl Stmt {
             let mut siblings = vec![i];
             siblings.extend((i + 1..reads.len()).filter(|&j| !taken[j] && differ_by_constants(reads[i], reads[j])));
             if siblings.len() < 2 {
-                out.push(reads[i].clone());
+                out.push(Cow::Borrowed(reads[i]));
                 continue;
             }
             let offsets = |d: usize| -> Vec<i64> {
@@ -498,7 +499,7 @@ impl Stmt {
                 2 * o.len() >= span
             });
             if !dense {
-                out.push(reads[i].clone());
+                out.push(Cow::Borrowed(reads[i]));
                 continue;
             }
             let mut window = reads[i].clone();
@@ -511,7 +512,7 @@ impl Stmt {
                 window.spread[d] = (o[o.len() - 1] - o[0]) as usize;
             }
             siblings.iter().for_each(|&j| taken[j] = true);
-            out.push(window);
+            out.push(Cow::Owned(window));
         }
         out
     }

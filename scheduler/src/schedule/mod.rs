@@ -42,6 +42,7 @@ pub mod sizing;
 pub mod slow;
 pub mod split;
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use crate::loops::{Access, Index, Kernel, Program};
@@ -239,16 +240,16 @@ impl Schedule {
 /// and the epilogue's loads (positions of gathers included, [`crate::loops::Stmt::windows`]),
 /// then the kept reduced value if the kernel keeps it. A load is served by the one window
 /// that holds it ([`window_of`]).
-pub fn accesses(k: &Kernel) -> Vec<Access> {
-    let mut v = vec![k.stmt.target.clone()];
+pub fn accesses(k: &Kernel) -> Vec<Cow<'_, Access>> {
+    let mut v = vec![Cow::Borrowed(&k.stmt.target)];
     v.extend(k.stmt.windows());
-    v.extend(k.stmt.keep.clone());
+    v.extend(k.stmt.keep.as_ref().map(Cow::Borrowed));
     v
 }
 
 /// The position in `all` ([`accesses`]) of the window holding load `a`, and `a`'s
 /// displacement in it.
-pub fn window_of(all: &[Access], a: &Access) -> Option<(usize, Vec<usize>)> {
+pub fn window_of(all: &[Cow<'_, Access>], a: &Access) -> Option<(usize, Vec<usize>)> {
     all.iter()
         .enumerate()
         .find_map(|(i, w)| w.displacement(a).map(|d| (i, d)))

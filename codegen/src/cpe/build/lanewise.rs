@@ -23,6 +23,8 @@
 //! is the maximum with +0 (equal to it bit for bit, signed zeros and NaN included), and a sum
 //! of a product is one fused multiply-add. The results are therefore equal bit for bit.
 
+use std::borrow::Cow;
+
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program, Scalar};
@@ -136,13 +138,13 @@ pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered
 /// whether each is an f32 tile in LDM (`buffered`), and the lanes loop, the
 /// target's last subscript: a parallel loop whose tiles hold a vector (shorter ones would
 /// run single lanes only).
-fn lanes_of(
+fn lanes_of<'k>(
     p: &Program,
-    k: &Kernel,
+    k: &'k Kernel,
     s: &Schedule,
     lanes: usize,
     buffered: &[bool],
-) -> Option<(Vec<Access>, Vec<bool>, usize)> {
+) -> Option<(Vec<Cow<'k, Access>>, Vec<bool>, usize)> {
     if lanes < 2 || !k.target_is_dense() {
         return None;
     }
@@ -228,7 +230,7 @@ fn finish(
     k: &Kernel,
     s: &Schedule,
     lanes: usize,
-    all: &[Access],
+    all: &[Cow<'_, Access>],
     f32_tile: &[bool],
     lanes_loop: usize,
     mut nodes: Vec<Node>,
@@ -269,7 +271,7 @@ fn finish(
 
 /// Appends the nodes of `e` (operands first) and returns the index of its value's node, when
 /// every operation has a vector form. An epilogue's `acc` is the target's element (access 0).
-fn add_nodes(e: &Expr, all: &[Access], nodes: &mut Vec<Node>) -> Option<usize> {
+fn add_nodes(e: &Expr, all: &[Cow<'_, Access>], nodes: &mut Vec<Node>) -> Option<usize> {
     let node = match e {
         Expr::Load(a) => {
             let (access, shift) = window_of(all, a)?;

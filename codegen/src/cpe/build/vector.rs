@@ -155,7 +155,7 @@ pub(super) fn plan(
     let (Expr::Load(a), Expr::Load(b)) = (&**a, &**b) else {
         return None;
     };
-    let position = |x: &Access| all.iter().position(|y| y == x);
+    let position = |x: &Access| all.iter().position(|y| **y == *x);
     let (fa, fb) = (position(a)?, position(b)?);
     let tensor = |i: usize| k.operands[all[i].operand];
     for i in [0, fa, fb] {
