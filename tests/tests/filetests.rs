@@ -12,6 +12,8 @@
 //! - `# pass: elide` — the body is a graph in the text form, a line `----`, the number of
 //!   copies [`elide_copies`] removes from the loop IR of the fused graph, and that loop IR
 //!   after it;
+//! - `# pass: schedule` — the body is a graph in the text form, a line `----`, and the loop
+//!   IR that the pipeline makes of it for SW26010, with every kernel's schedule;
 //! - neither — the body is a graph in the text form; it must parse, and then either verify
 //!   and print back exactly as written, or fail with the message of an `# error: <message>`
 //!   directive.
@@ -27,6 +29,8 @@ use swflow_frontend::simplify::simplify;
 use swflow_scheduler::elide::elide_copies;
 use swflow_scheduler::loops::{print_program, verify_program};
 use swflow_scheduler::lower::lower_fused;
+use swflow_scheduler::pipeline::compile;
+use swflow_scheduler::target::Target;
 use swflow_tests::{conformance_dir, workspace_root, OnnxCase};
 
 /// The line between a pass test's input and its result.
@@ -97,6 +101,10 @@ impl FileTest {
                 let removed = elide_copies(&mut p);
                 verify_program(&p).map_err(|e| format!("the loop IR after eliding copies does not verify: {e}"))?;
                 format!("copies removed: {removed}\n{}", print_program(&p))
+            }
+            "schedule" => {
+                let p = compile(&g, &Target::sw26010()).map_err(|e| format!("compiling the graph: {e}"))?;
+                print_program(&p)
             }
             _ => return Err(format!("unknown pass '{pass}'")),
         };
