@@ -2,12 +2,13 @@
 # Two sweeps of the streamed gradient tape, on both targets, with LeNet-5 of
 # scripts/tapeflow/models.py at larger batches (written into .cache/tapeflow-batches):
 # - the tape arena's largest size (--tape-arena; a stream takes less when one CPE's share
-#   needs less), 1 KiB up to 32 KiB on sw26010 and 128 KiB on sw26010pro, at batch 128: the
-#   bytes streamed, the most layers one CPE pushes, the tape's transfers and the modelled
-#   step time (the `per-tensor` row is the reference);
+#   needs less), 1 KiB up to 32 KiB on sw26010 and 128 KiB on sw26010pro, at batch 128, with
+#   every value streamed that can be (--tape-travel rule): the bytes streamed, the most layers
+#   one CPE pushes, the tape's transfers and the modelled step time (the `per-tensor` row is
+#   the reference);
 # - the batch, chosen so that the saved tape is about 0.5x, 1x and 4x the core group's LDM
-#   (64 CPEs' scratchpads), in each --tape mode: the tape's bytes, transfers, mean transfer,
-#   modelled tape DMA time and step time.
+#   (64 CPEs' scratchpads), in each --tape mode (with the default --tape-travel timed): the
+#   tape's bytes, transfers, mean transfer, modelled tape DMA time and step time.
 # Runs the JIT engine, which reports the same counts and times as the generated C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +45,7 @@ for target in sw26010 sw26010pro; do
     printf '%-10s %-10s %9d %9d %6d %8d %10.1f %9.2f %9.4f\n' "$target" per-tensor "$saved" "$streamed" "$layers" \
         "$xfers" "$(python3 -c "print($tbytes/1024)")" "$(python3 -c "print($tsec*1e6)")" "$(python3 -c "print($step*1e3)")"
     for kib in $arenas; do
-        read -r saved streamed layers xfers tbytes _ tsec step < <(measure "$file" "$target" --tape stream --tape-arena $((kib * 1024)))
+        read -r saved streamed layers xfers tbytes _ tsec step < <(measure "$file" "$target" --tape stream --tape-travel rule --tape-arena $((kib * 1024)))
         printf '%-10s %-10s %9d %9d %6d %8d %10.1f %9.2f %9.4f\n' "$target" "$kib" "$saved" "$streamed" "$layers" \
             "$xfers" "$(python3 -c "print($tbytes/1024)")" "$(python3 -c "print($tsec*1e6)")" "$(python3 -c "print($step*1e3)")"
     done

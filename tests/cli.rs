@@ -479,6 +479,11 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
         if mode != "default" {
             args.extend(["--tape", mode]);
         }
+        if mode != "per-tensor" {
+            // Each tape-only value as far as the mode moves it (the timed choice is tested
+            // below).
+            args.extend(["--tape-travel", "rule"]);
+        }
         let out = swflow(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -518,6 +523,8 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
         "--json",
         "--tape-arena",
         "4096",
+        "--tape-travel",
+        "rule",
     ];
     let out = swflow(&small);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -548,7 +555,7 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
     );
     assert_fails(
         &swflow(&["run", model, "--grad", "--loss", "sum", "--tape", "regions"]),
-        &["--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit"],
+        &["--tape, --tape-arena, --recompute, --tape-travel and --tune apply with --engine loops or jit"],
     );
 }
 
@@ -556,12 +563,13 @@ fn the_tape_mode_is_reported_and_refused_where_unused() {
 /// recomputes: `timed` (the default) reports, in `schedule --json`, both modelled times of
 /// each decision, stores a value where that is faster and recomputes it where that is, and
 /// the time it settles on is the one `bench` models for the program it compiles (the sum loss
-/// reads no labels, so no time depends on input values here); `rule`
-/// reports nothing; the option is refused where nothing takes it.
+/// reads no labels, so no time depends on input values here; the tape travels as the mode
+/// plans it, so that nothing is chosen after the stored values); `rule` reports nothing; the
+/// option is refused where nothing takes it.
 #[test]
 fn the_recompute_choice_is_reported_and_refused_where_unused() {
     let model = "examples/lenet/model.onnx";
-    let grad = ["--grad", "--loss", "sum", "--json"];
+    let grad = ["--grad", "--loss", "sum", "--json", "--tape-travel", "rule"];
     let out = swflow(&[&["schedule", model][..], &grad].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -599,7 +607,118 @@ fn the_recompute_choice_is_reported_and_refused_where_unused() {
     );
     assert_fails(
         &swflow(&["run", model, "--grad", "--loss", "sum", "--recompute", "timed"]),
-        &["--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit"],
+        &["--tape, --tape-arena, --recompute, --tape-travel and --tune apply with --engine loops or jit"],
+    );
+}
+
+/// `--tape-travel` chooses how each tape-only value travels. `timed` (the default) reports, in
+/// `schedule --json`, the modelled time of each value's kernels in each way a measured program
+/// moves it, and the program it keeps is no slower than the mode's own plan, than no value
+/// streamed, or than every value whole; `bench` models that time for the program it compiles.
+/// The tape report agrees with the ways reported, and the gradients are those of the mode's
+/// own plan bit for bit. `rule` reports nothing; the option is refused where nothing takes it.
+#[test]
+fn the_tape_travel_choice_is_reported_and_refused_where_unused() {
+    let model = "examples/lenet/model.onnx";
+    let grad = ["--grad", "--loss", "sum"];
+    let secs = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"));
+    for target in ["sw26010", "sw26010pro"] {
+        let out = swflow(&[&["schedule", model, "--json", "--target", target][..], &grad].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let t = &report["tape_travel"];
+        let chosen = secs(t, "chosen_seconds");
+        for k in ["planned_seconds", "records_seconds", "whole_seconds"] {
+            assert!(chosen <= secs(t, k), "{t}");
+        }
+        let decisions = t["decisions"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no decisions in {t}"));
+        assert!(!decisions.is_empty(), "{t}");
+        let mut bytes = std::collections::HashMap::new();
+        for d in decisions {
+            assert!(secs(d, "whole_seconds") > 0.0, "{d}");
+            assert!(
+                d["stream_seconds"].is_number() || d["records_seconds"].is_number(),
+                "{d}"
+            );
+            let way = d["travel"].as_str().unwrap();
+            *bytes.entry(way.to_string()).or_insert(0) += d["bytes"].as_u64().unwrap();
+            if let Some(held) = t["held"].get(d["value"].as_str().unwrap()) {
+                assert_ne!(held, "stream", "{t}");
+            }
+        }
+        let tape = &report["tape"];
+        assert_eq!(
+            tape["streamed_bytes"],
+            bytes.get("stream").copied().unwrap_or(0),
+            "{t}\n{tape}"
+        );
+        let out = swflow(&[&["bench", model, "--json", "--target", target][..], &grad].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let bench: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            secs(&bench, "total_modelled_seconds"),
+            chosen,
+            "{}",
+            bench["tape_travel"]
+        );
+    }
+    let dir = scratch("tape_travel");
+    let mut runs = Vec::new();
+    for travel in ["rule", "timed"] {
+        let out_dir = dir.join(travel);
+        let out = swflow(
+            &[
+                &["run", model, "--engine", "jit", "--tape-travel", travel, "-o"][..],
+                &[out_dir.to_str().unwrap()],
+                &grad,
+            ]
+            .concat(),
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let index: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out_dir.join("gradients.json")).unwrap()).unwrap();
+        let mut files: Vec<String> = index
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        files.push("loss.npy".into());
+        files.sort();
+        runs.push(
+            files
+                .iter()
+                .map(|f| std::fs::read(out_dir.join(f)).unwrap())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert!(
+        runs[0] == runs[1],
+        "the gradients differ between --tape-travel rule and timed"
+    );
+    let out = swflow(&[&["schedule", model, "--json", "--tape-travel", "rule"][..], &grad].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["tape_travel"].is_null(), "{}", report["tape_travel"]);
+    assert_fails(
+        &swflow(&["schedule", model, "--tape-travel", "rule"]),
+        &["--tape-travel applies with --grad or --train"],
+    );
+    assert_fails(
+        &swflow(
+            &[
+                &["schedule", model, "--tape", "per-tensor", "--tape-travel", "timed"][..],
+                &grad,
+            ]
+            .concat(),
+        ),
+        &["--tape-travel applies with --tape regions or stream"],
+    );
+    assert_fails(
+        &swflow(&[&["run", model, "--tape-travel", "timed"][..], &grad].concat()),
+        &["--tape, --tape-arena, --recompute, --tape-travel and --tune apply with --engine loops or jit"],
     );
 }
 

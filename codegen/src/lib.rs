@@ -28,6 +28,7 @@ pub mod names;
 mod params;
 pub mod saved;
 mod scalar;
+pub mod travel;
 pub mod tune;
 mod writer;
 

@@ -21,7 +21,9 @@ use swflow_frontend::training::GradProgram;
 use swflow_scheduler::pipeline::{compile_with, Options, PipelineError};
 use swflow_scheduler::target::Target;
 
-use crate::jit::{self, JitError};
+use swflow_scheduler::loops::Program;
+
+use crate::jit::{self, JitError, JitRun};
 
 /// Why a candidate program could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -54,12 +56,23 @@ fn inputs(p: &GradProgram, g: &Graph) -> Vec<Tensor> {
         .collect()
 }
 
+/// `g`, a graph of gradient program `p`, compiled for `target` with `options`, and one run of
+/// it on the timed emulator on the values of [`inputs`].
+pub(crate) fn measure(
+    p: &GradProgram,
+    g: &Graph,
+    target: &Target,
+    options: &Options,
+) -> Result<(Program, JitRun), TimedError> {
+    let compiled = compile_with(g, target, options.clone())?;
+    let run = jit::compile(&compiled, target)?.run(&compiled, target, &inputs(p, g))?;
+    Ok((compiled, run))
+}
+
 /// The modelled seconds of one run of `g`, a graph of gradient program `p`, compiled for
 /// `target` with `options`, on the values of [`inputs`].
 pub fn modelled_seconds(p: &GradProgram, g: &Graph, target: &Target, options: &Options) -> Result<f64, TimedError> {
-    let compiled = compile_with(g, target, options.clone())?;
-    let program = jit::compile(&compiled, target)?;
-    Ok(program.run(&compiled, target, &inputs(p, g))?.modelled_seconds)
+    Ok(measure(p, g, target, options)?.1.modelled_seconds)
 }
 
 /// `p` with the storable values stored that [`tape::choose`] picks by modelled time on

@@ -8,7 +8,7 @@ use swflow_frontend::random::random_tensor;
 use swflow_scheduler::exec::cpe::run_program;
 use swflow_scheduler::loops::Program;
 use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
-use swflow_scheduler::tape::{Pass, TapeMode, TapeOptions};
+use swflow_scheduler::tape::{MirrorError, Pass, StreamError, TapeMode, TapeOptions, Travel};
 use swflow_scheduler::target::Target;
 
 /// `sum(relu(x @ w1 + b) @ w2)` and its gradients with respect to `w1`, `b` and `w2`, with
@@ -37,10 +37,16 @@ fn two_layers() -> Graph {
 }
 
 fn compile(g: &Graph, mode: TapeMode) -> Program {
+    compile_holding(g, mode, &[])
+}
+
+/// [`compile`], with tape-only tensors held to the ways of `travel`.
+fn compile_holding(g: &Graph, mode: TapeMode, travel: &[(&str, Travel)]) -> Program {
     let tape = TapeOptions {
         loss: "loss".into(),
         mode,
         arena_bytes: None,
+        travel: travel.iter().map(|&(n, t)| (n.to_string(), t)).collect(),
     };
     let options = Options {
         fuse: Fuse::Default,
@@ -167,6 +173,55 @@ fn the_kept_pre_activation_streams_through_the_arena() {
     assert!(memory.bytes[tape.values.index()] >= tape.share * target.cpes * 4);
 }
 
+/// A tape-only tensor held to records is not streamed, and one held whole is neither streamed
+/// nor recorded: its reader keeps the schedule it has in `per-tensor` mode. The gradients
+/// keep their bits.
+#[test]
+fn a_tensor_held_to_a_plainer_way_travels_so() {
+    let g = two_layers();
+    let target = Target::sw26010();
+    let streamed = compile(&g, TapeMode::Stream);
+    let reader = streamed.tape.as_ref().unwrap().streams[0].reader;
+    let records = compile_holding(&g, TapeMode::Stream, &[("h", Travel::Records)]);
+    let plan = records.tape.as_ref().unwrap();
+    let h = plan.saved.iter().find(|s| s.tape_only).unwrap().tensor;
+    assert_eq!(records.tensor(h).name, "h");
+    assert_eq!(plan.travel_of(h), Travel::Records, "{}", plan.describe(&records));
+    assert!(plan.streams.is_empty() && plan.stream_tape.is_none());
+    assert_eq!(plan.not_streamed, [(h, StreamError::KeptInRecords)]);
+    let whole = compile_holding(
+        &g,
+        TapeMode::Stream,
+        &[("h", Travel::Whole), ("no such tensor", Travel::Whole)],
+    );
+    let plan = whole.tape.as_ref().unwrap();
+    assert_eq!(plan.travel_of(h), Travel::Whole, "{}", plan.describe(&whole));
+    assert!(plan.mirrored.is_empty() && plan.records.is_empty());
+    assert_eq!(plan.fell_back.len(), 1);
+    assert_eq!(
+        (plan.fell_back[0].reader, &plan.fell_back[0].reason),
+        (reader, &MirrorError::KeptWhole)
+    );
+    let per_tensor = compile(&g, TapeMode::PerTensor);
+    assert_eq!(whole.kernels[reader].schedule, per_tensor.kernels[reader].schedule);
+    // A held tensor keeps the mode's way where the mode goes no further: `regions` with
+    // records allowed stores it as records.
+    let regions = compile_holding(&g, TapeMode::Regions, &[("h", Travel::Records)]);
+    assert_eq!(regions.tape.as_ref().unwrap().travel_of(h), Travel::Records);
+    let inputs: Vec<_> = streamed
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| random_tensor(&streamed.tensor(t).ty, 4, i))
+        .collect();
+    let expected = run_program(&streamed, &inputs, &target).unwrap().0;
+    for p in [&records, &whole] {
+        for (a, b) in run_program(p, &inputs, &target).unwrap().0.iter().zip(&expected) {
+            assert!(a.bit_eq(b));
+        }
+    }
+}
+
 /// `sum(conv(relu(conv(x, w) + b), v))` and its gradients with respect to `w` and `b`, with
 /// the ReLU's output stored rather than recomputed.
 fn conv_layer() -> Graph {
@@ -232,6 +287,7 @@ fn a_loss_that_is_not_an_output_is_an_error() {
             loss: "nothing".into(),
             mode: TapeMode::Regions,
             arena_bytes: None,
+            travel: Default::default(),
         }),
     };
     let e = compile_with(&g, &Target::sw26010(), options).unwrap_err();

@@ -19,7 +19,7 @@ use super::compile::{emulator_lib, makefile_path};
 use super::grad::{self, GradArgs, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs, Tuning};
 use super::roofline;
-use super::saved::{print_recompute, RecomputeReport, Timing};
+use super::saved::{print_choices, RecomputeReport, Timing, TravelReport};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -89,6 +89,9 @@ struct Report {
     /// For a gradient program with `--recompute timed`: the values it stores rather than
     /// recomputes, and the modelled times behind that choice.
     recompute: Option<RecomputeReport>,
+    /// For a gradient program with `--tape-travel timed`: how its tape-only values travel, and
+    /// the modelled times behind that choice.
+    tape_travel: Option<TravelReport>,
     /// With `--tune`: what tuning did, kernel by kernel.
     tune: Option<Tuning>,
     kernels: Vec<KernelRow>,
@@ -151,11 +154,11 @@ pub fn run(args: Args) -> Result<()> {
         target: &target,
         pipeline: &args.pipeline,
     };
-    let (g, recompute) = grad::graph(&args.model, &args.grad, &args.train, timing)?;
+    let (g, choices) = grad::graph(&args.model, &args.grad, &args.train, timing)?;
     if args.engine == "jit" && (args.output.is_some() || args.jobs.is_some()) {
         bail!("--output and --jobs apply to --engine c");
     }
-    let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
+    let options = choices.apply(args.pipeline.options(&g, args.grad.grad || args.train.train)?);
     let mut p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
     let tune = args.pipeline.tune(&mut p, &target)?;
     let Measured {
@@ -202,7 +205,8 @@ pub fn run(args: Args) -> Result<()> {
             .context("the statistics have no modelled time")?,
         total: stats["total"].clone(),
         tape: Tape::of(&stats["total"])?,
-        recompute,
+        recompute: choices.recompute.clone(),
+        tape_travel: choices.travel.clone(),
         tune,
         kernels,
         build_seconds,
@@ -334,9 +338,7 @@ fn print_table(r: &Report) {
             r.tape.bytes, r.tape.transfers, r.tape.mean_transfer_bytes, r.tape.modelled_seconds
         );
     }
-    if let Some(c) = &r.recompute {
-        print_recompute(c);
-    }
+    print_choices(&r.recompute, &r.tape_travel);
     if let Some(t) = &r.tune {
         println!("{}", t.summary());
     }

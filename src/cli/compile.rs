@@ -88,9 +88,9 @@ pub fn run(args: Args) -> Result<()> {
             step,
             program,
             optimizer,
-            ..
+            choices,
         } = args.train.step(&args.model, &args.grad, timing)?;
-        let options = args.pipeline.options(&step.graph, true)?;
+        let options = choices.apply(args.pipeline.options(&step.graph, true)?);
         let mut p = swflow_scheduler::pipeline::compile_with(&step.graph, &target, options)?;
         p.set_updates(&step.updates()).map_err(|e| anyhow::anyhow!(e))?;
         let spec = TrainingSpec::new(&step, &program, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
@@ -105,10 +105,10 @@ pub fn run(args: Args) -> Result<()> {
         (step.graph, p, out)
     } else if args.grad.grad {
         args.train.unused()?;
-        let (_, program, _) = args
+        let (_, program, choices) = args
             .grad
             .prepare(&args.model, std::collections::HashMap::new(), Some(timing))?;
-        let options = args.pipeline.options(&program.graph, true)?;
+        let options = choices.apply(args.pipeline.options(&program.graph, true)?);
         let p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, options)?;
         let names = swflow_frontend::npy::output_file_names(program.wrt.iter().map(String::as_str));
         let mut index = serde_json::Map::new();

@@ -12,7 +12,7 @@ use swflow_frontend::training::optim::{training_step, Optimizer, Settings, Train
 use swflow_frontend::training::{check_classes, gradient_program_of, GradProgram};
 
 use super::model::ModelArgs;
-use super::saved::{decide, RecomputeReport, Timing};
+use super::saved::{decide, Choices, Timing};
 
 #[derive(clap::Args, Debug)]
 pub struct GradArgs {
@@ -52,13 +52,14 @@ impl GradArgs {
 
     /// Imports the model as a gradient program; `given` holds the values of inputs known now
     /// (those an op needs statically are frozen to them). With `timing`, the values it stores
-    /// rather than recomputes are chosen there (`--recompute`); otherwise by the rule.
+    /// rather than recomputes (`--recompute`) and how its tape-only values travel (`--tape-travel`)
+    /// are chosen there; otherwise by the rules.
     pub fn prepare(
         &self,
         model: &ModelArgs,
         given: HashMap<String, Tensor>,
         timing: Option<Timing>,
-    ) -> Result<(ModelFile, GradProgram, Option<RecomputeReport>)> {
+    ) -> Result<(ModelFile, GradProgram, Choices)> {
         self.prepare_for(model, given, false, timing)
     }
 
@@ -71,7 +72,7 @@ impl GradArgs {
         given: HashMap<String, Tensor>,
         train: bool,
         timing: Option<Timing>,
-    ) -> Result<(ModelFile, GradProgram, Option<RecomputeReport>)> {
+    ) -> Result<(ModelFile, GradProgram, Choices)> {
         let file = ModelFile::read(&model.model)?;
         let opts = ImportOptions {
             values: given,
@@ -83,23 +84,23 @@ impl GradArgs {
         for name in &p.frozen {
             tracing::info!("initializer '{name}' is used statically: no gradient");
         }
-        let (p, report) = match timing {
+        let (p, choices) = match timing {
             Some(at) => decide(p, at)?,
-            None => (p, None),
+            None => (p, Choices::default()),
         };
-        Ok((file, p, report))
+        Ok((file, p, choices))
     }
 
     /// The graph a verb that compiles without values works on: the model as imported, or
     /// with `--grad` its gradient program (forward, backward, loss and gradients as outputs),
-    /// with the choice of stored values made at `timing`.
-    pub fn graph(&self, model: &ModelArgs, timing: Timing) -> Result<(Graph, Option<RecomputeReport>)> {
+    /// with the timed choices (stored values, values kept whole) made at `timing`.
+    pub fn graph(&self, model: &ModelArgs, timing: Timing) -> Result<(Graph, Choices)> {
         if !self.grad {
             self.unused()?;
-            return Ok((model.load()?.1, None));
+            return Ok((model.load()?.1, Choices::default()));
         }
-        let (_, p, report) = self.prepare(model, HashMap::new(), Some(timing))?;
-        Ok((p.graph, report))
+        let (_, p, choices) = self.prepare(model, HashMap::new(), Some(timing))?;
+        Ok((p.graph, choices))
     }
 
     /// Refuses the loss options where neither --grad nor --train uses them.
@@ -204,16 +205,17 @@ impl TrainArgs {
     }
 
     /// The model's training step, with its gradient program (its stored values chosen at
-    /// `timing`), the measurements behind that choice, and its optimizer.
+    /// `timing`, as its tape-only values kept whole), the measurements behind those choices,
+    /// and its optimizer.
     pub fn step(&self, model: &ModelArgs, grad: &GradArgs, timing: Timing) -> Result<Step> {
         let optimizer = self.optimizer()?;
-        let (_, program, recompute) = grad.prepare_for(model, HashMap::new(), true, Some(timing))?;
+        let (_, program, choices) = grad.prepare_for(model, HashMap::new(), true, Some(timing))?;
         let step = training_step(&program, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
         Ok(Step {
             step,
             program,
             optimizer,
-            recompute,
+            choices,
         })
     }
 }
@@ -223,21 +225,16 @@ pub struct Step {
     pub step: TrainingStep,
     pub program: GradProgram,
     pub optimizer: Optimizer,
-    pub recompute: Option<RecomputeReport>,
+    pub choices: Choices,
 }
 
 /// The graph a verb that compiles without values works on: the model, its gradient program
-/// (`--grad`) or its training step (`--train`), with the measurements behind the choice of
-/// the gradient program's stored values (made at `timing`).
-pub fn graph(
-    model: &ModelArgs,
-    grad: &GradArgs,
-    train: &TrainArgs,
-    timing: Timing,
-) -> Result<(Graph, Option<RecomputeReport>)> {
+/// (`--grad`) or its training step (`--train`), with the gradient program's timed choices
+/// (made at `timing`) and their measurements.
+pub fn graph(model: &ModelArgs, grad: &GradArgs, train: &TrainArgs, timing: Timing) -> Result<(Graph, Choices)> {
     if train.train {
         let step = train.step(model, grad, timing)?;
-        return Ok((step.step.graph, step.recompute));
+        return Ok((step.step.graph, step.choices));
     }
     train.unused()?;
     grad.graph(model, timing)

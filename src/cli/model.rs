@@ -57,6 +57,14 @@ pub struct PipelineArgs {
     /// initial values) [default: timed]
     #[arg(long, value_parser = ["rule", "timed"])]
     pub recompute: Option<String>,
+    /// How each value that only the backward pass reads travels, with --tape regions or
+    /// stream: `rule` moves each as far as the mode can (streamed, else in records, else
+    /// whole); `timed` holds one to a plainer way (in records rather than streamed, or whole,
+    /// read in each backward kernel's own tiling as --tape per-tensor reads it) when the
+    /// kernels that write and read it are modelled faster so and the whole program is too
+    /// (measured as --recompute timed measures) [default: timed]
+    #[arg(long, value_parser = ["rule", "timed"])]
+    pub tape_travel: Option<String>,
     /// Choose every kernel's schedule by modelled time: run the kernel alone, compiled by the
     /// JIT, on the timed emulator under at most N schedules (the scheduler's choice, the best
     /// of every other partition, then tiles halved or doubled one loop at a time from the
@@ -69,6 +77,11 @@ impl PipelineArgs {
     /// Whether `--recompute` asks for the timed choice.
     pub fn recompute_timed(&self) -> bool {
         self.recompute.as_deref() != Some("rule")
+    }
+
+    /// Whether `--tape-travel` asks for the timed choice.
+    pub fn travel_timed(&self) -> bool {
+        self.tape_travel.as_deref() != Some("rule")
     }
 
     /// The pipeline options for `g`, a gradient or training program (whose first output is
@@ -88,6 +101,9 @@ impl PipelineArgs {
         if !gradient && self.recompute.is_some() {
             bail!("--recompute applies with --grad or --train");
         }
+        if !gradient && self.tape_travel.is_some() {
+            bail!("--tape-travel applies with --grad or --train");
+        }
         let tape = match (gradient, self.tape.as_deref()) {
             (false, Some(_)) => bail!("--tape applies with --grad or --train"),
             (false, None) if self.tape_arena.is_some() => bail!("--tape-arena applies with --grad or --train"),
@@ -97,6 +113,9 @@ impl PipelineArgs {
                 let mode = mode.context("the tape mode is one of those listed")?;
                 if self.tape_arena.is_some() && mode != TapeMode::Stream {
                     bail!("--tape-arena applies with --tape stream");
+                }
+                if self.tape_travel.is_some() && mode == TapeMode::PerTensor {
+                    bail!("--tape-travel applies with --tape regions or stream");
                 }
                 if self.tape_arena == Some(0) {
                     bail!("--tape-arena must be a positive number of bytes");

@@ -14,7 +14,7 @@ use swflow_scheduler::target::Target;
 
 use super::grad::GradArgs;
 use super::model::{split_assignment, ModelArgs, PipelineArgs};
-use super::saved::Timing;
+use super::saved::{Choices, Timing};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let inputs = input_values(&g, given, args.seed)?;
-    let outputs = execute(&args, &g, &inputs, false)?;
+    let outputs = execute(&args, &g, &inputs, None)?;
     if let Some(dir) = &args.output {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -84,7 +84,7 @@ fn run_gradient(args: &Args, mut given: HashMap<String, Tensor>) -> Result<()> {
         target: &target,
         pipeline: &args.pipeline,
     });
-    let (file, p, _) = args.grad.prepare(&args.model, given.clone(), timing)?;
+    let (file, p, choices) = args.grad.prepare(&args.model, given.clone(), timing)?;
     for name in frozen_inputs(&file.proto, &p.graph) {
         if given.remove(&name).is_some() {
             tracing::info!("input '{name}' is needed statically: frozen to the value given");
@@ -99,7 +99,7 @@ fn run_gradient(args: &Args, mut given: HashMap<String, Tensor>) -> Result<()> {
         given.entry(name).or_insert(value);
     }
     let inputs = input_values(&p.graph, given, args.seed)?;
-    let outputs = execute(args, &p.graph, &inputs, true)?;
+    let outputs = execute(args, &p.graph, &inputs, Some(&choices))?;
     let dir = args.output.as_ref();
     if let Some(dir) = dir {
         std::fs::create_dir_all(dir.join("grad")).with_context(|| format!("creating {}/grad", dir.display()))?;
@@ -150,14 +150,24 @@ fn input_values(g: &Graph, mut given: HashMap<String, Tensor>, seed: u64) -> Res
     Ok(inputs)
 }
 
-/// Runs `g` (a gradient program when `gradient`) on the engine the options choose: the
-/// scheduled engines lower, schedule (and tune) it for `--target` first.
-fn execute(args: &Args, g: &Graph, inputs: &[Tensor], gradient: bool) -> Result<Vec<Tensor>> {
-    let options = args.pipeline.options(g, gradient)?;
+/// Runs `g` (a gradient program, with its timed choices, when `gradient` is given) on the
+/// engine the options choose: the scheduled engines lower, schedule (and tune) it for
+/// `--target` first.
+fn execute(args: &Args, g: &Graph, inputs: &[Tensor], gradient: Option<&Choices>) -> Result<Vec<Tensor>> {
+    let options = args.pipeline.options(g, gradient.is_some())?;
+    let options = match gradient {
+        Some(choices) => choices.apply(options),
+        None => options,
+    };
     if args.engine == "graph" {
         let p = &args.pipeline;
-        if p.tape.is_some() || p.tape_arena.is_some() || p.recompute.is_some() || p.tune.is_some() {
-            bail!("--tape, --tape-arena, --recompute and --tune apply with --engine loops or jit: the graph engine runs the graph as imported");
+        if p.tape.is_some()
+            || p.tape_arena.is_some()
+            || p.recompute.is_some()
+            || p.tape_travel.is_some()
+            || p.tune.is_some()
+        {
+            bail!("--tape, --tape-arena, --recompute, --tape-travel and --tune apply with --engine loops or jit: the graph engine runs the graph as imported");
         }
         let start = Instant::now();
         let outputs = interp::run(g, inputs)?;

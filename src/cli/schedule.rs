@@ -12,7 +12,7 @@ use swflow_scheduler::target::Target;
 
 use super::grad::{self, GradArgs, TrainArgs};
 use super::model::{ModelArgs, PipelineArgs};
-use super::saved::{print_recompute, RecomputeReport, Timing};
+use super::saved::{print_choices, RecomputeReport, Timing, TravelReport};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -65,6 +65,9 @@ struct Report {
     /// For a gradient program with `--recompute timed`: the values it stores rather than
     /// recomputes, and the modelled times behind that choice.
     recompute: Option<RecomputeReport>,
+    /// For a gradient program with `--tape-travel timed`: how its tape-only values travel, and
+    /// the modelled times behind that choice.
+    tape_travel: Option<TravelReport>,
 }
 
 #[derive(Serialize)]
@@ -80,7 +83,8 @@ struct TapeReport {
     record_bytes: usize,
     /// Tape-only tensors streamed through the tape arena.
     streamed_bytes: usize,
-    /// Tape-only tensors with a reader that cannot mirror: read in that reader's own tiling.
+    /// Tape-only tensors read in their readers' own tiling: a reader cannot mirror, or the
+    /// tensor is held whole.
     fell_back_bytes: usize,
     /// Bytes of the largest tape arena a stream keeps in each CPE's LDM (each kernel's own
     /// is in its line).
@@ -124,9 +128,9 @@ pub fn run(args: Args) -> Result<()> {
         target: &target,
         pipeline: &args.pipeline,
     };
-    let (g, recompute) = grad::graph(&args.model, &args.grad, &args.train, timing)?;
+    let (g, choices) = grad::graph(&args.model, &args.grad, &args.train, timing)?;
     let start = Instant::now();
-    let options = args.pipeline.options(&g, args.grad.grad || args.train.train)?;
+    let options = choices.apply(args.pipeline.options(&g, args.grad.grad || args.train.train)?);
     let mut p = swflow_scheduler::pipeline::compile_with(&g, &target, options)?;
     args.pipeline.tune(&mut p, &target)?;
     let schedule_seconds = start.elapsed().as_secs_f64();
@@ -163,7 +167,8 @@ pub fn run(args: Args) -> Result<()> {
         arena_bytes: plan.arena_bytes,
         naive_bytes: plan.naive_bytes,
         tape: p.tape.as_ref().map(TapeReport::of),
-        recompute,
+        recompute: choices.recompute.clone(),
+        tape_travel: choices.travel.clone(),
     };
     if args.emit.as_deref() == Some("loops") {
         for k in &p.kernels {
@@ -211,8 +216,6 @@ pub fn run(args: Args) -> Result<()> {
             t.fell_back_bytes
         );
     }
-    if let Some(c) = &report.recompute {
-        print_recompute(c);
-    }
+    print_choices(&report.recompute, &report.tape_travel);
     Ok(())
 }

@@ -64,6 +64,7 @@ fn streamed(g: &Graph, target: &Target, arena_bytes: usize) -> Program {
         loss: "loss".into(),
         mode: TapeMode::Stream,
         arena_bytes: Some(arena_bytes),
+        travel: Default::default(),
     };
     let options = Options {
         fuse: Fuse::Default,

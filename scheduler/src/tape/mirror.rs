@@ -34,6 +34,8 @@ pub enum MirrorError {
     ReaderTaken,
     #[error("another reader cannot mirror the producer, so the tensor stays whole")]
     OtherReader,
+    #[error("kept whole: the step was measured faster with its readers in their own tiling")]
+    KeptWhole,
 }
 
 /// Per dimension, the loop of a subscript that is exactly one loop with coefficient 1 and no

@@ -28,6 +28,7 @@
 mod mirror;
 pub mod stream;
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use swflow_frontend::ir::{DType, TensorType};
@@ -74,6 +75,33 @@ pub struct TapeOptions {
     /// Bytes of each CPE's tape arena in `stream` mode ([`stream::default_arena_bytes`] when
     /// none is given).
     pub arena_bytes: Option<usize>,
+    /// Tape-only tensors, by name, held to a plainer way to travel than the mode's (a choice
+    /// by modelled time makes this map: mirroring fixes a reader's tiles, and some readers
+    /// run faster in their own). Names that are not tape-only tensors of the program are
+    /// ignored.
+    pub travel: BTreeMap<String, Travel>,
+}
+
+/// The plainest way a tape-only tensor may travel ([`TapeOptions::travel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Travel {
+    /// Whole, as in `per-tensor`: each reader reads it in its own tiling, and the producer
+    /// keeps its own schedule.
+    Whole,
+    /// In records where its readers can mirror, never streamed.
+    Records,
+    /// As the mode plans it.
+    Stream,
+}
+
+impl Travel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Travel::Whole => "whole",
+            Travel::Records => "records",
+            Travel::Stream => "stream",
+        }
+    }
 }
 
 impl TapeOptions {
@@ -85,6 +113,7 @@ impl TapeOptions {
             loss,
             mode,
             arena_bytes: None,
+            travel: BTreeMap::new(),
         })
     }
 }
@@ -250,6 +279,7 @@ pub fn saved(p: &Program, passes: &[Pass]) -> Vec<Saved> {
 /// schedules; tensors are taken largest first, and a reader mirrors one producer at most.
 /// (Mirroring a reader of a tensor that stays whole would only constrain its tiles.) In
 /// `stream` mode it first tries to stream each tensor ([`stream`]), then stores it as records.
+/// The tensors of `options.travel` travel no further than it says.
 pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Result<TapePlan, String> {
     let loss = p
         .outputs
@@ -280,7 +310,18 @@ pub fn plan_tape(p: &mut Program, target: &Target, options: &TapeOptions) -> Res
     candidates.sort_by_key(|s| (std::cmp::Reverse(s.bytes), s.tensor));
     let mut taken: Vec<usize> = Vec::new();
     for s in candidates {
-        if options.mode == TapeMode::Stream {
+        let travel = options.travel.get(&p.tensor(s.tensor).name).copied();
+        if travel == Some(Travel::Whole) {
+            plan.fell_back.extend(s.readers.iter().map(|&reader| FellBack {
+                tensor: s.tensor,
+                reader,
+                reason: MirrorError::KeptWhole,
+            }));
+            continue;
+        }
+        if options.mode == TapeMode::Stream && travel == Some(Travel::Records) {
+            plan.not_streamed.push((s.tensor, StreamError::KeptInRecords));
+        } else if options.mode == TapeMode::Stream {
             match try_stream(p, &plan, &s, &taken, target) {
                 Ok(stream) => {
                     taken.push(stream.reader);
@@ -540,6 +581,17 @@ impl TapePlan {
             .filter(|&i| self.stream_of(p, k, i).is_some())
             .map(|i| s.buffers[i].ldm_bytes())
             .sum()
+    }
+
+    /// How saved tensor `t` travels: streamed, in records, or whole.
+    pub fn travel_of(&self, t: TensorId) -> Travel {
+        if self.streams.iter().any(|x| x.tensor == t) {
+            Travel::Stream
+        } else if self.records.iter().any(|r| r.tensor == t) {
+            Travel::Records
+        } else {
+            Travel::Whole
+        }
     }
 
     /// Whether backward kernel `reader` mirrors the producer of `tensor`.

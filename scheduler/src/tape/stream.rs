@@ -113,6 +113,8 @@ pub enum StreamError {
     ReversedReduction,
     #[error("it is its producer's result, and only a kept value streams")]
     NotKept,
+    #[error("kept in records: the step was measured faster so")]
+    KeptInRecords,
 }
 
 /// The access of kernel `k` that writes `tensor`.
