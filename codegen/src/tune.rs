@@ -64,22 +64,28 @@ impl Tuned {
 pub enum TuneError {
     #[error("tuning needs at least one measurement per kernel")]
     NoBudget,
-    #[error("a program with a gradient tape cannot be tuned: its tape plan fixes the partitions of the kernels that mirror each other")]
-    Tape,
 }
 
 /// Tunes every kernel of `p` (scheduled for `target`) with at most `budget` measurements
 /// each, replacing its schedule by the fastest measured; returns what it did, kernel by
-/// kernel.
+/// kernel. The kernels whose schedules a gradient program's tape plan fixes ([`fixed_by_tape`])
+/// keep them, unmeasured.
 pub fn tune(p: &mut Program, target: &Target, budget: usize) -> Result<Vec<Tuned>, TuneError> {
     if budget == 0 {
         return Err(TuneError::NoBudget);
     }
-    if p.tape.is_some() {
-        return Err(TuneError::Tape);
-    }
+    let fixed = fixed_by_tape(p);
     let mut out = Vec::with_capacity(p.kernels.len());
     for ki in 0..p.kernels.len() {
+        if fixed[ki] {
+            out.push(Tuned {
+                kernel: p.kernels[ki].name.clone(),
+                measured: 0,
+                before: None,
+                after: None,
+            });
+            continue;
+        }
         let (tuned, best) = tune_kernel(p, ki, target, budget);
         if let Some(s) = best {
             p.kernels[ki].schedule = Some(s);
@@ -87,6 +93,24 @@ pub fn tune(p: &mut Program, target: &Target, budget: usize) -> Result<Vec<Tuned
         out.push(tuned);
     }
     Ok(out)
+}
+
+/// Per kernel of `p`, whether its tape plan fixes its schedule: the producer of every value
+/// stored as records or streamed (the records' layout and the stream's layers follow its
+/// boxes) and every reader that mirrors a producer (it takes the producer's partition and
+/// tiles). Every other kernel may take any schedule: tiling never changes the order in which
+/// a reduction folds, so the program computes the same bits.
+pub fn fixed_by_tape(p: &Program) -> Vec<bool> {
+    let mut fixed = vec![false; p.kernels.len()];
+    if let Some(plan) = &p.tape {
+        let producers = plan.records.iter().map(|r| r.producer);
+        let streams = plan.streams.iter().flat_map(|x| [x.producer, x.reader]);
+        let readers = plan.mirrored.iter().map(|m| m.reader);
+        for k in producers.chain(streams).chain(readers) {
+            fixed[k] = true;
+        }
+    }
+    fixed
 }
 
 /// Tunes kernel `ki`: what it did, and the new schedule if one is faster.

@@ -93,6 +93,7 @@ pub fn run(args: Args) -> Result<()> {
         let options = choices.apply(args.pipeline.options(&step.graph, true)?);
         let mut p = swflow_scheduler::pipeline::compile_with(&step.graph, &target, options)?;
         p.set_updates(&step.updates()).map_err(|e| anyhow::anyhow!(e))?;
+        args.pipeline.tune(&mut p, &target)?;
         let spec = TrainingSpec::new(&step, &program, &optimizer).map_err(|e| anyhow::anyhow!(e))?;
         let in_place = swflow_scheduler::memplan::plan(&p, &target).in_place.len();
         println!(
@@ -109,7 +110,8 @@ pub fn run(args: Args) -> Result<()> {
             .grad
             .prepare(&args.model, std::collections::HashMap::new(), Some(timing))?;
         let options = choices.apply(args.pipeline.options(&program.graph, true)?);
-        let p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, options)?;
+        let mut p = swflow_scheduler::pipeline::compile_with(&program.graph, &target, options)?;
+        args.pipeline.tune(&mut p, &target)?;
         let names = swflow_frontend::npy::output_file_names(program.wrt.iter().map(String::as_str));
         let mut index = serde_json::Map::new();
         let mut files = vec!["loss.npy".to_string()];

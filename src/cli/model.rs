@@ -68,7 +68,9 @@ pub struct PipelineArgs {
     /// Choose every kernel's schedule by modelled time: run the kernel alone, compiled by the
     /// JIT, on the timed emulator under at most N schedules (the scheduler's choice, the best
     /// of every other partition, then tiles halved or doubled one loop at a time from the
-    /// fastest) and keep the fastest. Not with --grad or --train
+    /// fastest) and keep the fastest. With --grad or --train, the kernels whose schedules
+    /// the tape plan fixes (those writing a value stored as records or streamed, and the
+    /// backward kernels that mirror them) keep them
     #[arg(long, value_name = "N")]
     pub tune: Option<usize>,
 }
@@ -92,9 +94,6 @@ impl PipelineArgs {
             "simplify" => Fuse::Simplify,
             _ => Fuse::Default,
         };
-        if gradient && self.tune.is_some() {
-            bail!("--tune does not apply with --grad or --train: the tape plan fixes the partitions of the kernels that mirror each other");
-        }
         if self.tune == Some(0) {
             bail!("--tune needs at least one schedule to measure per kernel");
         }
@@ -188,7 +187,8 @@ pub struct Tuning {
 }
 
 /// One kernel's tuning; its modelled seconds are `None` when its schedule could not be
-/// measured (it keeps the scheduler's).
+/// measured, or when a gradient program's tape plan fixes it (then none was measured): it
+/// keeps the scheduler's.
 #[derive(serde::Serialize, Debug)]
 pub struct TunedKernel {
     /// The kernel's function name, as the emulator's reports name it.

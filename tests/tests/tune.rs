@@ -1,17 +1,19 @@
 //! Tuned schedules: each kernel measured alone on the timed emulator under a few schedules
 //! keeps the fastest. A tuned program computes what the untuned one does, through the JIT
 //! and the generated C, and every kernel's modelled time in it is what tuning measured
-//! alone, never more than the scheduler's choice.
+//! alone, never more than the scheduler's choice. In a gradient program, the kernels the
+//! tape plan fixes keep their schedules, and the gradients keep their bits.
 
 use swflow_codegen::jit;
 use swflow_codegen::kernel_function_names;
-use swflow_codegen::tune::{alone, tune, TuneError};
+use swflow_codegen::tune::{alone, fixed_by_tape, tune, TuneError};
 use swflow_frontend::interp;
 use swflow_frontend::ir::parse;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::{verify_program, TensorKind};
+use swflow_scheduler::tape::TapeMode;
 use swflow_scheduler::target::Target;
-use swflow_tests::{cbuild, seeded_inputs};
+use swflow_tests::{cbuild, seeded_inputs, with_tape};
 
 /// Convolutions, pools and elementwise maps big enough that their schedules differ in
 /// modelled time; one branch reshapes, so a kernel reads a view.
@@ -108,6 +110,62 @@ fn a_kernel_alone_reads_inputs_and_writes_outputs() {
         .collect();
     let run = jit::compile(&a, &target).unwrap().run(&a, &target, &x).unwrap();
     assert_eq!(run.stats.len(), 1);
+}
+
+/// The example LeNet's gradient of the sum of its outputs, tuned in `stream` mode with each
+/// tape-only value streamed or stored as records: the kernels that write those values and the
+/// kernels that mirror them keep their schedules unmeasured, every other kernel is measured
+/// and never slower, the program is faster, and its loss and gradients are those of the
+/// untuned program bit for bit.
+#[test]
+fn a_gradient_program_is_tuned_around_its_tape() {
+    use swflow_frontend::onnx::{ImportOptions, Loss, ModelFile};
+    let path = swflow_tests::workspace_root().join("examples/lenet/model.onnx");
+    let file = ModelFile::read(&path).unwrap();
+    let program =
+        swflow_frontend::training::gradient_program_of(&file, &ImportOptions::default(), &Loss::Sum, &[]).unwrap();
+    let g = &program.graph;
+    let inputs = seeded_inputs(g, 5);
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let name = &target.name;
+        let untuned = with_tape(g, &target, TapeMode::Stream).unwrap();
+        let plan = untuned.tape.as_ref().unwrap();
+        assert!(
+            !plan.streams.is_empty() || !plan.records.is_empty(),
+            "{name}: {}",
+            plan.describe(&untuned)
+        );
+        let fixed = fixed_by_tape(&untuned);
+        for m in &plan.mirrored {
+            assert!(fixed[m.producer] && fixed[m.reader], "{name}");
+        }
+        let free = fixed.iter().filter(|&&f| !f).count();
+        assert!(free > 0 && free < fixed.len(), "{name}: {fixed:?}");
+        let mut p = untuned.clone();
+        let tuned = tune(&mut p, &target, 4).unwrap();
+        for ((t, &f), (a, b)) in tuned.iter().zip(&fixed).zip(p.kernels.iter().zip(&untuned.kernels)) {
+            if f {
+                assert_eq!((t.measured, t.before, t.after), (0, None, None), "{name}: {t:?}");
+                assert_eq!(a.schedule, b.schedule, "{name}: {}", a.name);
+            } else {
+                assert!(t.measured >= 1, "{name}: {t:?}");
+                assert!(t.after <= t.before, "{name}: {t:?}");
+            }
+        }
+        assert!(
+            tuned.iter().any(|t| t.changed()),
+            "{name}: no kernel changed: {tuned:?}"
+        );
+        let before = jit::compile(&untuned, &target)
+            .unwrap()
+            .run(&untuned, &target, &inputs)
+            .unwrap();
+        let after = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
+        assert!(after.modelled_seconds < before.modelled_seconds, "{name}");
+        for (k, (a, b)) in after.outputs.iter().zip(&before.outputs).enumerate() {
+            compare(a, b, Comparison::Exact).unwrap_or_else(|m| panic!("{name}: output {k}: {}", m.message));
+        }
+    }
 }
 
 #[test]
