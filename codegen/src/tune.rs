@@ -76,8 +76,8 @@ pub fn tune(p: &mut Program, target: &Target, budget: usize) -> Result<Vec<Tuned
     }
     let fixed = fixed_by_tape(p);
     let mut out = Vec::with_capacity(p.kernels.len());
-    for ki in 0..p.kernels.len() {
-        if fixed[ki] {
+    for (ki, fixed) in fixed.into_iter().enumerate() {
+        if fixed {
             out.push(Tuned {
                 kernel: p.kernels[ki].name.clone(),
                 measured: 0,
