@@ -1,9 +1,10 @@
 //! Reductions with fewer outputs than CPEs are cut into per-CPE partials and their sum, when
-//! that pays for the second launch; the result equals the interpreter's, exactly where the
-//! fold is exact (max), and is the same from run to run.
+//! that pays for the second launch, and so are reductions with a few outputs per CPE over a
+//! long reduction, when the scheduler's estimate says so; the result equals the
+//! interpreter's, exactly where the fold is exact (max), and is the same from run to run.
 
 use swflow_frontend::interp;
-use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, ReduceKind, TensorType};
+use swflow_frontend::ir::{BinaryOp, ConvAttrs, DType, Graph, Op, Output, ReduceKind, TensorType};
 use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::run_program;
@@ -113,4 +114,35 @@ fn library_calls_count_at_their_cycles() {
 #[test]
 fn a_long_plain_sum_is_split_for_its_fold_latency() {
     assert_eq!(check(&one_sum(4000, false), Comparison::Tolerance), ["r.partials", "r"]);
+}
+
+/// `conv(x, w)` of `x: [1, 4, 32, 32]` with `w: [co, 4, 28, 28]`: `co x 5 x 5` outputs, each
+/// over 4 x 28 x 28 points, like a small convolution's weight gradient (whose window is the
+/// output gradient).
+fn wide_window(co: usize) -> Graph {
+    let mut g = Graph::new("wide_window");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let x = g.add_input("x", ty(vec![1, 4, 32, 32]));
+    let w = g.add_input("w", ty(vec![co, 4, 28, 28]));
+    let attrs = ConvAttrs {
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![0; 4],
+        groups: 1,
+    };
+    let y = g.add_node("y", Op::Conv(attrs), vec![x, w], None).unwrap();
+    g.outputs.push(Output {
+        name: "y".into(),
+        node: y,
+    });
+    g
+}
+
+/// With 150 outputs, about 2 per CPE, every CPE would fetch nearly all of `x` and its rows of
+/// `w`: split, each fetches its part of the reduction. With 25 outputs per CPE, it is not
+/// considered.
+#[test]
+fn a_few_outputs_per_cpe_over_a_long_reduction_are_split_by_the_estimate() {
+    assert_eq!(check(&wide_window(6), Comparison::Tolerance), ["y.partials", "y"]);
+    assert_eq!(check(&wide_window(64), Comparison::Tolerance), ["y"]);
 }

@@ -2,7 +2,8 @@
 //!
 //! A reduction with fewer target elements than CPEs (a bias gradient, batch normalisation's
 //! scale and shift gradients) leaves most CPEs idle, since a CPE owns whole target elements.
-//! [`split_reductions`] cuts such a kernel in two:
+//! One with a few target elements per CPE over a long reduction (a small convolution's weight
+//! gradient) keeps them busy, but each CPE fetches nearly all of the operands. [`split_reductions`] cuts such a kernel in two:
 //! 1. `partials[p, target..] fold= value` with a reduce loop `r` of extent `E` split as
 //!    `r = p*(E/P) + e`, `p` a new outermost parallel loop of extent `P`: each CPE folds its
 //!    part of the reduction into a partial of its own, written to main memory (never a race:
@@ -10,13 +11,16 @@
 //! 2. `target[..] fold= partials[q, target..]` over `q` in order, with the original epilogue.
 //!
 //! The order of the floating-point operations is fixed by the program, not by the run, so
-//! results are bit-identical from run to run. A kernel is split only when the CPE time it
-//! saves is more than one more launch (the target's spawn and join cycles). The saving counts
+//! results are bit-identical from run to run. A kernel with fewer target elements than CPEs
+//! is split only when the CPE time it saves is more than one more launch (the target's spawn
+//! and join cycles). The saving counts
 //! per point a cycle per operation of its statement, and a division, a square root or a
 //! library routine (`exp`, `pow`, ...) at the target's cycles for it, but no less than the
 //! latency of a floating-point fold: before the split each CPE owns one target element, so
 //! its points fold into one accumulator, one after another. After it, the points a CPE folds
-//! are counted one after another too. So the saving is a lower bound, against the cost.
+//! are counted one after another too. So the saving is a lower bound, against the cost. One
+//! with more is split as [`plan_by_estimate`] finds it pays, by the scheduler's estimate of
+//! the kernels each way.
 
 use std::collections::HashSet;
 
@@ -31,7 +35,7 @@ pub fn split_reductions(p: &mut Program, target: &Target) {
     let mut names: HashSet<String> = p.kernels.iter().map(|k| k.name.clone()).collect();
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for k in std::mem::take(&mut p.kernels) {
-        match plan(&k, target) {
+        match plan(&k, target).or_else(|| plan_by_estimate(p, &k, target)) {
             Some(split) => {
                 let (first, second) = apply(p, &mut names, k, split);
                 kernels.push(first);
@@ -50,25 +54,20 @@ pub struct Split {
     pub parts: usize,
 }
 
+/// The product of the extents of `k`'s loops of `kind`.
+fn extents(k: &Kernel, kind: LoopKind) -> usize {
+    k.loops.iter().filter(|l| l.kind == kind).map(|l| l.extent).product()
+}
+
 /// The split of kernel `k` for `target`, if any pays.
 pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
     let reduce = k.stmt.reduce?;
-    let outputs: usize = k
-        .loops
-        .iter()
-        .filter(|l| l.kind == LoopKind::Parallel)
-        .map(|l| l.extent)
-        .product();
+    let outputs = extents(k, LoopKind::Parallel);
     if outputs == 0 || outputs >= target.cpes {
         return None;
     }
     let wanted = target.cpes.div_ceil(outputs);
-    let reduced: usize = k
-        .loops
-        .iter()
-        .filter(|l| l.kind == LoopKind::Reduce)
-        .map(|l| l.extent)
-        .product();
+    let reduced = extents(k, LoopKind::Reduce);
     // Per reduce loop, the smallest divisor of its extent that reaches `wanted` (the extent
     // itself when it is smaller); the loop using the most CPEs, the outermost among equals.
     let (loop_, parts) = k
@@ -92,6 +91,66 @@ pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
     };
     let saved = before.saturating_sub(after) as f64 * cycles(&k.stmt, &target.timing).max(fold);
     (saved > target.timing.spawn_cycles + target.timing.join_cycles).then_some(Split { loop_, parts })
+}
+
+/// The most target elements per CPE of a reduction [`plan_by_estimate`] considers. With so
+/// few, each CPE fetches nearly all of the operands that the target's elements share, and a
+/// split cuts the traffic by about its number of parts. With more, a CPE's compute is already
+/// its share of the whole, and the estimate, whose compute is a lower bound, overrates what a
+/// split saves: light AlexNet's last matrix-vector product (16 elements per CPE) split in 8
+/// was modelled faster on SW26010 but slower on SW26010-Pro.
+const FEW_PER_CPE: usize = 4;
+
+/// The fraction of a kernel's estimated cycles its split must stay under, the extra launch
+/// included. The estimate's compute is a lower bound and it counts a split's small partial
+/// transfers least well, so a split must save a clear share.
+const SPLIT_MARGIN: f64 = 0.8;
+
+/// The split of reduction `k` (of program `p`, whose tensors it reads) with at least as many
+/// target elements as CPEs but few per CPE ([`FEW_PER_CPE`]), if one pays by the scheduler's
+/// estimate: each CPE of such a kernel folds its few target elements over the whole
+/// reduction, so every CPE fetches nearly all of the operands (a small convolution's weight
+/// gradient's activations and output gradients, say). Split, each CPE fetches its part of
+/// the reduction only. Every reduce loop is tried in every number of parts that divides it
+/// (up to the CPEs), each kernel scheduled as the scheduler schedules it; the best split is
+/// taken when its two kernels' estimates and the second kernel's fixed costs stay under
+/// [`SPLIT_MARGIN`] of the kernel's own estimate.
+fn plan_by_estimate(p: &Program, k: &Kernel, target: &Target) -> Option<Split> {
+    k.stmt.reduce?;
+    let outputs = extents(k, LoopKind::Parallel);
+    if outputs < target.cpes || outputs.div_ceil(target.cpes) > FEW_PER_CPE {
+        return None;
+    }
+    let cycles = |k: &Kernel, p: &Program| -> Option<f64> {
+        let s = super::schedule_kernel(k, p, target).ok()?;
+        Some(super::estimate::estimate(k, p, &s, target).cycles())
+    };
+    let whole = cycles(k, p)?;
+    let mut scratch = p.clone();
+    let tensors = scratch.tensors.len();
+    // What one more kernel costs beyond its estimate: its launch, and the latency of its last
+    // put, which the kernel waits for before it returns.
+    let t = &target.timing;
+    let launch = t.spawn_cycles + t.join_cycles + t.dma.put_latency_cycles;
+    let mut best: Option<(f64, Split)> = None;
+    for (loop_, l) in k.loops.iter().enumerate() {
+        if l.kind != LoopKind::Reduce {
+            continue;
+        }
+        for parts in (2..=l.extent.min(target.cpes)).filter(|d| l.extent % d == 0) {
+            let split = Split { loop_, parts };
+            let (first, second) = apply(&mut scratch, &mut HashSet::new(), k.clone(), split);
+            let total = cycles(&first, &scratch)
+                .zip(cycles(&second, &scratch))
+                .map(|(a, b)| a + b + launch);
+            scratch.tensors.truncate(tensors);
+            if let Some(t) = total.filter(|&t| best.is_none_or(|(b, _)| t < b)) {
+                best = Some((t, split));
+            }
+        }
+    }
+    let (cycles, split) = best?;
+    (cycles < SPLIT_MARGIN * whole).then_some(split)
 }
 
 /// Cycles per point of the statement, at least: one per operation and for the fold, and a
