@@ -22,6 +22,10 @@
 //!   arena and leave in layers, one contiguous transfer each, pushed on a per-CPE stack that
 //!   the reader, walking backwards, pops. The others are stored as records where they can be.
 //!
+//! [`TapeOptions::travel`] can hold a tape-only tensor to a plainer way than its mode's: in
+//! records rather than streamed, or whole (swflow's `--tape-travel timed` chooses these holds
+//! by modelled time).
+//!
 //! Every mode computes the same values bit for bit: tiling changes which boxes move, never
 //! the order in which a reduction folds its values.
 
@@ -90,7 +94,7 @@ pub enum Travel {
     Whole,
     /// In records where its readers can mirror, never streamed.
     Records,
-    /// As the mode plans it.
+    /// Streamed where the mode streams and the tensor can be: no hold at all.
     Stream,
 }
 

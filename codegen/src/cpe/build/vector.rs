@@ -902,19 +902,29 @@ impl Gen<'_> {
     /// Whether a vector from the block's indices (a head, or a tail over a short row) stays
     /// inside the target's and every factor's buffer: a head's last lane at every row, over
     /// all reduction points, below the buffer's elements, a tail's first lane at or above 0.
+    /// A head's factors are checked at both ends of their reach: a head starts at its row's
+    /// first point, so its first lane cannot fall below 0, but a C compiler that cannot see
+    /// this may refuse the loads it guards (GCC's `-Warray-bounds` on a small buffer).
     fn fits(&self, v: &Vars, rows: usize, head: bool) -> Cond {
         let p = &v.plan;
         let last = Int::Const(p.lanes as i64 - 1);
+        let below = |i: usize, at: Int| Cond::Lt(at + last.clone(), Int::Const(self.s.buffers[i].elements() as i64));
+        let above = |at: Int| Cond::Lt(Int::Const(-1), at);
         let inside = |i: usize, at: Int| match head {
-            true => Cond::Lt(at + last.clone(), Int::Const(self.s.buffers[i].elements() as i64)),
-            false => Cond::Lt(Int::Const(-1), at),
+            true => below(i, at),
+            false => above(at),
         };
         let mut terms: Vec<Cond> = v.target[..rows].iter().map(|&t| inside(0, Int::Var(t))).collect();
         for (x, fac) in p.factors.iter().enumerate() {
             let Some((lo, hi)) = v.reach[x] else { continue };
             for i in 0..fac.streams(rows) {
-                let reach = Int::Var(if head { hi } else { lo });
-                terms.push(inside(fac.access, Int::Var(v.walk[x][i][0]) + reach));
+                let at = Int::Var(v.walk[x][i][0]);
+                if head {
+                    terms.push(above(at.clone() + Int::Var(lo)));
+                    terms.push(below(fac.access, at + Int::Var(hi)));
+                } else {
+                    terms.push(above(at + Int::Var(lo)));
+                }
             }
         }
         Cond::All(terms)
