@@ -863,10 +863,10 @@ impl Gen<'_> {
             return lanes;
         }
         let width = Int::Const(p.lanes as i64);
-        let attempt = |out: &mut Vec<Stmt>, start: Int, head: bool| {
+        let attempt = |out: &mut Vec<Stmt>, start: Int| {
             out.push(Stmt::Set(var, start));
             out.extend(self.block_indices(v, rows));
-            let cond = self.fits(v, rows, head);
+            let cond = self.fits(v, rows);
             let Cond::All(terms) = &cond else {
                 unreachable!("the fit is a conjunction")
             };
@@ -877,7 +877,7 @@ impl Gen<'_> {
             cond
         };
         let mut tail = Vec::new();
-        let tail_fits = attempt(&mut tail, o.clone() + n.clone() - width, false);
+        let tail_fits = attempt(&mut tail, o.clone() + n.clone() - width);
         let mut tail_block = Vec::new();
         self.charge_width(&mut tail_block, v, rows, Width::Tail, Int::Const(1), n.clone(), true);
         tail_block.extend(self.block_body(v, rows, Width::Tail));
@@ -887,7 +887,7 @@ impl Gen<'_> {
             otherwise: lanes,
         });
         let mut out = Vec::new();
-        let head_fits = attempt(&mut out, o, true);
+        let head_fits = attempt(&mut out, o);
         let mut head_block = Vec::new();
         self.charge_width(&mut head_block, v, rows, Width::Head, Int::Const(1), n, true);
         head_block.extend(self.block_body(v, rows, Width::Head));
@@ -900,31 +900,30 @@ impl Gen<'_> {
     }
 
     /// Whether a vector from the block's indices (a head, or a tail over a short row) stays
-    /// inside the target's and every factor's buffer: a head's last lane at every row, over
-    /// all reduction points, below the buffer's elements, a tail's first lane at or above 0.
-    /// A head's factors are checked at both ends of their reach: a head starts at its row's
-    /// first point, so its first lane cannot fall below 0, but a C compiler that cannot see
-    /// this may refuse the loads it guards (GCC's `-Warray-bounds` on a small buffer).
-    fn fits(&self, v: &Vars, rows: usize, head: bool) -> Cond {
+    /// inside the target's and every factor's buffer: at every row, over all reduction points,
+    /// its first lane at or above 0 and its last below the buffer's elements. By construction a
+    /// head can only run past the end and a tail before the start (a head starts at its row's
+    /// first point, a tail ends at its last), but both ends are checked: a C compiler that
+    /// cannot see this may refuse the accesses they guard (GCC's `-Warray-bounds` on a small
+    /// buffer).
+    fn fits(&self, v: &Vars, rows: usize) -> Cond {
         let p = &v.plan;
         let last = Int::Const(p.lanes as i64 - 1);
-        let below = |i: usize, at: Int| Cond::Lt(at + last.clone(), Int::Const(self.s.buffers[i].elements() as i64));
-        let above = |at: Int| Cond::Lt(Int::Const(-1), at);
-        let inside = |i: usize, at: Int| match head {
-            true => below(i, at),
-            false => above(at),
+        let inside = |i: usize, first: Int, end: Int| {
+            [
+                Cond::Lt(Int::Const(-1), first),
+                Cond::Lt(end + last.clone(), Int::Const(self.s.buffers[i].elements() as i64)),
+            ]
         };
-        let mut terms: Vec<Cond> = v.target[..rows].iter().map(|&t| inside(0, Int::Var(t))).collect();
+        let mut terms: Vec<Cond> = v.target[..rows]
+            .iter()
+            .flat_map(|&t| inside(0, Int::Var(t), Int::Var(t)))
+            .collect();
         for (x, fac) in p.factors.iter().enumerate() {
             let Some((lo, hi)) = v.reach[x] else { continue };
             for i in 0..fac.streams(rows) {
                 let at = Int::Var(v.walk[x][i][0]);
-                if head {
-                    terms.push(above(at.clone() + Int::Var(lo)));
-                    terms.push(below(fac.access, at + Int::Var(hi)));
-                } else {
-                    terms.push(above(at + Int::Var(lo)));
-                }
+                terms.extend(inside(fac.access, at.clone() + Int::Var(lo), at + Int::Var(hi)));
             }
         }
         Cond::All(terms)
