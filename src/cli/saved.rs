@@ -9,6 +9,8 @@
 //!   with the verb's tape mode (`swflow_codegen::travel`). A training step takes the choice
 //!   made on its gradient program, as it takes the stored values.
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 use serde::Serialize;
 use swflow_codegen::jit::JitError;
@@ -111,7 +113,7 @@ impl Choices {
     /// `options` with the ways `--tape-travel` holds tape-only tensors to.
     pub fn apply(&self, mut options: Options) -> Options {
         if let (Some(tape), Some(t)) = (&mut options.tape, &self.travel) {
-            tape.travel = t.held.iter().map(|(name, way)| (name.clone(), *way)).collect();
+            tape.travel = t.held.clone();
         }
         options
     }
@@ -128,7 +130,7 @@ pub struct TravelReport {
     pub chosen_seconds: f64,
     /// The values held to a plainer way than the mode's, and that way.
     #[serde(serialize_with = "ways")]
-    pub held: Vec<(String, Travel)>,
+    pub held: BTreeMap<String, Travel>,
     /// One per value a measured program streams or stores in records, in the order of their
     /// producers.
     pub decisions: Vec<TravelRow>,
@@ -153,7 +155,7 @@ fn way<S: serde::Serializer>(t: &Travel, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(t.name())
 }
 
-fn ways<S: serde::Serializer>(held: &[(String, Travel)], s: S) -> Result<S::Ok, S::Error> {
+fn ways<S: serde::Serializer>(held: &BTreeMap<String, Travel>, s: S) -> Result<S::Ok, S::Error> {
     s.collect_map(held.iter().map(|(name, t)| (name, t.name())))
 }
 
@@ -164,7 +166,7 @@ impl TravelReport {
             records_seconds: c.records_seconds,
             whole_seconds: c.whole_seconds,
             chosen_seconds: c.chosen_seconds,
-            held: c.travel.into_iter().collect(),
+            held: c.travel,
             decisions: c
                 .decisions
                 .into_iter()
