@@ -271,16 +271,17 @@ fn broken(kernel: &str, edit: impl Fn(&mut Func)) -> JitError {
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The kernel declares its weight buffer shorter than the DMA that fills it: by the
-    // alignment's elements, more than the padding after the tile (less than the alignment).
-    let err = broken("k_c1_0", |f| {
-        let b = f.bufs.iter_mut().find(|b| b.name == "conv1_w").unwrap();
+    // The first fully connected layer's partial products declare their (single) weight
+    // buffer shorter than the DMA that fills it: by the alignment's elements, more than the
+    // padding after the tile (less than the alignment).
+    let err = broken("k_g1_1_partials", |f| {
+        let b = f.bufs.iter_mut().find(|b| b.name == "g1_0").unwrap();
         b.elements -= LDM_BUFFER_ALIGN / 4;
     })
     .to_string();
-    assert!(err.starts_with("kernel 'k_c1_0' on CPE "), "{err}");
+    assert!(err.starts_with("kernel 'k_g1_1_partials' on CPE "), "{err}");
     assert!(err.contains("past its end"), "{err}");
-    assert!(err.contains("LDM buffer 'conv1_w'"), "{err}");
+    assert!(err.contains("LDM buffer 'g1_0'"), "{err}");
 }
 
 #[test]

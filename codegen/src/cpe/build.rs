@@ -503,7 +503,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     }
     let buffered: Vec<bool> = bufs.iter().map(Option::is_some).collect();
     let streamed: Vec<bool> = streams.iter().map(Option::is_some).collect();
-    let vector = vector::plan(p, k, s, lanes, &buffered, &streamed).map(|plan| {
+    let vector = vector::plan(p, k, s, target, &buffered, &streamed).map(|plan| {
         let prefix = scope.fresh("vx", "v_");
         vector::Vars::declare(plan, &mut f, &format!("{prefix}_"))
     });
@@ -580,41 +580,6 @@ fn charge(out: &mut Vec<Stmt>, ops: Ops, count: Int) {
     if ops != Ops::default() {
         out.push(Stmt::Charge { ops, count });
     }
-}
-
-/// The values a tile's extent along loop `l` takes in kernel `k`'s compute nest under
-/// schedule `s`, over every tile of every CPE, in increasing order, or `None` where a chunked
-/// partition's segment bounds the loop (segments have any length up to the chunk). Code for
-/// the other extents, a tile's tails among them, never runs and is not written.
-pub(super) fn extent_values(k: &Kernel, s: &Schedule, l: usize) -> Option<Vec<usize>> {
-    let extents = k.extents();
-    // The lengths the loop's tiles cover: a grid's blocks, a chunked partition's one point
-    // (its innermost loop, a segment), or the whole loop.
-    let spans: Vec<usize> = match s.partition.iter().position(|&p| p == l) {
-        Some(j) if !s.grid.is_empty() => {
-            let part_extents: Vec<usize> = s.partition.iter().map(|&p| extents[p]).collect();
-            let size = swflow_scheduler::schedule::partition::block_sizes(&s.grid, &part_extents)[j];
-            (0..s.grid[j])
-                .map(|part| extents[l].saturating_sub(part * size).min(size))
-                .filter(|&n| n > 0)
-                .collect()
-        }
-        Some(j) if j + 1 == s.partition.len() => return None,
-        Some(_) => vec![1],
-        None => vec![extents[l]],
-    };
-    let mut values: Vec<usize> = match s.order.contains(&l) {
-        false => spans,
-        true => {
-            let t = s.tiles[l];
-            let tails = spans.iter().map(|&n| n % t).filter(|&r| r > 0);
-            let full = spans.iter().any(|&n| n >= t).then_some(t);
-            full.into_iter().chain(tails).collect()
-        }
-    };
-    values.sort_unstable();
-    values.dedup();
-    Some(values)
 }
 
 impl Gen<'_> {

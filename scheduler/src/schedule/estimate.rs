@@ -7,33 +7,49 @@
 //!   contiguous block of its box, plus the memory lines those blocks touch over the
 //!   bandwidth (a block of `b` bytes of `e`-byte elements at a random element alignment
 //!   touches `1 + (b - e) / line` lines on average);
-//! - a CPE waits a get's latency for every get of a single buffer (a double buffer's get is
-//!   issued a tile ahead, and its latency is taken as hidden), and, as the CPEs walk their
-//!   tiles in step, for the queue to serve every CPE's gets into single buffers: the queue
-//!   time of those gets adds to the CPEs' own time instead of overlapping it;
+//! - a CPE waits a get's latency for every get of a single buffer and for a double buffer's
+//!   first (its later gets are issued a tile ahead, and their latency is taken as hidden),
+//!   and, as the CPEs walk their tiles in step, for the queue to serve every CPE's gets into
+//!   single buffers: the queue time of those gets adds to the CPEs' own time instead of
+//!   overlapping it;
 //! - an access served directly costs a `gload` or `gstore` at every point of the nest, a
 //!   read one at each of its loads in the statement;
 //! - a buffer shared along a mesh line ([`super::share`]) is fetched by the line's owner only
 //!   (its queue time and stalls counted once per line), and every CPE of the line waits for
 //!   each tile's broadcast (`Timing::broadcast_cycles`) and, with register communication,
 //!   spends two P1 instructions per register moving it;
-//! - compute is one instruction per point of the nest, vectorised along the target's
-//!   innermost loop when the target has vectors, and the cycles of the statement's slow
-//!   operators (library calls, divisions, square roots: [`super::slow`]) at every point they
-//!   run, which vectors do not shorten: a lower bound that still sees how partitioning and
-//!   tiling fill the lanes and balance the CPEs.
+//! - a sum of products runs in register blocks ([`super::blocking`]): each reduction step of
+//!   a block takes the cycles its shape does, over the tiles' rows (a short last tile runs
+//!   smaller blocks or single rows);
+//! - another floating-point reduction in vectors waits at each reduction point for the
+//!   latency of its fold, once per block of vectors along the target's innermost loop
+//!   (the lanes left fold one at a time); in the scalar nest, at every point when the
+//!   innermost loop reduces;
+//! - other compute is one instruction per point of the nest, vectorised along the target's
+//!   innermost loop when the target has vectors;
+//! - the statement's slow operators (library calls, divisions, square roots:
+//!   [`super::slow`]) cost their cycles at every point they run, which vectors do not
+//!   shorten;
+//! - a guarded read whose boxes the tensor's border cuts along their rows (a window's
+//!   padding) spends the CPE's time moving their rows apart and padding them after each get;
+//! - the CPEs finish their last tiles together, and then the queue serves every CPE's last
+//!   puts, which no compute overlaps.
 //!
 //! The kernel takes the longer of the DMA queue's total occupancy and the busiest CPE's own
-//! time with the stalls on single-buffered gets.
+//! time with the stalls on single-buffered gets and the last puts.
+
+use swflow_emulator::timing::Ops;
+use swflow_frontend::ir::ReduceKind;
 
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
+use super::blocking::{blocking, LANEWISE_VECTORS};
 use super::reorder::access_traffic;
 use super::share::REGISTER_BYTES;
 use super::sizing::{buffer_dims, is_direct};
 use super::slow;
-use super::Schedule;
+use super::{Residence, Schedule};
 
 /// Estimated cycles of a schedule.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -42,7 +58,8 @@ pub struct Estimate {
     pub queue: f64,
     /// Cycles of the busiest CPE: compute, get latencies and direct accesses.
     pub cpe: f64,
-    /// Cycles the queue spends on gets into single buffers, which every CPE waits for.
+    /// Cycles the queue spends on gets into single buffers and on the CPEs' last puts, which
+    /// every CPE waits for.
     pub stalled: f64,
 }
 
@@ -81,6 +98,9 @@ struct Segment {
     shared_wait: f64,
     /// The CPE's own cycles: compute, get latencies, direct accesses, broadcasts.
     own: f64,
+    /// Queue cycles of the puts of the segment's last tiles, which no compute of the CPE
+    /// overlaps when the segment is its last.
+    tail: f64,
 }
 
 /// The target's innermost subscript, when it is one parallel loop with coefficient 1: the
@@ -95,6 +115,81 @@ fn lanes_loop(k: &Kernel) -> Option<usize> {
     }
 }
 
+/// Cycles per point of a lane-wise fold along a row of `t` points with `lanes` lanes a
+/// vector (as code generation runs one without register blocking): blocks of up to
+/// [`LANEWISE_VECTORS`] vectors, then halves of that, each block's step taking at least the
+/// fold's `latency`; the points left after the whole vectors fold one at a time.
+fn lanewise_fold(t: usize, lanes: usize, latency: f64) -> f64 {
+    let mut whole = t / lanes;
+    let mut block = whole.clamp(1, LANEWISE_VECTORS);
+    block = 1 << block.ilog2();
+    let mut cycles = 0.0;
+    while whole > 0 {
+        if whole >= block {
+            cycles += (block as f64).max(latency);
+            whole -= block;
+        } else {
+            block /= 2;
+        }
+    }
+    (cycles + (t % lanes) as f64 * latency) / t as f64
+}
+
+/// Cycles of finishing a box of `dims` of guarded read `a` (of a tensor of `shape`) after
+/// its get, as runtime-c's `swflow_pad_box` and `swflow_move_up` charge it, on average over
+/// `across` tiles along the loops of its last subscript. The tensor's border cuts the rows of
+/// the boxes of the first and the last of those tiles (of every box when there is one): such
+/// a box comes packed, its rows are moved apart, and each row's ends are set to the padding.
+/// Boxes cut only at the tensor's other borders finish those rows alone, which is not
+/// counted.
+fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, target: &Target) -> f64 {
+    let (Some(&width), Some(&inside)) = (dims.last(), shape.last()) else {
+        return 0.0;
+    };
+    if a.pad.is_none() || dims.len() < 2 || width < 2 {
+        return 0.0;
+    }
+    let cut = (2.0 / across.max(1) as f64).min(1.0);
+    // A cut row keeps what lies inside the tensor: all of it but one side's padding at least.
+    let inside = inside.min(width - 1);
+    let rows = dims[..dims.len() - 1].iter().product::<usize>() as f64;
+    let cycles = |ops: Ops| target.timing.cycles(&ops);
+    let lanes = target.f32_vector_lanes.max(1);
+    // Per row moved: the loop's control and both places; per vector its load and store, the
+    // first one apart when the row is not whole vectors.
+    let vector = Ops {
+        fp: 2,
+        load: 2,
+        store: 2,
+        integer: 4,
+        branch: 1,
+        ..Ops::ZERO
+    };
+    let head = Ops { integer: 2, ..vector };
+    let row = Ops {
+        integer: 5,
+        branch: 1,
+        ..Ops::ZERO
+    };
+    let moved =
+        cycles(row) + (inside / lanes) as f64 * cycles(vector) + if inside % lanes == 0 { 0.0 } else { cycles(head) };
+    // Per row padded: the loop's control, its place and whether it lies outside; per element
+    // a store.
+    let test = Ops {
+        integer: 8,
+        branch: 2,
+        ..Ops::ZERO
+    };
+    let store = Ops {
+        store: 1,
+        integer: 2,
+        branch: 1,
+        ..Ops::ZERO
+    };
+    let padded = cycles(test) + (width - inside) as f64 * cycles(store);
+    cut * rows * (moved + padded)
+}
+
 /// The estimate of kernel `k` under schedule `s` (its buffers planned).
 pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estimate {
     let (tiles, order) = (&s.tiles[..], &s.order[..]);
@@ -104,6 +199,29 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let all = super::accesses(k);
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
     let lanes = lanes_loop(k).filter(|_| target.f32_vector_lanes > 1);
+    // A floating-point fold waits at every reduction point for its accumulator's last update:
+    // in vectors, per block of vectors (a maximum or minimum takes three dependent
+    // instructions); in the scalar nest, per point when the innermost loop reduces.
+    let float_fold = k.stmt.reduce.filter(|_| p.tensor(k.operands[0]).ty.dtype.is_float());
+    let fold_latency = float_fold.map_or(0.0, |r| match r.kind {
+        ReduceKind::Max | ReduceKind::Min => 3.0 * t.fp_latency_cycles,
+        _ => t.fp_latency_cycles,
+    });
+    let scalar_fold = match k.loops.last() {
+        Some(l) if float_fold.is_some() && l.kind == LoopKind::Reduce => t.fp_latency_cycles,
+        _ => 0.0,
+    };
+    // A sum of products runs in register blocks, whose steps take the cycles of their shape.
+    let buffered: Vec<bool> = s.buffers.iter().map(|b| b.residence == Residence::Buffer).collect();
+    let blocked = blocking(
+        p,
+        k,
+        s,
+        target.f32_vector_lanes,
+        t.fp_latency_cycles,
+        &buffered,
+        &vec![false; buffered.len()],
+    );
     // Cycles of one visit of each access (queue occupancy of one get and of one put) and its
     // bytes, and the points per element of the nest a direct access costs.
     let transfer = |i: usize, tiles: &[usize]| -> (f64, f64, usize) {
@@ -119,6 +237,18 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             n as f64 * (d.put_block_cycles + moved / d.put_bytes_per_cycle),
             n * block * ty.dtype.size_bytes(),
         )
+    };
+    // Cycles of finishing each box of a guarded read after its get, on average over a
+    // segment's tiles.
+    let finishing = |i: usize, tiles: &[usize], ranges: &[usize]| -> f64 {
+        let a = &all[i];
+        let shape = &p.tensor(k.operands[a.operand]).ty.shape;
+        let dims = buffer_dims(a, tiles).unwrap_or_default();
+        let across = match a.index.last() {
+            Some(Index::Affine(last)) => last.terms.iter().map(|&(l, _)| ranges[l].div_ceil(tiles[l])).product(),
+            _ => 1,
+        };
+        finishing_cycles(a, &dims, shape, across, target)
     };
     let direct: Vec<usize> = (0..all.len())
         .filter(|&i| {
@@ -159,15 +289,26 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     for cpe in 0..target.cpes {
         let mut own = 0.0;
         let owner = s.buffers.iter().any(|b| b.shared.is_some_and(|l| l.is_owner(cpe)));
+        let mut tail = 0.0;
         for seg in s.segments(cpe, &extents) {
             let known = memo.iter().position(|m| m.0 == seg.len);
             let at = known.unwrap_or_else(|| {
                 let ranges = &seg.len;
                 let seg_tiles: Vec<usize> = tiles.iter().zip(ranges).map(|(&t, &r)| t.min(r)).collect();
+                // The last tile along each loop, which may be an edge tile.
+                let last_tiles: Vec<usize> = ranges
+                    .iter()
+                    .zip(&seg_tiles)
+                    .map(|(&r, &t)| r - (r.div_ceil(t) - 1) * t)
+                    .collect();
                 let mut e = Segment::default();
                 let mut waited = 0;
                 for a in access_traffic(k, p, &seg_tiles, ranges, order) {
                     let (get, put, box_bytes) = transfer(a.access, &seg_tiles);
+                    e.own += a.gets as f64 * finishing(a.access, &seg_tiles, ranges);
+                    if a.puts > 0 {
+                        e.tail += transfer(a.access, &last_tiles).1;
+                    }
                     let b = s.buffers.get(a.access);
                     let (q, w) = (a.gets as f64 * get + a.puts as f64 * put, a.gets as f64 * get);
                     let double = b.is_some_and(|b| b.double);
@@ -179,8 +320,10 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                             e.shared_queue += q;
                             if !double {
                                 e.shared_stall += w;
-                                e.shared_wait += a.gets as f64 * d.get_latency_cycles;
                             }
+                            // A double buffer's first get is waited for too.
+                            let waits = if double { a.gets.min(1) } else { a.gets };
+                            e.shared_wait += waits as f64 * d.get_latency_cycles;
                             let bytes = box_bytes.next_multiple_of(REGISTER_BYTES);
                             let moved = match t.regcomm_latency_cycles {
                                 Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
@@ -193,15 +336,40 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                             if !double {
                                 waited += a.gets;
                                 e.stalled += w;
+                            } else {
+                                // A double buffer's first get is waited for too.
+                                waited += a.gets.min(1);
                             }
                         }
                     }
                 }
                 let points: f64 = ranges.iter().map(|&r| r as f64).product();
-                let per_point = lanes.map_or(1.0, |l| {
-                    let t = seg_tiles[l];
-                    t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
-                });
+                let per_point = match &blocked {
+                    Some(b) => {
+                        // Over the segment's tiles along the rows loop, the last one short.
+                        let per_vector = b.rows_loop.map_or(b.cycles_per_vector(1), |l| {
+                            let (range, tile) = (ranges[l], seg_tiles[l]);
+                            let (full, rest) = (range / tile, range % tile);
+                            let mut rows = full as f64 * tile as f64 * b.cycles_per_vector(tile);
+                            if rest > 0 {
+                                rows += rest as f64 * b.cycles_per_vector(rest);
+                            }
+                            rows / range as f64
+                        });
+                        let row = seg_tiles[b.lanes_loop] * b.coalesced.map_or(1, |l| seg_tiles[l]);
+                        per_vector * row.div_ceil(b.lanes) as f64 / row as f64
+                    }
+                    None => match lanes {
+                        Some(l) if fold_latency > 0.0 => {
+                            lanewise_fold(seg_tiles[l], target.f32_vector_lanes, fold_latency)
+                        }
+                        Some(l) => {
+                            let t = seg_tiles[l];
+                            t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
+                        }
+                        None => scalar_fold.max(1.0),
+                    },
+                };
                 let reduce_points: f64 = (0..k.loops.len())
                     .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
                     .map(|l| ranges[l] as f64)
@@ -223,7 +391,11 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                 stalled += e.shared_stall;
             }
             own += e.shared_wait;
+            tail = e.tail;
         }
+        // The CPEs finish their compute together, and then the queue serves every CPE's
+        // last puts.
+        stalled += tail;
         busiest = busiest.max(own);
     }
     Estimate {

@@ -32,6 +32,7 @@
 //!     [puts of output buffers at depth 1]
 //! ```
 
+pub mod blocking;
 pub mod clip;
 pub mod dma;
 pub mod estimate;

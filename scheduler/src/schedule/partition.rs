@@ -92,10 +92,11 @@ pub fn candidates(k: &Kernel, target: &Target) -> Vec<Partition> {
 }
 
 /// Block partitions of two of the `parallel` loops (in the kernel's order): for every power
-/// of two `a` below the CPE count, the first loop in as few parts as give the blocks of `a`
+/// of two `a` up to the CPE count, the first loop in as few parts as give the blocks of `a`
 /// parts, and the second in as few as give those of the CPEs left for each (so that no block
-/// is empty), when both have at least 2 parts and the blocks leave at most an eighth of the
-/// CPEs idle. (The estimate counts compute as a lower bound, one instruction per point, so
+/// is empty), when the blocks leave at most an eighth of the CPEs idle. One loop may stay
+/// whole: such a grid splits the other as a chunked partition would, but lets the CPEs of a
+/// mesh line share the tiles that do not depend on it ([`super::share`]). (The estimate counts compute as a lower bound, one instruction per point, so
 /// it would undervalue the CPEs that a sparser grid leaves idle.)
 fn grids(k: &Kernel, parallel: &[usize], cpes: usize) -> Vec<Partition> {
     // The fewest parts of `extent` values whose blocks are those of `parts` parts.
@@ -104,10 +105,10 @@ fn grids(k: &Kernel, parallel: &[usize], cpes: usize) -> Vec<Partition> {
     for (i, &x) in parallel.iter().enumerate() {
         for &y in &parallel[i + 1..] {
             let extents = [k.loops[x].extent, k.loops[y].extent];
-            for a in (1..).map(|e| 1usize << e).take_while(|&a| a < cpes) {
+            for a in (0..).map(|e| 1usize << e).take_while(|&a| a <= cpes) {
                 let first = fewest(a, extents[0]);
                 let grid = vec![first, fewest(cpes / first, extents[1])];
-                if grid.iter().any(|&g| g < 2) || 8 * grid.iter().product::<usize>() < 7 * cpes {
+                if 8 * grid.iter().product::<usize>() < 7 * cpes {
                     continue;
                 }
                 let p = Partition {

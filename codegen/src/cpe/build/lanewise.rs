@@ -28,6 +28,7 @@ use std::borrow::Cow;
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program, Scalar};
+use swflow_scheduler::schedule::blocking::LANEWISE_VECTORS;
 use swflow_scheduler::schedule::{keep_index, window_of, Schedule};
 
 use super::vector::{VBROADCAST, VLOAD, VSTORE};
@@ -35,9 +36,6 @@ use super::{charge, charge_once, Gen};
 use crate::cost::{int, LOOP};
 use crate::cpe::{Func, Int, Local, Place, Stmt, VReg, Var, VarDecl};
 
-/// Vectors of a block, at most: enough independent folds to cover the latency of a maximum's
-/// three dependent instructions (compare, select, select) on SW26010's four lanes.
-const VECTORS: usize = 8;
 /// Vector registers a block may hold (as [`super::vector`]'s blocks).
 const REGISTERS: usize = 30;
 
@@ -249,8 +247,8 @@ fn finish(
     let shared = nodes.iter().filter(|n| n.shared()).count();
     let per_vector = nodes.len() - shared + usize::from(!matches!(fold, Fold::Store));
     let fits = |v: usize| shared + v * per_vector <= REGISTERS;
-    let widest = (s.tiles[lanes_loop] / lanes).clamp(1, VECTORS);
-    let vectors = (0..=VECTORS.trailing_zeros())
+    let widest = (s.tiles[lanes_loop] / lanes).clamp(1, LANEWISE_VECTORS);
+    let vectors = (0..=LANEWISE_VECTORS.trailing_zeros())
         .map(|e| 1 << e)
         .filter(|&v| v <= widest && fits(v))
         .max()?;

@@ -13,7 +13,8 @@
 //! row spans some of the whole vectors of a tile's row, up to 16 lanes, and a block takes up to
 //! 8 rows within 16 accumulators, enough independent multiply-adds to cover the latency of each
 //! accumulator's previous one: the shape that takes the fewest cycles per multiply-add (fewer
-//! vectors and more rows merge fewer unaligned loads per multiply-add):
+//! vectors and more rows merge fewer unaligned loads per multiply-add), which the scheduler
+//! finds ([`Blocking`]) and its estimate charges:
 //! ```text
 //! for outer points:
 //!   for row blocks of R rows, then single rows:
@@ -22,7 +23,8 @@
 //!     other lanes stay inside every buffer, else single lanes:
 //!       load the block's target elements into accumulators (R x V registers)
 //!       for every reduction point (in nest order):
-//!         load the factors' vectors (simd_load where they start aligned, see [`aligned`];
+//!         load the factors' vectors (simd_load where they start aligned, see
+//!         `swflow_scheduler::schedule::blocking::aligned`;
 //!         else simd_loadu) or broadcast elements (simd_loade)
 //!         acc[i][j] = simd_vmas(a, b, acc[i][j])   for every row i and vector j
 //!       store the accumulators (a tail or a head only the lanes of its row that no vector
@@ -38,333 +40,48 @@
 
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
-use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program};
-use swflow_scheduler::schedule::{Schedule, LDM_BUFFER_ALIGN};
+use swflow_scheduler::loops::{Index, Kernel, Program};
+use swflow_scheduler::schedule::blocking::{blocking, extent_values, Blocking};
+use swflow_scheduler::schedule::Schedule;
+use swflow_scheduler::target::Target;
 
 use super::{charge, Gen};
 use crate::cost::{self, int, LOOP};
 use crate::cpe::{Cond, Func, Half, Int, Local, Place, Stmt, VReg, Value, Var, VarDecl};
 
-/// Rows of a block, at most.
-const ROWS: usize = 8;
-/// Target elements a row of a block spans at most: four `floatv4` or two `floatv8`.
-const ROW_LANES: usize = 16;
-/// Accumulators of a block, at most: as many as a block of four rows of `ROW_LANES` on
-/// SW26010, enough independent multiply-adds to cover the floating-point latency between
-/// the updates of one accumulator. Blocks of fewer vectors take more rows.
-const ACCUMULATORS: usize = 16;
-/// Most points of an innermost reduction loop written out step by step (a 3 x 3 or 7 x 7
-/// window's row).
-const UNROLL: usize = 8;
-/// Vector registers a block may hold (of the CPE's 32, `$31` reads as zero and one is left to
-/// the compiler: reference/simd.md).
-const REGISTERS: usize = 30;
-
-/// How a kernel's compute nest runs as vector blocks.
+/// How a kernel's compute nest runs as vector blocks: its [`Blocking`], and what the code
+/// writes out for the tiles that occur.
 pub(super) struct Plan {
-    lanes_loop: usize,
-    /// A parallel loop whose points the lanes run through as well, as one longer row: the
-    /// target's subscript before the last, along which every factor that moves along the
-    /// lanes moves by a whole row of its tile (and the others not at all).
-    coalesced: Option<usize>,
-    rows_loop: Option<usize>,
+    shape: Blocking,
     /// Rows shorter than a vector may run as one vector (see [`Width::Head`]): the lanes are
     /// not coalesced, and the target's buffer and every buffer of a factor moving along the
     /// lanes hold a vector (C compilers reject code that stores one into a shorter buffer,
     /// even where it never runs).
     short_vectors: bool,
-    /// The other parallel loops, in nest order.
-    outer: Vec<usize>,
-    /// The reduction loops that run, in nest order: those of more than one point.
-    reduce: Vec<usize>,
-    /// The reduction loops of one point: set once per block, not run.
-    fixed: Vec<usize>,
-    /// Points of the innermost reduction loop when every tile has the same few (at most
-    /// [`UNROLL`]): its steps are written out one after the other, without loop control.
-    unrolled: Option<usize>,
-    factors: [Factor; 2],
-    /// Every whole vector of the target in a block of whole vectors starts aligned (see
-    /// [`aligned`]).
-    target_aligned: bool,
-    /// f32 lanes of a vector register.
-    lanes: usize,
-    /// Vectors per row of a full block.
-    vectors: usize,
-    /// Rows of a full block (1 without a rows loop).
-    rows: usize,
     /// The parts of the nest that run (found last, from the rest of the plan).
     parts: Parts,
 }
 
-struct Factor {
-    /// Its access, in [`Gen::all`] order.
-    access: usize,
-    /// Moves along the lanes by one element (else it is the same in every lane).
-    along_lanes: bool,
-    along_rows: bool,
-    /// Moves along the lanes, and every whole vector of it a block of whole vectors loads
-    /// starts aligned (see [`aligned`]).
-    aligned: bool,
-    /// When the innermost reduction loop's steps are written out and the factor's place moves
-    /// along it by a constant (that loop only in its last subscript, coefficient `c >= 0`:
-    /// `c` elements in its LDM box, or none): `c`. Its steps then load at displacements from
-    /// one index, which is never bumped between them.
-    tap_stride: Option<usize>,
-}
-
-impl Factor {
-    /// Indices it walks with in a block of `rows` rows: one per row it moves along.
-    fn streams(&self, rows: usize) -> usize {
-        if self.along_rows {
-            rows
-        } else {
-            1
-        }
-    }
-
-    /// Registers one reduction step loads for a block of `rows` rows and `vectors` vectors.
-    fn registers(&self, rows: usize, vectors: usize) -> usize {
-        self.streams(rows) * if self.along_lanes { vectors } else { 1 }
-    }
-}
-
-/// The plan for kernel `k` under schedule `s` with `lanes` f32 lanes a vector, when its
-/// compute nest is a sum of products of two f32 LDM tiles into an f32 LDM tile that every
-/// parallel point reaches at its own element. `buffered` and `streamed` tell, per access,
-/// whether it is in an LDM buffer and whether that buffer is a tape arena.
+/// The plan for kernel `k` under schedule `s` for `target`, when its compute nest is a sum of
+/// products that [`blocking`] blocks. `buffered` and `streamed` tell, per access, whether it
+/// is in an LDM buffer and whether that buffer is a tape arena.
 pub(super) fn plan(
     p: &Program,
     k: &Kernel,
     s: &Schedule,
-    lanes: usize,
+    target: &Target,
     buffered: &[bool],
     streamed: &[bool],
 ) -> Option<Plan> {
-    if lanes < 2 {
-        return None;
-    }
-    let r = k.stmt.reduce?;
-    if r.kind != ReduceKind::Sum {
-        return None;
-    }
-    let all = swflow_scheduler::schedule::accesses(k);
-    let f32_tile = |i: usize| buffered[i] && !streamed[i];
-    let Expr::Binary(BinaryOp::Mul, a, b) = &k.stmt.value else {
-        return None;
-    };
-    let (Expr::Load(a), Expr::Load(b)) = (&**a, &**b) else {
-        return None;
-    };
-    let position = |x: &Access| all.iter().position(|y| **y == *x);
-    let (fa, fb) = (position(a)?, position(b)?);
-    let tensor = |i: usize| k.operands[all[i].operand];
-    for i in [0, fa, fb] {
-        if !f32_tile(i) || p.tensor(tensor(i)).ty.dtype != DType::F32 {
-            return None;
-        }
-    }
-    if [fa, fb].iter().any(|&i| k.reads_target(p, &all[i])) {
-        return None;
-    }
-    // Loops each subscript of an access uses, with their coefficients.
-    let affine = |i: usize| -> Option<Vec<Vec<(usize, i64)>>> {
-        all[i]
-            .index
-            .iter()
-            .map(|x| match x {
-                Index::Affine(x) => Some(x.terms.iter().filter(|t| t.1 != 0).copied().collect()),
-                Index::Gathered { .. } => None,
-            })
-            .collect()
-    };
-    let (ti, ai, bi) = (affine(0)?, affine(fa)?, affine(fb)?);
-    let parallel: Vec<usize> = (0..k.loops.len())
-        .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
-        .collect();
-    let reduce: Vec<usize> = (0..k.loops.len())
-        .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
-        .collect();
-    if reduce.is_empty() {
-        return None;
-    }
-    // Loops of one point (a 1 x 1 convolution's window) need no loop, unless all are.
-    let (mut running, mut fixed): (Vec<usize>, Vec<usize>) = reduce.iter().partition(|&&l| k.loops[l].extent > 1);
-    if running.is_empty() {
-        (running, fixed) = (reduce.clone(), Vec::new());
-    }
-    let unrolled = running.last().map(|&l| k.loops[l].extent).filter(|&n| {
-        let l = *running.last().expect("a last loop");
-        (2..=UNROLL).contains(&n) && s.tiles[l] == n && !s.partition.contains(&l)
-    });
-    // The most points a tile takes along loop `l` (its size, unless every CPE's block is
-    // shorter).
-    let longest = |l: usize| {
-        super::extent_values(k, s, l)
-            .and_then(|v| v.last().copied())
-            .unwrap_or(s.tiles[l])
-    };
-    // The target: each parallel loop in one subscript, and within a tile one loop per
-    // subscript, step ±1 (other loops of the subscript, such as a grouped convolution's group,
-    // take one point per tile and only move the tile's origin).
-    let uses = |sub: &[Vec<(usize, i64)>], l: usize| sub.iter().filter(|d| d.iter().any(|t| t.0 == l)).count();
-    let moving = |d: &Vec<(usize, i64)>| d.iter().filter(|t| longest(t.0) > 1).copied().collect::<Vec<_>>();
-    if ti.iter().any(|d| {
-        let m = moving(d);
-        m.len() > 1 || m.iter().any(|t| t.1.abs() != 1)
-    }) {
-        return None;
-    }
-    if parallel.iter().any(|&l| uses(&ti, l) != 1) || reduce.iter().any(|&l| uses(&ti, l) != 0) {
-        return None;
-    }
-    // Moves by one element along `l` (only in the last subscript, coefficient 1), or not at all.
-    let lane_step = |sub: &[Vec<(usize, i64)>], l: usize| -> Option<bool> {
-        match uses(sub, l) {
-            0 => Some(false),
-            1 if sub.last().is_some_and(|d| d.contains(&(l, 1))) => Some(true),
-            _ => None,
-        }
-    };
-    // The lanes: the innermost parallel loop along which the target moves by one element and
-    // each factor by one or none, at least one factor moving.
-    let lanes_loop = parallel.iter().rev().copied().find(|&l| {
-        lane_step(&ti, l) == Some(true)
-            && matches!(
-                (lane_step(&ai, l), lane_step(&bi, l)),
-                (Some(x), Some(y)) if x || y
-            )
-    })?;
-    let widest = ROW_LANES.div_ceil(lanes).max(1);
-    // Rows of the tile shorter than a block's lanes run on into the next: the target's
-    // subscript before the last is one loop, and a factor moving along the lanes holds in its
-    // last subscript no other loop with a tile of several points (so its tile's rows are as
-    // long as the target's) and that loop, with coefficient 1, just before.
-    let coalesced = (s.tiles[lanes_loop] < ROW_LANES && ti.len() >= 2)
-        .then(|| match ti[ti.len() - 2].as_slice() {
-            &[(l, 1)] if l != lanes_loop && k.loops[l].kind == LoopKind::Parallel && s.tiles[l] > 1 => Some(l),
-            _ => None,
-        })
-        .flatten()
-        .filter(|&outer| {
-            [&ai, &bi].iter().all(|sub| match lane_step(sub, lanes_loop) {
-                Some(true) => {
-                    let n = sub.len();
-                    n >= 2
-                        && sub[n - 1].iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1)
-                        && uses(sub, outer) == 1
-                        && sub[n - 2].contains(&(outer, 1))
-                }
-                _ => uses(sub, outer) == 0,
-            })
-        });
-    // A block's row spans some of the whole vectors of the longest row of a tile (one when it
-    // has fewer), up to `ROW_LANES`.
-    let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
-    let whole = (row_points / lanes).max(1);
-    let aligned =
-        |access: usize, sub: &[Vec<(usize, i64)>]| coalesced.is_none() && aligned(k, s, access, sub, lanes_loop, lanes);
-    let tap_stride = |sub: &[Vec<(usize, i64)>]| -> Option<usize> {
-        let l = *running.last()?;
-        unrolled?;
-        let (last, before) = sub.split_last()?;
-        if before.iter().any(|d| d.iter().any(|t| t.0 == l)) {
-            return None;
-        }
-        usize::try_from(last.iter().filter(|t| t.0 == l).map(|t| t.1).sum::<i64>()).ok()
-    };
-    let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| {
-        let along_lanes = lane_step(sub, lanes_loop) == Some(true);
-        Factor {
-            access,
-            along_lanes,
-            along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
-            aligned: along_lanes && aligned(access, sub),
-            tap_stride: tap_stride(sub),
-        }
-    };
-    // A reduction step of a block of `n` rows and `v` vectors takes the longer of P0 (its
-    // multiply-adds and the merges of its unaligned loads) and P1 (its loads), within the
-    // registers.
-    let step = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
-        let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
-        let regs = x.registers(n, v) + y.registers(n, v);
-        if regs + n * v > REGISTERS {
-            return None;
-        }
-        let loads = |f: &Factor| -> (f64, f64) {
-            let r = f.registers(n, v) as f64;
-            match (f.along_lanes, f.aligned) {
-                (true, false) => (r, 2.0 * r),
-                _ => (0.0, r),
-            }
-        };
-        let ((x0, x1), (y0, y1)) = (loads(&x), loads(&y));
-        let p0 = (n * v) as f64 + x0 + y0;
-        Some(p0.max(x1 + y1))
-    };
-    // A step of `n` rows across the longest row: blocks of `v` vectors, then one of the whole
-    // vectors left.
-    let across = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
-        let rest = match whole % v {
-            0 => 0.0,
-            r => step(rows, n, r)?,
-        };
-        Some((whole / v) as f64 * step(rows, n, v)? + rest)
-    };
-    // The block: its vectors, and the parallel loop of its rows with their number, that take
-    // the fewest cycles per multiply-add over the longest tile: its full blocks, then its
-    // single rows. Wider blocks come first, and a narrower one is taken only when faster.
-    let mut best: Option<(usize, Option<usize>, usize, f64)> = None;
-    for v in (1..=whole.min(widest)).rev() {
-        let mut consider = |rows_loop: Option<usize>, n: usize, cost: f64| {
-            if best.is_none_or(|b| cost < b.3) {
-                best = Some((v, rows_loop, n, cost));
-            }
-        };
-        if let Some(single) = across(None, 1, v) {
-            consider(None, 1, single / whole as f64);
-        }
-        for &l in parallel
-            .iter()
-            .filter(|&&l| l != lanes_loop && Some(l) != coalesced && longest(l) > 1)
-        {
-            let t = longest(l);
-            let Some(single) = across(Some(l), 1, v) else { continue };
-            let most = ROWS.min(ACCUMULATORS / v).min(t);
-            for n in (2..=most).rev() {
-                let Some(full) = across(Some(l), n, v) else { continue };
-                consider(
-                    Some(l),
-                    n,
-                    ((t / n) as f64 * full + (t % n) as f64 * single) / (t * whole) as f64,
-                );
-            }
-        }
-    }
-    let (vectors, rows_loop, rows, _) = best?;
-    let factors = [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)];
-    let target_aligned = aligned(0, &ti);
+    let lanes = target.f32_vector_lanes;
+    let shape = blocking(p, k, s, lanes, target.timing.fp_latency_cycles, buffered, streamed)?;
     let holds = |i: usize| s.buffers[i].elements() >= lanes;
-    let short_vectors = coalesced.is_none() && holds(0) && factors.iter().all(|f| !f.along_lanes || holds(f.access));
-    let outer = parallel
-        .iter()
-        .copied()
-        .filter(|&l| l != lanes_loop && Some(l) != rows_loop && Some(l) != coalesced)
-        .collect();
+    let short_vectors =
+        shape.coalesced.is_none() && holds(0) && shape.factors.iter().all(|f| !f.along_lanes || holds(f.access));
+    let vectors = shape.vectors;
     let mut plan = Plan {
-        lanes_loop,
-        coalesced,
-        rows_loop,
+        shape,
         short_vectors,
-        outer,
-        reduce: running,
-        fixed,
-        unrolled,
-        factors,
-        target_aligned,
-        lanes,
-        vectors,
-        rows,
         parts: Parts::every(vectors),
     };
     plan.parts = parts(k, s, &plan);
@@ -377,58 +94,37 @@ pub(super) fn plan(
     Some(plan)
 }
 
-/// Whether every whole vector a block of whole vectors loads or stores through access `i` of
-/// kernel `k` (with subscripts `sub`: loops and coefficients) under schedule `s` starts at an
-/// index, counted from its buffer's half, that is a multiple of the `lanes` (its address is
-/// then a multiple of a vector's bytes: each buffer and half starts at a multiple of
-/// [`LDM_BUFFER_ALIGN`]). It does when:
-/// - the last subscript moves by one along the lanes loop and by no other loop whose tiles have
-///   several points: the box's last dimension then spans the lanes loop's tile, and a block's
-///   vectors start at the tile's first point and every `lanes` points after it;
-/// - every tile's extent along the lanes loop is a multiple of the lanes (so is each
-///   dimension's distance between elements but the last's, a product of extents that includes
-///   the last's, and no tail vector runs).
-fn aligned(k: &Kernel, s: &Schedule, i: usize, sub: &[Vec<(usize, i64)>], lanes_loop: usize, lanes: usize) -> bool {
-    let vector_bytes = lanes * DType::F32.size_bytes();
-    let buffer = &s.buffers[i];
-    let last_moves_by_lanes = sub
-        .last()
-        .is_some_and(|d| d.contains(&(lanes_loop, 1)) && d.iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1));
-    let whole_tiles =
-        super::extent_values(k, s, lanes_loop).is_some_and(|ns| !ns.is_empty() && ns.iter().all(|&n| n % lanes == 0));
-    // A buffer starts aligned; so does a double buffer's second half.
-    let halves_aligned = !buffer.double || (buffer.capacity() * buffer.elem_bytes) % vector_bytes == 0;
-    LDM_BUFFER_ALIGN % vector_bytes == 0 && halves_aligned && last_moves_by_lanes && whole_tiles
-}
-
 /// Which parts of plan `p`'s nest run under schedule `s` of kernel `k`, from the values the
 /// rows loop's and the lanes' extents take.
 fn parts(k: &Kernel, s: &Schedule, p: &Plan) -> Parts {
-    let values = |l: usize| super::extent_values(k, s, l);
-    let (row_blocks, single_rows) = match p.rows_loop.map(values) {
+    let values = |l: usize| extent_values(k, s, l);
+    let (row_blocks, single_rows) = match p.shape.rows_loop.map(values) {
         None => (false, true),
         Some(None) => (true, true),
-        Some(Some(ns)) => (ns.iter().any(|&n| n >= p.rows), ns.iter().any(|&n| n % p.rows != 0)),
+        Some(Some(ns)) => (
+            ns.iter().any(|&n| n >= p.shape.rows),
+            ns.iter().any(|&n| n % p.shape.rows != 0),
+        ),
     };
-    let lanes = match p.coalesced {
-        Some(outer) => values(outer).zip(values(p.lanes_loop)).map(|(a, b)| {
+    let lanes = match p.shape.coalesced {
+        Some(outer) => values(outer).zip(values(p.shape.lanes_loop)).map(|(a, b)| {
             let mut products: Vec<usize> = a.iter().flat_map(|x| b.iter().map(move |y| x * y)).collect();
             products.sort_unstable();
             products.dedup();
             products
         }),
-        None => values(p.lanes_loop),
+        None => values(p.shape.lanes_loop),
     };
-    let span = p.vectors * p.lanes;
+    let span = p.shape.vectors * p.shape.lanes;
     let Some(ns) = lanes else {
         return Parts {
             row_blocks,
             single_rows,
-            ..Parts::every(p.vectors)
+            ..Parts::every(p.shape.vectors)
         };
     };
-    let long: Vec<usize> = ns.iter().copied().filter(|&n| n >= p.lanes).collect();
-    let mut left: Vec<usize> = ns.iter().map(|&n| n % span / p.lanes).collect();
+    let long: Vec<usize> = ns.iter().copied().filter(|&n| n >= p.shape.lanes).collect();
+    let mut left: Vec<usize> = ns.iter().map(|&n| n % span / p.shape.lanes).collect();
     left.sort_unstable();
     left.dedup();
     Parts {
@@ -438,8 +134,8 @@ fn parts(k: &Kernel, s: &Schedule, p: &Plan) -> Parts {
         left,
         short: long.len() < ns.len(),
         long: !long.is_empty(),
-        tail: long.iter().any(|&n| n % p.lanes != 0),
-        tail_always: !long.is_empty() && long.iter().all(|&n| n % p.lanes != 0),
+        tail: long.iter().any(|&n| n % p.shape.lanes != 0),
+        tail_always: !long.is_empty() && long.iter().all(|&n| n % p.shape.lanes != 0),
     }
 }
 
@@ -478,14 +174,14 @@ impl Vars {
             line.push(Local::Var(v));
             v
         };
-        let flat = plan.coalesced.map(|_| var(f, format!("{prefix}lane")));
-        let target = (0..plan.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
-        let target_row = plan.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
+        let flat = plan.shape.coalesced.map(|_| var(f, format!("{prefix}lane")));
+        let target = (0..plan.shape.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
+        let target_row = plan.shape.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
         let mut row_stride = [None, None];
         let mut step = [Vec::new(), Vec::new()];
         let mut reach = [None, None];
         let mut walk = [Vec::new(), Vec::new()];
-        for (x, fac) in plan.factors.iter().enumerate() {
+        for (x, fac) in plan.shape.factors.iter().enumerate() {
             let name = ["a", "b"][x];
             row_stride[x] = fac.along_rows.then(|| var(f, format!("{prefix}{name}_row")));
             if fac.along_lanes && plan.short_vectors {
@@ -496,9 +192,9 @@ impl Vars {
             }
             // A factor whose written-out steps load at displacements has no stride variable
             // and no index for the innermost loop.
-            let levels = plan.reduce.len() - usize::from(fac.tap_stride.is_some());
+            let levels = plan.shape.reduce.len() - usize::from(fac.tap_stride.is_some());
             step[x] = (0..levels).map(|j| var(f, format!("{prefix}{name}_step{j}"))).collect();
-            walk[x] = (0..fac.streams(plan.rows))
+            walk[x] = (0..fac.streams(plan.shape.rows))
                 .map(|i| (0..=levels).map(|j| var(f, format!("{prefix}{name}{i}_{j}"))).collect())
                 .collect();
         }
@@ -507,17 +203,17 @@ impl Vars {
             f.vregs.push(name);
             VReg(f.vregs.len() as u32 - 1)
         };
-        let acc = (0..plan.rows)
+        let acc = (0..plan.shape.rows)
             .map(|i| {
-                (0..plan.vectors)
+                (0..plan.shape.vectors)
                     .map(|j| reg(f, format!("{prefix}acc{i}_{j}")))
                     .collect()
             })
             .collect();
         let mut loaded = [Vec::new(), Vec::new()];
-        for (x, fac) in plan.factors.iter().enumerate() {
-            let per_stream = if fac.along_lanes { plan.vectors } else { 1 };
-            loaded[x] = (0..fac.streams(plan.rows))
+        for (x, fac) in plan.shape.factors.iter().enumerate() {
+            let per_stream = if fac.along_lanes { plan.shape.vectors } else { 1 };
+            loaded[x] = (0..fac.streams(plan.shape.rows))
                 .map(|i| {
                     (0..per_stream)
                         .map(|j| reg(f, format!("{prefix}{}{i}_{j}", ["va", "vb"][x])))
@@ -558,7 +254,7 @@ enum Width {
 
 /// Which parts of the vector nest run for some tile of some CPE: the code of the others is
 /// not written (every part runs where the extents are not known when generating: see
-/// [`super::extent_values`]).
+/// [`extent_values`]).
 struct Parts {
     /// Groups of a full block's rows; single rows after them.
     row_blocks: bool,
@@ -637,35 +333,37 @@ impl Gen<'_> {
     /// The vector code of the compute nest, with its charges.
     pub(super) fn vector_nest(&self, out: &mut Vec<Stmt>, v: &Vars) {
         let p = &v.plan;
-        let lanes = match p.coalesced {
+        let lanes = match p.shape.coalesced {
             Some(l) => format!(
                 "{} and {} as one row",
-                self.loop_names[l], self.loop_names[p.lanes_loop]
+                self.loop_names[l], self.loop_names[p.shape.lanes_loop]
             ),
-            None => self.loop_names[p.lanes_loop].clone(),
+            None => self.loop_names[p.shape.lanes_loop].clone(),
         };
         out.push(Stmt::Comment(format!(
             "In blocks of {} row(s) ({}) by {} vector(s) of {} lanes ({lanes}).",
-            p.rows,
-            p.rows_loop.map_or("-".to_string(), |l| self.loop_names[l].clone()),
-            p.vectors,
-            p.lanes,
+            p.shape.rows,
+            p.shape
+                .rows_loop
+                .map_or("-".to_string(), |l| self.loop_names[l].clone()),
+            p.shape.vectors,
+            p.shape.lanes,
         )));
         // Strides, once per tile.
         let mut setup = Vec::new();
         let mut ops = Ops::default();
-        if let (Some(rv), Some(l)) = (v.target_row, p.rows_loop) {
+        if let (Some(rv), Some(l)) = (v.target_row, p.shape.rows_loop) {
             let (e, o) = self.stride(0, l);
             setup.push(Stmt::Set(rv, e));
             ops += o;
         }
-        for (x, fac) in p.factors.iter().enumerate() {
-            if let (Some(rv), Some(l)) = (v.row_stride[x], p.rows_loop) {
+        for (x, fac) in p.shape.factors.iter().enumerate() {
+            if let (Some(rv), Some(l)) = (v.row_stride[x], p.shape.rows_loop) {
                 let (e, o) = self.stride(fac.access, l);
                 setup.push(Stmt::Set(rv, e));
                 ops += o;
             }
-            for (j, &l) in p.reduce.iter().enumerate().take(v.step[x].len()) {
+            for (j, &l) in p.shape.reduce.iter().enumerate().take(v.step[x].len()) {
                 let (e, o) = self.stride(fac.access, l);
                 setup.push(Stmt::Set(v.step[x][j], e));
                 ops += o;
@@ -682,6 +380,7 @@ impl Gen<'_> {
                     ),
                 };
                 let moves: Vec<Int> = p
+                    .shape
                     .reduce
                     .iter()
                     .enumerate()
@@ -695,7 +394,7 @@ impl Gen<'_> {
                 ));
                 // Per loop: the move (a subtract and a multiply), its minimum (a compare and a
                 // select) and what adds it to each sum (three).
-                ops += int(7 * p.reduce.len() as u32);
+                ops += int(7 * p.shape.reduce.len() as u32);
             }
         }
         super::charge_once(out, ops);
@@ -703,11 +402,11 @@ impl Gen<'_> {
         let parts = &p.parts;
         self.charge_blocks(out, v, parts);
         let lanes = |rows: usize| self.lane_loops(v, rows, parts);
-        let rowed = match p.rows_loop {
+        let rowed = match p.shape.rows_loop {
             Some(l) => {
                 let (o, n) = (self.origin(l), self.extent(l));
                 let full = match parts.row_blocks {
-                    true => o.clone() + n.clone() / Int::Const(p.rows as i64) * Int::Const(p.rows as i64),
+                    true => o.clone() + n.clone() / Int::Const(p.shape.rows as i64) * Int::Const(p.shape.rows as i64),
                     false => o.clone(),
                 };
                 let mut loops = Vec::new();
@@ -716,8 +415,8 @@ impl Gen<'_> {
                         var: self.point[l],
                         from: o,
                         to: full.clone(),
-                        step: Int::Const(p.rows as i64),
-                        body: lanes(p.rows),
+                        step: Int::Const(p.shape.rows as i64),
+                        body: lanes(p.shape.rows),
                     });
                 }
                 if parts.single_rows {
@@ -733,7 +432,7 @@ impl Gen<'_> {
             }
             None => lanes(1),
         };
-        out.extend(self.point_loops(&p.outer, rowed));
+        out.extend(self.point_loops(&p.shape.outer, rowed));
     }
 
     /// Elements of access `i`'s buffer from one point of loop `l` to the next, and the
@@ -770,7 +469,7 @@ impl Gen<'_> {
         let p = &v.plan;
         let (var, o, n) = self.lane_range(v);
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
-        let span = p.vectors * p.lanes;
+        let span = p.shape.vectors * p.shape.lanes;
         let mut out = Vec::new();
         if parts.lane_blocks {
             out.push(Stmt::For {
@@ -778,14 +477,14 @@ impl Gen<'_> {
                 from: o.clone(),
                 to: multiple(span),
                 step: Int::Const(span as i64),
-                body: self.block(v, rows, Width::Vectors(p.vectors)),
+                body: self.block(v, rows, Width::Vectors(p.shape.vectors)),
             });
         }
         // The whole vectors after the full blocks, as one block of as many vectors: a test
         // per count that occurs, most vectors first, the last untested when every row leaves
         // some.
-        if p.vectors > 1 {
-            let left = n.clone() % Int::Const(span as i64) / Int::Const(p.lanes as i64);
+        if p.shape.vectors > 1 {
+            let left = n.clone() % Int::Const(span as i64) / Int::Const(p.shape.lanes as i64);
             let counts: Vec<usize> = parts.left.iter().rev().copied().filter(|&r| r > 0).collect();
             let none = parts.left.contains(&0);
             let tests = |t: usize| int(t as u32) + cost::branch(t as u32);
@@ -813,7 +512,7 @@ impl Gen<'_> {
             out.extend(otherwise);
         }
         // The rest: a tail vector when the extent holds a whole vector, else single lanes.
-        let lanes = Int::Const(p.lanes as i64);
+        let lanes = Int::Const(p.shape.lanes as i64);
         let mut tail = Vec::new();
         if parts.tail {
             let mut block = vec![Stmt::Set(var, o.clone() + n.clone() - lanes.clone())];
@@ -821,7 +520,7 @@ impl Gen<'_> {
             tail = match parts.tail_always {
                 true => block,
                 false => vec![Stmt::If {
-                    cond: Cond::Lt(multiple(p.lanes), o + n.clone()),
+                    cond: Cond::Lt(multiple(p.shape.lanes), o + n.clone()),
                     then: block,
                     otherwise: Vec::new(),
                 }],
@@ -855,14 +554,14 @@ impl Gen<'_> {
         lanes.push(Stmt::For {
             var,
             from: o.clone(),
-            to: o.clone() + Int::min(n.clone(), Int::Const(p.lanes as i64 - 1)),
+            to: o.clone() + Int::min(n.clone(), Int::Const(p.shape.lanes as i64 - 1)),
             step: Int::Const(1),
             body: self.block(v, rows, Width::Lane),
         });
         if !p.short_vectors {
             return lanes;
         }
-        let width = Int::Const(p.lanes as i64);
+        let width = Int::Const(p.shape.lanes as i64);
         let attempt = |out: &mut Vec<Stmt>, start: Int| {
             out.push(Stmt::Set(var, start));
             out.extend(self.block_indices(v, rows));
@@ -908,7 +607,7 @@ impl Gen<'_> {
     /// buffer).
     fn fits(&self, v: &Vars, rows: usize) -> Cond {
         let p = &v.plan;
-        let last = Int::Const(p.lanes as i64 - 1);
+        let last = Int::Const(p.shape.lanes as i64 - 1);
         let inside = |i: usize, first: Int, end: Int| {
             [
                 Cond::Lt(Int::Const(-1), first),
@@ -919,7 +618,7 @@ impl Gen<'_> {
             .iter()
             .flat_map(|&t| inside(0, Int::Var(t), Int::Var(t)))
             .collect();
-        for (x, fac) in p.factors.iter().enumerate() {
+        for (x, fac) in p.shape.factors.iter().enumerate() {
             let Some((lo, hi)) = v.reach[x] else { continue };
             for i in 0..fac.streams(rows) {
                 let at = Int::Var(v.walk[x][i][0]);
@@ -941,8 +640,8 @@ impl Gen<'_> {
     fn block_indices(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
         let p = &v.plan;
         let mut out = Vec::new();
-        if let (Some(outer), Some(flat)) = (p.coalesced, v.flat) {
-            let l = p.lanes_loop;
+        if let (Some(outer), Some(flat)) = (p.shape.coalesced, v.flat) {
+            let l = p.shape.lanes_loop;
             out.push(Stmt::Set(
                 self.point[outer],
                 self.origin(outer) + Int::Var(flat) / self.extent(l),
@@ -952,7 +651,7 @@ impl Gen<'_> {
                 self.origin(l) + Int::Var(flat) % self.extent(l),
             ));
         }
-        for &l in p.reduce.iter().chain(&p.fixed) {
+        for &l in p.shape.reduce.iter().chain(&p.shape.fixed) {
             out.push(Stmt::Set(self.point[l], self.origin(l)));
         }
         let (target, _) = self.access_ref(0);
@@ -961,7 +660,7 @@ impl Gen<'_> {
             let row = v.target_row.expect("several rows have a row stride");
             out.push(Stmt::Set(v.target[i], Int::Var(v.target[i - 1]) + Int::Var(row)));
         }
-        for (x, fac) in p.factors.iter().enumerate() {
+        for (x, fac) in p.shape.factors.iter().enumerate() {
             let (place, _) = self.access_ref(fac.access);
             out.push(Stmt::Set(v.walk[x][0][0], ldm_index(&place)));
             for i in 1..fac.streams(rows) {
@@ -990,9 +689,9 @@ impl Gen<'_> {
             for j in 0..vectors {
                 out.push(Stmt::VLoad {
                     reg: v.acc[i][j],
-                    place: self.at(0, v.target[i], j * p.lanes),
+                    place: self.at(0, v.target[i], j * p.shape.lanes),
                     broadcast: false,
-                    aligned: whole && p.target_aligned,
+                    aligned: whole && p.shape.target_aligned,
                 });
             }
         }
@@ -1003,7 +702,7 @@ impl Gen<'_> {
                 let (first, count, index) = match width {
                     Width::Tail => {
                         let kept = self.tail_lanes(v);
-                        let first = Int::Const(p.lanes as i64) - kept.clone();
+                        let first = Int::Const(p.shape.lanes as i64) - kept.clone();
                         (first.clone(), kept, Int::Var(v.target[i]) + first)
                     }
                     _ => (Int::Const(0), self.lane_range(v).2, Int::Var(v.target[i])),
@@ -1022,8 +721,8 @@ impl Gen<'_> {
             for j in 0..vectors {
                 out.push(Stmt::VStore {
                     reg: v.acc[i][j],
-                    place: self.at(0, v.target[i], j * p.lanes),
-                    aligned: whole && p.target_aligned,
+                    place: self.at(0, v.target[i], j * p.shape.lanes),
+                    aligned: whole && p.shape.target_aligned,
                 });
             }
         }
@@ -1033,15 +732,15 @@ impl Gen<'_> {
     /// Reduction loop `level` (then the step itself) of a block.
     fn walk(&self, v: &Vars, rows: usize, width: Width, level: usize) -> Vec<Stmt> {
         let p = &v.plan;
-        if level == p.reduce.len() {
+        if level == p.shape.reduce.len() {
             return self.step(v, rows, width, None);
         }
-        let unrolled = p.unrolled.filter(|_| level + 1 == p.reduce.len());
+        let unrolled = p.shape.unrolled.filter(|_| level + 1 == p.shape.reduce.len());
         // Indices the level walks with: a factor whose written-out steps load at
         // displacements keeps the level's own.
         let streams = |x: usize| {
-            let walks = !(unrolled.is_some() && p.factors[x].tap_stride.is_some());
-            0..if walks { p.factors[x].streams(rows) } else { 0 }
+            let walks = !(unrolled.is_some() && p.shape.factors[x].tap_stride.is_some());
+            0..if walks { p.shape.factors[x].streams(rows) } else { 0 }
         };
         let mut out = Vec::new();
         for x in 0..2 {
@@ -1069,7 +768,7 @@ impl Gen<'_> {
         }
         let mut body = self.walk(v, rows, width, level + 1);
         bump(&mut body);
-        let l = p.reduce[level];
+        let l = p.shape.reduce[level];
         out.push(Stmt::For {
             var: self.point[l],
             from: self.origin(l),
@@ -1084,11 +783,11 @@ impl Gen<'_> {
     /// one.
     fn step(&self, v: &Vars, rows: usize, width: Width, tap: Option<usize>) -> Vec<Stmt> {
         let p = &v.plan;
-        let depth = p.reduce.len();
-        let stream = |x: usize, row: usize| if p.factors[x].along_rows { row } else { 0 };
+        let depth = p.shape.reduce.len();
+        let stream = |x: usize, row: usize| if p.shape.factors[x].along_rows { row } else { 0 };
         // Factor `x`'s element `offset` after its place at this step, for stream `i`.
         let place = |x: usize, i: usize, offset: usize| {
-            let fac = &p.factors[x];
+            let fac = &p.shape.factors[x];
             match (tap, fac.tap_stride) {
                 (Some(step), Some(c)) => self.at(fac.access, v.walk[x][i][depth - 1], step * c + offset),
                 _ => self.at(fac.access, v.walk[x][i][depth], offset),
@@ -1098,13 +797,13 @@ impl Gen<'_> {
         match width {
             Width::Vectors(_) | Width::Tail | Width::Head => {
                 let vectors = if let Width::Vectors(n) = width { n } else { 1 };
-                for (x, fac) in p.factors.iter().enumerate() {
+                for (x, fac) in p.shape.factors.iter().enumerate() {
                     for i in 0..fac.streams(rows) {
                         let n = if fac.along_lanes { vectors } else { 1 };
                         for j in 0..n {
                             out.push(Stmt::VLoad {
                                 reg: v.loaded[x][i][j],
-                                place: place(x, i, j * p.lanes),
+                                place: place(x, i, j * p.shape.lanes),
                                 broadcast: !fac.along_lanes,
                                 aligned: fac.aligned && matches!(width, Width::Vectors(_)),
                             });
@@ -1113,7 +812,8 @@ impl Gen<'_> {
                 }
                 for i in 0..rows {
                     for j in 0..vectors {
-                        let reg = |x: usize| v.loaded[x][stream(x, i)][if p.factors[x].along_lanes { j } else { 0 }];
+                        let reg =
+                            |x: usize| v.loaded[x][stream(x, i)][if p.shape.factors[x].along_lanes { j } else { 0 }];
                         out.push(Stmt::VFma {
                             acc: v.acc[i][j],
                             a: reg(0),
@@ -1153,8 +853,8 @@ impl Gen<'_> {
     /// The variable the lanes loops count with, its start and the points they run through:
     /// the lanes loop's own, or with a coalesced loop a position over both from 0.
     fn lane_range(&self, v: &Vars) -> (Var, Int, Int) {
-        let l = v.plan.lanes_loop;
-        match (v.plan.coalesced, v.flat) {
+        let l = v.plan.shape.lanes_loop;
+        match (v.plan.shape.coalesced, v.flat) {
             (Some(outer), Some(flat)) => (flat, Int::Const(0), self.extent(outer) * self.extent(l)),
             _ => (self.point[l], self.origin(l), self.extent(l)),
         }
@@ -1162,24 +862,24 @@ impl Gen<'_> {
 
     /// Lanes a tail block stores: the lanes' extent modulo the lanes.
     fn tail_lanes(&self, v: &Vars) -> Int {
-        self.lane_range(v).2 % Int::Const(v.plan.lanes as i64)
+        self.lane_range(v).2 % Int::Const(v.plan.shape.lanes as i64)
     }
 
     /// Charges every block of the nest, its loops and its steps.
     fn charge_blocks(&self, out: &mut Vec<Stmt>, v: &Vars, parts: &Parts) {
         let p = &v.plan;
-        let outer_points = Int::product(p.outer.iter().map(|&l| self.extent(l)).collect());
+        let outer_points = Int::product(p.shape.outer.iter().map(|&l| self.extent(l)).collect());
         // The outer loops' control, as the scalar nest charges it.
-        for j in 0..p.outer.len() {
-            let iterations = Int::product(p.outer[..=j].iter().map(|&l| self.extent(l)).collect());
+        for j in 0..p.shape.outer.len() {
+            let iterations = Int::product(p.shape.outer[..=j].iter().map(|&l| self.extent(l)).collect());
             charge(out, LOOP + int(1), iterations);
         }
         let div = |a: Int, b: usize| a / Int::Const(b as i64);
         let rem = |a: Int, b: usize| a % Int::Const(b as i64);
         // Row groups per outer point: full blocks, then single rows.
-        let groups: Vec<(usize, Int)> = match p.rows_loop {
+        let groups: Vec<(usize, Int)> = match p.shape.rows_loop {
             Some(l) => {
-                let (full, single) = (div(self.extent(l), p.rows), rem(self.extent(l), p.rows));
+                let (full, single) = (div(self.extent(l), p.shape.rows), rem(self.extent(l), p.shape.rows));
                 // The row loops that run: each iteration's control, and once their bounds
                 // and starts (a multiple of the block, by shifts, its start and a compare; the
                 // loop of single rows an end and a compare more).
@@ -1192,7 +892,7 @@ impl Gen<'_> {
                 charge(out, int(bounds), outer_points.clone());
                 let mut groups = Vec::new();
                 if parts.row_blocks {
-                    groups.push((p.rows, full));
+                    groups.push((p.shape.rows, full));
                 }
                 if parts.single_rows {
                     groups.push((1, single));
@@ -1202,13 +902,13 @@ impl Gen<'_> {
             None => vec![(1, Int::Const(1))],
         };
         let n = self.lane_range(v).2;
-        let span = p.vectors * p.lanes;
+        let span = p.shape.vectors * p.shape.lanes;
         // The block of the whole vectors after the full blocks charges itself (`lane_loops`).
-        let mut widths = vec![(Width::Vectors(p.vectors), div(n.clone(), span))];
+        let mut widths = vec![(Width::Vectors(p.shape.vectors), div(n.clone(), span))];
         // A whole vector or more: a tail block if lanes remain. Fewer: a block chosen where it
         // runs, which charges itself (`short_row`).
-        let whole = Int::min(div(n.clone(), p.lanes), Int::Const(1));
-        let remainder = rem(n.clone(), p.lanes);
+        let whole = Int::min(div(n.clone(), p.shape.lanes), Int::Const(1));
+        let remainder = rem(n.clone(), p.shape.lanes);
         widths.push((Width::Tail, whole.clone() * Int::min(remainder.clone(), Int::Const(1))));
         for (rows, groups) in groups {
             let calls = outer_points.clone() * groups;
@@ -1216,7 +916,7 @@ impl Gen<'_> {
             // starts, and the test for a whole vector (where rows of both kinds occur), once
             // per row group; the test for a remainder after it (where it can go either way);
             // each iteration's control is charged with its block.
-            let bounds = if p.vectors > 1 { 15 } else { 8 };
+            let bounds = if p.shape.vectors > 1 { 15 } else { 8 };
             let short_test = u32::from(parts.short && parts.long);
             charge(out, int(bounds + short_test) + cost::branch(short_test), calls.clone());
             if parts.tail && !parts.tail_always {
@@ -1244,7 +944,7 @@ impl Gen<'_> {
         started: bool,
     ) {
         let p = &v.plan;
-        let points = Int::product(p.reduce.iter().map(|&l| self.extent(l)).collect());
+        let points = Int::product(p.shape.reduce.iter().map(|&l| self.extent(l)).collect());
         charge(out, self.block_ops(v, rows, width, started), blocks.clone());
         if matches!(width, Width::Tail | Width::Head) {
             // A tail's start unless set already, and per row the stored lanes' place, first
@@ -1269,14 +969,14 @@ impl Gen<'_> {
         // is straight-line code (its steps, written out or not, its indices' bumps and its
         // control), so it is charged as one stretch: its integer work issues beside the
         // multiply-adds.
-        let streams: u32 = p.factors.iter().map(|f| f.streams(rows) as u32).sum();
+        let streams: u32 = p.shape.factors.iter().map(|f| f.streams(rows) as u32).sum();
         let bumped = bumped_streams(p, rows);
-        let levels = p.reduce.len();
+        let levels = p.shape.reduce.len();
         let step = self.step_ops(v, rows, width);
-        let iterations = |j: usize| Int::product(p.reduce[..j].iter().map(|&l| self.extent(l)).collect());
+        let iterations = |j: usize| Int::product(p.shape.reduce[..j].iter().map(|&l| self.extent(l)).collect());
         // The levels run as loops, and the steps (with their bumps) the innermost one's body
         // holds.
-        let (loops, body) = match p.unrolled {
+        let (loops, body) = match p.shape.unrolled {
             Some(n) => (levels - 1, step * n as u32 + int(bumped * (n as u32 - 1))),
             None => (levels, step),
         };
@@ -1284,7 +984,7 @@ impl Gen<'_> {
             // The inner loop's start and its indices' copies (no start for one written out,
             // and no copies of the indices its steps load at displacements from).
             let inner = match j + 1 < levels {
-                true if p.unrolled.is_some() && j + 2 == levels => int(bumped),
+                true if p.shape.unrolled.is_some() && j + 2 == levels => int(bumped),
                 true => int(1 + streams),
                 false => Ops::default(),
             };
@@ -1303,11 +1003,12 @@ impl Gen<'_> {
     /// A block's start ([`Self::block_indices`]): its subscripts and stream indices.
     fn index_ops(&self, v: &Vars, rows: usize) -> Ops {
         let p = &v.plan;
-        let mut ops = int((p.reduce.len() + p.fixed.len()) as u32) + self.access_ref(0).1 + int(rows as u32);
-        for fac in &p.factors {
+        let mut ops =
+            int((p.shape.reduce.len() + p.shape.fixed.len()) as u32) + self.access_ref(0).1 + int(rows as u32);
+        for fac in &p.shape.factors {
             ops += self.access_ref(fac.access).1 + int(fac.streams(rows) as u32);
         }
-        if p.coalesced.is_some() {
+        if p.shape.coalesced.is_some() {
             // The two points from the position: a quotient, a remainder and two adds.
             ops += Ops { div: 2, ..int(2) };
         }
@@ -1329,7 +1030,7 @@ impl Gen<'_> {
                 let n = n as u32;
                 // The accumulators' loads and stores (each vector but a row's first at a
                 // displacement: see `cost`).
-                ops += (vload(p.target_aligned) + vstore(p.target_aligned)) * (r * n);
+                ops += (vload(p.shape.target_aligned) + vstore(p.shape.target_aligned)) * (r * n);
             }
             // One accumulator per row, loaded, and stored whole to the local array.
             Width::Tail | Width::Head => ops += (VLOAD + VSTORE) * r,
@@ -1337,9 +1038,9 @@ impl Gen<'_> {
         }
         // The outermost reduction level's index copies and its loop's start (none when its
         // steps are written out, and then copies only of the indices bumped between them).
-        let (copies, start) = match p.unrolled.is_some() && p.reduce.len() == 1 {
+        let (copies, start) = match p.shape.unrolled.is_some() && p.shape.reduce.len() == 1 {
             true => (bumped_streams(p, rows), 0),
-            false => (p.factors.iter().map(|f| f.streams(rows) as u32).sum(), 1),
+            false => (p.shape.factors.iter().map(|f| f.streams(rows) as u32).sum(), 1),
         };
         ops + int(copies + start)
     }
@@ -1356,7 +1057,7 @@ impl Gen<'_> {
         match width {
             Width::Vectors(_) | Width::Tail | Width::Head => {
                 let n = if let Width::Vectors(n) = width { n as u32 } else { 1 };
-                for fac in &p.factors {
+                for fac in &p.shape.factors {
                     let s = fac.streams(rows) as u32;
                     let aligned = fac.aligned && matches!(width, Width::Vectors(_));
                     ops += match fac.along_lanes {
@@ -1364,7 +1065,7 @@ impl Gen<'_> {
                         false => VBROADCAST * s,
                     };
                 }
-                ops += cost::fma(p.lanes as u32, false) * (r * n);
+                ops += cost::fma(p.shape.lanes as u32, false) * (r * n);
                 if matches!(width, Width::Tail | Width::Head) {
                     // Counted by the lanes it keeps (see `charge_width`).
                     ops.flops = 0;
@@ -1390,9 +1091,10 @@ impl Gen<'_> {
 /// innermost reduction loop bump between them (all of them when its steps are not written
 /// out).
 fn bumped_streams(p: &Plan, rows: usize) -> u32 {
-    p.factors
+    p.shape
+        .factors
         .iter()
-        .filter(|f| p.unrolled.is_none() || f.tap_stride.is_none())
+        .filter(|f| p.shape.unrolled.is_none() || f.tap_stride.is_none())
         .map(|f| f.streams(rows) as u32)
         .sum()
 }
