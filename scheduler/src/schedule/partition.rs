@@ -96,8 +96,9 @@ pub fn candidates(k: &Kernel, target: &Target) -> Vec<Partition> {
 /// parts, and the second in as few as give those of the CPEs left for each (so that no block
 /// is empty), when the blocks leave at most an eighth of the CPEs idle. One loop may stay
 /// whole: such a grid splits the other as a chunked partition would, but lets the CPEs of a
-/// mesh line share the tiles that do not depend on it ([`super::share`]). (The estimate counts compute as a lower bound, one instruction per point, so
-/// it would undervalue the CPEs that a sparser grid leaves idle.)
+/// mesh line share the tiles that do not depend on it ([`super::share`]). (The estimate's
+/// compute stays near a lower bound, so it would undervalue the CPEs that a sparser grid
+/// leaves idle.)
 fn grids(k: &Kernel, parallel: &[usize], cpes: usize) -> Vec<Partition> {
     // The fewest parts of `extent` values whose blocks are those of `parts` parts.
     let fewest = |parts: usize, extent: usize| extent.div_ceil(extent.div_ceil(parts.clamp(1, extent)));
