@@ -2,9 +2,11 @@
 //! timed emulator, under a few candidate schedules, and keeps the fastest.
 //!
 //! The scheduler ranks schedules by an estimate made before any code exists
-//! ([`swflow_scheduler::schedule::estimate`]); its compute is a lower bound, so it cannot
-//! tell apart schedules whose emitted code differs in vector blocks, spreads of padded rows
-//! or stalls on puts. Tuning asks the judge instead, as autotuners do. For each kernel:
+//! ([`swflow_scheduler::schedule::estimate`]); it counts the vector blocks' steps and the
+//! spreading of padded rows, but not every instruction of the emitted code (index arithmetic,
+//! loop control, the accumulators' loads and stores) nor the stall on each put from a single
+//! buffer, so it stays near a lower bound and cannot tell apart schedules that differ there.
+//! Tuning asks the judge instead, as autotuners do. For each kernel:
 //! 1. the schedule the scheduler chose is measured first;
 //! 2. then the best schedule of every other partition ([`partition::candidates`], tiles
 //!    sized as the scheduler sizes them), in the order of their estimates;
@@ -33,7 +35,7 @@ use swflow_scheduler::target::Target;
 use crate::jit;
 
 /// How many times the fastest modelled time so far a schedule's estimate may be and still
-/// be measured. The estimate takes compute as a lower bound, and comes within a few per cent
+/// be measured. The estimate stays near a lower bound, and comes within a few per cent
 /// of the modelled time where DMA bounds a kernel; a schedule estimated at twice the fastest
 /// cannot win, and such schedules (scalar fallbacks, tiles of one point) are the slowest to
 /// emulate.

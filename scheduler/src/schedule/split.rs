@@ -96,14 +96,14 @@ pub fn plan(k: &Kernel, target: &Target) -> Option<Split> {
 /// The most target elements per CPE of a reduction [`plan_by_estimate`] considers. With so
 /// few, each CPE fetches nearly all of the operands that the target's elements share, and a
 /// split cuts the traffic by about its number of parts. With more, a CPE's compute is already
-/// its share of the whole, and the estimate, whose compute is a lower bound, overrates what a
-/// split saves: light AlexNet's last matrix-vector product (16 elements per CPE) split in 8
-/// was modelled faster on SW26010 but slower on SW26010-Pro.
+/// its share of the whole, and the estimate, whose compute stays near a lower bound,
+/// overrates what a split saves: light AlexNet's last matrix-vector product (16 elements per
+/// CPE) split in 8 was modelled faster on SW26010 but slower on SW26010-Pro.
 const FEW_PER_CPE: usize = 4;
 
 /// The fraction of a kernel's estimated cycles its split must stay under, the extra launch
-/// included. The estimate's compute is a lower bound and it counts a split's small partial
-/// transfers least well, so a split must save a clear share.
+/// included. The estimate's compute stays near a lower bound and it counts a split's small
+/// partial transfers least well, so a split must save a clear share.
 const SPLIT_MARGIN: f64 = 0.8;
 
 /// The split of reduction `k` (of program `p`, whose tensors it reads) with at least as many
