@@ -26,6 +26,7 @@
 //! `SWFLOW_STATS` is set ([`report`]), and `SWFLOW_TRACE` writes a Chrome trace ([`trace`]).
 
 pub mod capi;
+pub mod charges;
 mod cpe;
 mod machine;
 pub mod mesh;

@@ -38,6 +38,9 @@
 //! The kernel takes the longer of the DMA queue's total occupancy and the busiest CPE's own
 //! time with the stalls on single-buffered gets and the last puts.
 
+use swflow_emulator::charges::{
+    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS, DMA_SPREAD_ROW_OPS,
+};
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::ReduceKind;
 
@@ -136,12 +139,12 @@ fn lanewise_fold(t: usize, lanes: usize, latency: f64) -> f64 {
 }
 
 /// Cycles of finishing a box of `dims` of guarded read `a` (of a tensor of `shape`) after
-/// its get, as runtime-c's `swflow_pad_box` and `swflow_move_up` charge it, on average over
-/// `across` tiles along the loops of its last subscript. The tensor's border cuts the rows of
-/// the boxes of the first and the last of those tiles (of every box when there is one): such
-/// a box comes packed, its rows are moved apart, and each row's ends are set to the padding.
-/// Boxes cut only at the tensor's other borders finish those rows alone, which is not
-/// counted.
+/// its get, as runtime-c's `swflow_pad_box` and `swflow_move_up` charge it
+/// ([`swflow_emulator::charges`]), on average over `across` tiles along the loops of its last
+/// subscript. The tensor's border cuts the rows of the boxes of the first and the last of
+/// those tiles (of every box when there is one): such a box comes packed, its rows are moved
+/// apart, and each row's ends are set to the padding. Boxes cut only at the tensor's other
+/// borders finish those rows alone, which is not counted.
 fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, target: &Target) -> f64 {
     let (Some(&width), Some(&inside)) = (dims.last(), shape.last()) else {
         return 0.0;
@@ -153,40 +156,24 @@ fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, 
     // A cut row keeps what lies inside the tensor: all of it but one side's padding at least.
     let inside = inside.min(width - 1);
     let rows = dims[..dims.len() - 1].iter().product::<usize>() as f64;
-    let cycles = |ops: Ops| target.timing.cycles(&ops);
+    let cycles = |ops: &Ops| target.timing.cycles(ops);
     let lanes = target.f32_vector_lanes.max(1);
-    // Per row moved: the loop's control and both places; per vector its load and store, the
-    // first one apart when the row is not whole vectors.
-    let vector = Ops {
-        fp: 2,
-        load: 2,
-        store: 2,
-        integer: 4,
-        branch: 1,
-        ..Ops::ZERO
+    // Per row moved: its control, and its vectors (the first apart when the row is not whole
+    // vectors), or its elements one at a time without vectors.
+    let elements = match lanes {
+        1 => inside as f64 * cycles(&DMA_MOVE_OPS),
+        _ => {
+            let head = if inside % lanes == 0 {
+                0.0
+            } else {
+                cycles(&DMA_MOVE_HEAD_OPS)
+            };
+            (inside / lanes) as f64 * cycles(&DMA_MOVE_VECTOR_OPS) + head
+        }
     };
-    let head = Ops { integer: 2, ..vector };
-    let row = Ops {
-        integer: 5,
-        branch: 1,
-        ..Ops::ZERO
-    };
-    let moved =
-        cycles(row) + (inside / lanes) as f64 * cycles(vector) + if inside % lanes == 0 { 0.0 } else { cycles(head) };
-    // Per row padded: the loop's control, its place and whether it lies outside; per element
-    // a store.
-    let test = Ops {
-        integer: 8,
-        branch: 2,
-        ..Ops::ZERO
-    };
-    let store = Ops {
-        store: 1,
-        integer: 2,
-        branch: 1,
-        ..Ops::ZERO
-    };
-    let padded = cycles(test) + (width - inside) as f64 * cycles(store);
+    let moved = cycles(&DMA_SPREAD_ROW_OPS) + elements;
+    // Per row padded: its control and test, and a store per element outside.
+    let padded = cycles(&DMA_PAD_ROW_OPS) + (width - inside) as f64 * cycles(&DMA_PAD_FILL_OPS);
     cut * rows * (moved + padded)
 }
 

@@ -1,0 +1,163 @@
+//! What runtime-c's DMA helpers (`swflow_slave.h`: `swflow_dma_box`, the guarded reads'
+//! `swflow_dma_box_padded` and `swflow_pad_box`) charge the calling CPE, as operation counts.
+//! The JIT's mirrors of those helpers charge the same (`swflow_codegen`'s `cost` tests them
+//! against the header), and the scheduler's estimate counts them.
+
+use crate::timing::Ops;
+
+/// What runtime-c's `swflow_dma_box` charges (see `swflow_slave.h`): once per call, for each
+/// of the box's dimensions (its four set-up loops).
+pub const DMA_BOX_SETUP_OPS: Ops = Ops {
+    load: 4,
+    store: 2,
+    integer: 8,
+    branch: 4,
+    ..Ops::ZERO
+};
+
+/// Per transfer, for each dimension (the transfer's offset and the next index).
+pub const DMA_BOX_PER_DIM_OPS: Ops = Ops {
+    load: 3,
+    integer: 4,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per transfer, once (the call and its descriptor).
+pub const DMA_BOX_TRANSFER_OPS: Ops = Ops {
+    load: 2,
+    store: 6,
+    integer: 12,
+    branch: 6,
+    ..Ops::ZERO
+};
+
+/// What runtime-c's `swflow_clip` charges, for each dimension of a guarded read's box (the
+/// clipped box); `swflow_dma_box_padded` and `swflow_pad_box` both call it.
+pub const DMA_PAD_SETUP_OPS: Ops = Ops {
+    load: 3,
+    store: 3,
+    integer: 10,
+    branch: 4,
+    ..Ops::ZERO
+};
+
+/// `swflow_clip_packed`, for each dimension (whether the rows come packed).
+pub const DMA_PACK_CHECK_OPS: Ops = Ops {
+    load: 3,
+    integer: 4,
+    branch: 3,
+    ..Ops::ZERO
+};
+
+/// `swflow_pad_box` with packed rows: once, per dimension (pitches, the plane count and the
+/// last plane's index).
+pub const DMA_SPREAD_SETUP_OPS: Ops = Ops {
+    load: 3,
+    store: 2,
+    integer: 4,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// `swflow_clip_first`, per dimension (the place of a packed box's first element).
+pub const DMA_PACK_FIRST_OPS: Ops = Ops {
+    load: 2,
+    integer: 4,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per plane of moved rows (the rows of one index of every dimension but the last two), per
+/// dimension (its first row's place and the next plane's index).
+pub const DMA_SPREAD_PLANE_OPS: Ops = Ops {
+    load: 3,
+    store: 1,
+    integer: 4,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// Per moved row (the loop's control and both places from the row after).
+pub const DMA_SPREAD_ROW_OPS: Ops = Ops {
+    integer: 5,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per moved vector of f32 elements (`swflow_move_up` on a machine with vectors): an
+/// unaligned load and store (`simd_loadu`, `simd_storeu`: two LDM accesses
+/// and a merge each), the loop's control and the two addresses.
+pub const DMA_MOVE_VECTOR_OPS: Ops = Ops {
+    load: 2,
+    store: 2,
+    fp: 2,
+    integer: 4,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Once per moved row of f32 elements that is at least a vector but not whole vectors
+/// (`swflow_move_up` on a machine with vectors): its first vector's unaligned load, kept until
+/// the other vectors have moved, and store, the test and its addresses.
+pub const DMA_MOVE_HEAD_OPS: Ops = Ops {
+    load: 2,
+    store: 2,
+    fp: 2,
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per element of a row moved one element at a time (`swflow_move_up`: rows shorter than a
+/// vector, and every row on a machine without vectors).
+pub const DMA_MOVE_OPS: Ops = Ops {
+    load: 1,
+    store: 1,
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Per plane of a clipped box's LDM buffer, for each dimension (whether the plane is inside,
+/// and the next plane's index).
+pub const DMA_PAD_PLANE_OPS: Ops = Ops {
+    load: 3,
+    integer: 5,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// Per row of a clipped box's LDM buffer (the loop's control, its place and whether it is
+/// inside).
+pub const DMA_PAD_ROW_OPS: Ops = Ops {
+    integer: 8,
+    branch: 2,
+    ..Ops::ZERO
+};
+
+/// Per element set to the pad value (`swflow_pad_row`).
+pub const DMA_PAD_FILL_OPS: Ops = Ops {
+    store: 1,
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// Once per clipped box, for each dimension (its four set-up loops).
+pub const DMA_CLIP_SETUP_OPS: Ops = Ops {
+    load: 5,
+    store: 3,
+    integer: 10,
+    branch: 4,
+    ..Ops::ZERO
+};
+
+/// Per transfer of a clipped box, for each dimension (both offsets and the next index); each
+/// transfer also costs [`DMA_BOX_TRANSFER_OPS`].
+pub const DMA_CLIP_PER_DIM_OPS: Ops = Ops {
+    load: 6,
+    integer: 8,
+    branch: 1,
+    ..Ops::ZERO
+};
