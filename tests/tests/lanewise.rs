@@ -17,8 +17,10 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, seeded
 /// sum, then its epilogue's division) and a maximum along a middle axis; and a convolution
 /// whose epilogue adds a bias and applies ReLU, and another that also keeps its reduced value
 /// for a later reader; and a three-point stencil, whose taps share one window of their
-/// operand. Rows of 30, 17, 9, 22, 20 and 49 points leave single lanes after the vectors on
-/// both targets.
+/// operand. The normalisation's rows run on through its 9 x 30 pixels (270 points), which
+/// every buffer lays out one after the other; the maps store the lanes left after their
+/// vectors as one more vector, the row's last; the folds and the epilogues (which read
+/// their targets) leave single lanes after the vectors.
 const MODEL: &str = r#"graph "lanewise" {
   %x: f32[2,5,9,30] = input
   %s: f32[5,1,1] = input

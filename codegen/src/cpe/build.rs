@@ -21,21 +21,25 @@ use std::borrow::Cow;
 
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
-use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, TensorId};
+use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorId};
 use swflow_scheduler::schedule::share::{MeshLine, MESH_SIDE, REGISTER_BYTES};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, window_of, Residence, Schedule};
 use swflow_scheduler::target::Target;
 
 use super::{
-    Array, ArrayDecl, BoxDma, BoxPad, Buf, BufDecl, Cond, Field, FieldDecl, Func, Half, Int, Local, Place, Stmt, Value,
-    Var, VarDecl,
+    Array, ArrayDecl, BoxDma, BoxPad, Buf, BufDecl, Cond, Field, FieldDecl, Func, Half, Int, Local, Place, Stmt, VReg,
+    Value, Var, VarDecl,
 };
 use crate::cost::{self, branch, int, LOOP};
 use crate::names::{comment, Names};
 use crate::CodegenError;
+use vector::{VBROADCAST, VSTORE};
 
 mod lanewise;
 mod vector;
+
+/// Vectors a dense reduction target's fill stores per iteration.
+const FILL_VECTORS: usize = 4;
 
 /// Fixed identifiers of a kernel body that loop names must not take.
 const BODY_LOCALS: &[&str] = &[
@@ -168,6 +172,9 @@ struct Gen<'a> {
     seg_lo: Option<Var>,
     seg_len: Var,
     e: Option<Var>,
+    /// The vector register a dense f32 reduction target's fill stores, and its lanes, when
+    /// the target's buffer holds a block of [`FILL_VECTORS`] vectors.
+    fill: Option<(VReg, usize)>,
     /// Position in `order` of each loop, if it has several tiles.
     pos: Vec<Option<usize>>,
     /// Per access: its transfers carry the gradient tape.
@@ -497,6 +504,17 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         f.decl_lines.push(vec![Local::Var(e)]);
         e
     });
+    // A fill in vectors, when the target's buffer holds a block of them (and is no tape
+    // arena, whose boxes lie side by side).
+    let vector_fill = fill_loop
+        && lanes > 1
+        && streams[0].is_none()
+        && matches!(k.stmt.reduce.map(|r| r.init), Some(Scalar::F32(_)))
+        && s.buffers[0].elements() >= FILL_VECTORS * lanes;
+    let fill = vector_fill.then(|| {
+        f.vregs.push(scope.fresh("vx_fill", "v_"));
+        (VReg(f.vregs.len() as u32 - 1), lanes)
+    });
     let mut pos = vec![None; k.loops.len()];
     for (i, &l) in s.order.iter().enumerate() {
         pos[l] = Some(i);
@@ -545,6 +563,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         seg_lo,
         seg_len,
         e,
+        fill,
         pos,
     };
     f.body = g.body(f.fields.len(), f.replies);
@@ -558,6 +577,7 @@ fn owner(line: MeshLine) -> Cond {
     match line {
         MeshLine::Row => Cond::Eq(Int::Cpe % side, Int::Const(0)),
         MeshLine::Column => Cond::Eq(Int::Cpe / side, Int::Const(0)),
+        MeshLine::Mesh => Cond::Eq(Int::Cpe, Int::Const(0)),
     }
 }
 
@@ -1409,7 +1429,8 @@ impl Gen<'_> {
 
     /// `arrived` (what makes access `i`'s box, in `half`, complete: its DMA's wait and
     /// padding), then for a shared buffer its broadcast: the line's owner runs `arrived` and
-    /// sends the box's registers, the others receive them.
+    /// sends the box's registers, the others receive them. Across the mesh, CPE 0 sends along
+    /// the first row, then the first row's CPEs send down their columns.
     fn arrive(&self, i: usize, arrived: Vec<Stmt>, half: Half, row: Option<Int>) -> Vec<Stmt> {
         let Some(line) = self.shared[i] else { return arrived };
         let v = self.buf_vars(i);
@@ -1423,7 +1444,7 @@ impl Gen<'_> {
         let registers =
             (elements * Int::Const(self.dtype(i).size_bytes() as i64) + Int::Const(reg - 1)) / Int::Const(reg);
         let bytes = registers.clone() * Int::Const(reg);
-        let broadcast = |send: bool| {
+        let broadcast = |line: MeshLine, send: bool| {
             let mut out = vec![Stmt::Broadcast {
                 line,
                 send,
@@ -1456,15 +1477,37 @@ impl Gen<'_> {
             }
             out
         };
+        let stage = |out: &mut Vec<Stmt>, line: MeshLine, then: Vec<Stmt>, otherwise: Vec<Stmt>| {
+            charge_once(out, int(4) + branch(1));
+            out.push(Stmt::If {
+                cond: owner(line),
+                then,
+                otherwise,
+            });
+        };
         let mut then = arrived;
-        then.extend(broadcast(true));
         let mut out = Vec::new();
-        charge_once(&mut out, int(4) + branch(1));
-        out.push(Stmt::If {
-            cond: owner(line),
-            then,
-            otherwise: broadcast(false),
-        });
+        if line == MeshLine::Mesh {
+            then.extend(broadcast(MeshLine::Row, true));
+            // The first row's other CPEs (the columns' owners) receive along it.
+            let mut first_row = Vec::new();
+            stage(
+                &mut first_row,
+                MeshLine::Column,
+                broadcast(MeshLine::Row, false),
+                Vec::new(),
+            );
+            stage(&mut out, MeshLine::Mesh, then, first_row);
+            stage(
+                &mut out,
+                MeshLine::Column,
+                broadcast(MeshLine::Column, true),
+                broadcast(MeshLine::Column, false),
+            );
+            return out;
+        }
+        then.extend(broadcast(line, true));
+        stage(&mut out, line, then, broadcast(line, false));
         out
     }
 
@@ -1503,26 +1546,72 @@ impl Gen<'_> {
                 .collect(),
         );
         let e = self.e.expect("a dense reduction target has a fill loop");
+        let at = |index: Int| Place::Ldm {
+            buf: v.buf,
+            half: half.clone(),
+            index,
+        };
         let init = |out: &mut Vec<Stmt>| {
-            let fill = Ops {
-                store: 1,
-                ..int(1) + LOOP
-            };
-            charge(out, fill, elems.clone());
-            out.push(Stmt::For {
-                var: e,
-                from: Int::Const(0),
-                to: elems.clone(),
-                step: Int::Const(1),
-                body: vec![Stmt::Store {
-                    place: Place::Ldm {
-                        buf: v.buf,
-                        half: half.clone(),
-                        index: Int::Var(e),
-                    },
-                    value: Value::Const(r.init),
-                }],
-            });
+            // With vectors: blocks of FILL_VECTORS vectors, each after the first at a
+            // displacement, over the whole blocks of the largest tile's box (a smaller
+            // tile's box fills the rest of that space too, which it leaves unused; bounds
+            // known before the code runs, which a C compiler can check against the buffer),
+            // then single elements up to the box's end.
+            let mut from = Int::Const(0);
+            let mut singles = Some(elems.clone());
+            if let (Some((reg, lanes)), Scalar::F32(value)) = (self.fill, r.init) {
+                let span = FILL_VECTORS * lanes;
+                let largest = self.s.buffers[0].elements();
+                let whole = (largest / span * span) as i64;
+                charge_once(out, VBROADCAST + int(1));
+                out.push(Stmt::VSplat { reg, value });
+                charge(
+                    out,
+                    VSTORE * FILL_VECTORS as u32 + LOOP,
+                    Int::Const(whole / span as i64),
+                );
+                let body = (0..FILL_VECTORS)
+                    .map(|j| Stmt::VStore {
+                        reg,
+                        place: at(match j {
+                            0 => Int::Var(e),
+                            _ => Int::Var(e) + Int::Const((j * lanes) as i64),
+                        }),
+                        aligned: false,
+                    })
+                    .collect();
+                out.push(Stmt::For {
+                    var: e,
+                    from: Int::Const(0),
+                    to: Int::Const(whole),
+                    step: Int::Const(span as i64),
+                    body,
+                });
+                from = Int::Const(whole);
+                // Single elements only past the blocks, where the largest box reaches.
+                singles = (largest as i64 > whole).then(|| {
+                    charge_once(out, int(3));
+                    let past = elems.clone() - Int::Const(whole);
+                    past.clone() - Int::min(past, Int::Const(0))
+                });
+            }
+            if let Some(singles) = singles {
+                let single = Ops {
+                    store: 1,
+                    ..int(1) + LOOP
+                };
+                charge(out, single, singles);
+                out.push(Stmt::For {
+                    var: e,
+                    from,
+                    to: elems.clone(),
+                    step: Int::Const(1),
+                    body: vec![Stmt::Store {
+                        place: at(Int::Var(e)),
+                        value: Value::Const(r.init),
+                    }],
+                });
+            }
         };
         match self.first_visit(depth) {
             None => init(out),

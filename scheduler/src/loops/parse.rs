@@ -613,16 +613,26 @@ impl Parser<'_> {
                         match self.word()?.as_str() {
                             "double" if !double && shared.is_none() => double = true,
                             "shared" if shared.is_none() => {
-                                self.keyword("along")?;
                                 shared = Some(match self.word()?.as_str() {
-                                    "rows" => MeshLine::Row,
-                                    "columns" => MeshLine::Column,
-                                    other => return self.err(format!("expected 'rows' or 'columns', found '{other}'")),
+                                    "along" => match self.word()?.as_str() {
+                                        "rows" => MeshLine::Row,
+                                        "columns" => MeshLine::Column,
+                                        other => {
+                                            return self.err(format!("expected 'rows' or 'columns', found '{other}'"))
+                                        }
+                                    },
+                                    "across" => {
+                                        self.keyword("the")?;
+                                        self.keyword("mesh")?;
+                                        MeshLine::Mesh
+                                    }
+                                    other => return self.err(format!("expected 'along' or 'across', found '{other}'")),
                                 });
                             }
                             other => {
                                 return self.err(format!(
-                                    "expected 'double' or 'shared along rows|columns', found '{other}'"
+                                    "expected 'double', 'shared along rows|columns' or 'shared across the mesh', \
+                                     found '{other}'"
                                 ))
                             }
                         }

@@ -30,10 +30,6 @@ pub const ACCUMULATORS: usize = 16;
 /// Most points of an innermost reduction loop written out step by step (a 3 x 3 or 7 x 7
 /// window's row).
 pub const UNROLL: usize = 8;
-/// Vectors of a lane-wise block (a fold or a map without register blocking), at most:
-/// enough independent folds to cover the latency of a maximum's three dependent instructions
-/// (compare, select, select) on SW26010's four lanes.
-pub const LANEWISE_VECTORS: usize = 8;
 /// Vector registers a block may hold (of the CPE's 32, `$31` reads as zero and one is left to
 /// the compiler: reference/simd.md).
 pub const REGISTERS: usize = 30;

@@ -15,18 +15,19 @@
 //! - an access served directly costs a `gload` or `gstore` at every point of the nest, a
 //!   read one at each of its loads in the statement;
 //! - a buffer shared along a mesh line ([`super::share`]) is fetched by the line's owner only
-//!   (its queue time and stalls counted once per line), and every CPE of the line waits for
-//!   each tile's broadcast (`Timing::broadcast_cycles`) and, with register communication,
-//!   spends two P1 instructions per register moving it;
+//!   (its queue time and stalls counted once per line; across the mesh, by CPE 0 only), and
+//!   every CPE of the line waits for each tile's broadcast (`Timing::broadcast_cycles`; two
+//!   in turn across the mesh) and, with register communication, spends two P1 instructions
+//!   per register moving it;
 //! - a sum of products runs in register blocks ([`super::blocking`]): each reduction step of
 //!   a block takes the cycles its shape does, over the tiles' rows (a short last tile runs
 //!   smaller blocks or single rows);
 //! - another floating-point reduction in vectors waits at each reduction point for the
-//!   latency of its fold, once per block of vectors along the target's innermost loop
-//!   (the lanes left fold one at a time); in the scalar nest, at every point when the
-//!   innermost loop reduces;
-//! - other compute is one instruction per point of the nest, vectorised along the target's
-//!   innermost loop when the target has vectors;
+//!   latency of its fold, once per block of vectors along the row of lane-wise vectors
+//!   ([`super::lanewise::run`]; the lanes left fold one at a time); in the scalar nest, at
+//!   every point when the innermost loop reduces;
+//! - other compute is one instruction per point of the nest, vectorised along that row when
+//!   the target has vectors;
 //! - the statement's slow operators (library calls, divisions, square roots:
 //!   [`super::slow`]) cost their cycles at every point they run, which vectors do not
 //!   shorten;
@@ -47,9 +48,10 @@ use swflow_frontend::ir::ReduceKind;
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
-use super::blocking::{blocking, LANEWISE_VECTORS};
+use super::blocking::blocking;
+use super::lanewise::{self, LANEWISE_VECTORS};
 use super::reorder::access_traffic;
-use super::share::REGISTER_BYTES;
+use super::share::{MeshLine, REGISTER_BYTES};
 use super::sizing::{buffer_dims, is_direct};
 use super::slow;
 use super::{Residence, Schedule};
@@ -94,10 +96,11 @@ struct Segment {
     /// buffers among them.
     queue: f64,
     stalled: f64,
-    /// The same for shared buffers, issued by the line's owner only, and the latency every
-    /// CPE of the line waits for single-buffered ones.
-    shared_queue: f64,
-    shared_stall: f64,
+    /// The same for shared buffers, issued by the line's owner only (per line, as
+    /// [`LINES`] lists them), and the latency every CPE of the line waits for
+    /// single-buffered ones.
+    shared_queue: [f64; 3],
+    shared_stall: [f64; 3],
     shared_wait: f64,
     /// The CPE's own cycles: compute, get latencies, direct accesses, broadcasts.
     own: f64,
@@ -105,6 +108,9 @@ struct Segment {
     /// overlaps when the segment is its last.
     tail: f64,
 }
+
+/// The lines a buffer may be shared along, in the order of [`Segment`]'s arrays.
+const LINES: [MeshLine; 3] = [MeshLine::Row, MeshLine::Column, MeshLine::Mesh];
 
 /// The target's innermost subscript, when it is one parallel loop with coefficient 1: the
 /// loop vector code runs along.
@@ -185,7 +191,10 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let line = d.line_bytes as f64;
     let all = super::accesses(k);
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
-    let lanes = lanes_loop(k).filter(|_| target.f32_vector_lanes > 1);
+    // The loops lane-wise vectors of the statement run along, as one row.
+    let lanes = lanes_loop(k)
+        .filter(|_| target.f32_vector_lanes > 1)
+        .map(|l| lanewise::run(k, s, l, &lanewise::reads(k, &k.stmt.value)));
     // A floating-point fold waits at every reduction point for its accumulator's last update:
     // in vectors, per block of vectors (a maximum or minimum takes three dependent
     // instructions); in the scalar nest, per point when the innermost loop reduces.
@@ -275,7 +284,6 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let mut busiest: f64 = 0.0;
     for cpe in 0..target.cpes {
         let mut own = 0.0;
-        let owner = s.buffers.iter().any(|b| b.shared.is_some_and(|l| l.is_owner(cpe)));
         let mut tail = 0.0;
         for seg in s.segments(cpe, &extents) {
             let known = memo.iter().position(|m| m.0 == seg.len);
@@ -300,13 +308,15 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                     let (q, w) = (a.gets as f64 * get + a.puts as f64 * put, a.gets as f64 * get);
                     let double = b.is_some_and(|b| b.double);
                     match b.and_then(|b| b.shared) {
-                        Some(_) => {
+                        Some(line) => {
                             // The line's owner fetches; every CPE of the line then waits for
                             // the broadcast and, by register communication, moves each tile's
-                            // registers (a load or a get, and a put or a store, on P1).
-                            e.shared_queue += q;
+                            // registers (a load or a get, and a put or a store, on P1), at
+                            // each stage of the broadcast.
+                            let slot = LINES.iter().position(|&l| l == line).expect("a line");
+                            e.shared_queue[slot] += q;
                             if !double {
-                                e.shared_stall += w;
+                                e.shared_stall[slot] += w;
                             }
                             // A double buffer's first get is waited for too.
                             let waits = if double { a.gets.min(1) } else { a.gets };
@@ -316,7 +326,8 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
                                 None => 0.0,
                             };
-                            e.own += a.gets as f64 * (moved + t.broadcast_cycles(bytes as u64));
+                            let stages = line.stages() as f64;
+                            e.own += a.gets as f64 * stages * (moved + t.broadcast_cycles(bytes as u64));
                         }
                         None => {
                             e.queue += q;
@@ -346,13 +357,13 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                         let row = seg_tiles[b.lanes_loop] * b.coalesced.map_or(1, |l| seg_tiles[l]);
                         per_vector * row.div_ceil(b.lanes) as f64 / row as f64
                     }
-                    None => match lanes {
-                        Some(l) if fold_latency > 0.0 => {
-                            lanewise_fold(seg_tiles[l], target.f32_vector_lanes, fold_latency)
-                        }
-                        Some(l) => {
-                            let t = seg_tiles[l];
-                            t.div_ceil(target.f32_vector_lanes) as f64 / t as f64
+                    None => match &lanes {
+                        Some(run) => {
+                            let t = run.iter().map(|&l| seg_tiles[l]).product::<usize>();
+                            match fold_latency > 0.0 {
+                                true => lanewise_fold(t, target.f32_vector_lanes, fold_latency),
+                                false => t.div_ceil(target.f32_vector_lanes) as f64 / t as f64,
+                            }
                         }
                         None => scalar_fold.max(1.0),
                     },
@@ -371,11 +382,11 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             queue += e.queue;
             stalled += e.stalled;
             own += e.own;
-            if owner {
+            for (slot, _) in LINES.iter().enumerate().filter(|(_, l)| l.is_owner(cpe)) {
                 // The owner's share: its gets for the line. Every CPE of the line waits for
                 // them, so the latency of single-buffered ones counts for all.
-                queue += e.shared_queue;
-                stalled += e.shared_stall;
+                queue += e.shared_queue[slot];
+                stalled += e.shared_stall[slot];
             }
             own += e.shared_wait;
             tail = e.tail;

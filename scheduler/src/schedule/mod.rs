@@ -36,6 +36,7 @@ pub mod blocking;
 pub mod clip;
 pub mod dma;
 pub mod estimate;
+pub mod lanewise;
 pub mod partition;
 pub mod reorder;
 pub mod share;
@@ -227,8 +228,7 @@ impl Schedule {
                     "buffer {dims} at depth {}{}{}",
                     b.depth,
                     if b.double { ", double" } else { "" },
-                    b.shared
-                        .map_or(String::new(), |l| format!(", shared along {}", l.name()))
+                    b.shared.map_or(String::new(), |l| format!(", shared {}", l.name()))
                 ),
             };
             let _ = writeln!(s, "  ldm {tensor}: {how}");
@@ -367,7 +367,7 @@ pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<
         buffers: Vec::new(),
     };
     s.buffers = dma::plan_buffers(k, p, &s, target);
-    share::share_buffers(k, &mut s, target);
+    share::share_buffers(k, p, &mut s, target);
     s
 }
 
@@ -457,10 +457,10 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
                 b.dims
             ));
         }
-        if b.shared.is_some() && b.shared != share::shared_lines(k, s, target)[i] {
+        if let Some(line) = b.shared.filter(|&l| !share::may_share(k, s, target, i, l)) {
             return Err(format!(
-                "buffer of '{tensor}' cannot be shared along the mesh's {}: every CPE of a line must need the same tiles",
-                b.shared.map_or("", |l| l.name())
+                "buffer of '{tensor}' cannot be shared {}: every CPE that receives it must need the same tiles",
+                line.name()
             ));
         }
         let needed = dma::depth(a, &s.order);

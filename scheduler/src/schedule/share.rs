@@ -11,7 +11,12 @@
 //!   and differ in `x`: a buffer whose access does not use `x` is the same along the column;
 //! - when `gy` is a multiple of 8, the CPEs of a row share their `x` part and differ in `y`: a
 //!   buffer whose access does not use `y` is the same along the row (rows without blocks take
-//!   no part).
+//!   no part);
+//! - when every CPE has a block and a buffer's access uses neither loop that has several
+//!   parts, it is the same on every CPE: the whole mesh shares it (where CPEs broadcast by
+//!   remote LDM access: see `mesh_wide`). CPE 0 fetches it and broadcasts it along the
+//!   first row, whose CPEs broadcast it down their columns: the core group moves it through
+//!   the DMA queue once instead of eight times, for a second broadcast.
 //!
 //! The CPEs of a line must also walk their tiles in step, sending and receiving the same
 //! buffers in the same order: the blocks along the loop that varies are all the same size.
@@ -19,9 +24,10 @@
 //! bytes), since register communication moves whole registers (remote LDM access takes the
 //! same sizes).
 
-use crate::loops::{Index, Kernel};
+use crate::loops::{Index, Kernel, Program};
 use crate::target::Target;
 
+use super::estimate::estimate;
 use super::partition::block_sizes;
 use super::{accesses, is_written, Residence, Schedule};
 
@@ -35,30 +41,44 @@ pub const REGISTER_BYTES: usize = 32;
 pub enum MeshLine {
     Row,
     Column,
+    /// The whole mesh: along the first row, then down every column.
+    Mesh,
 }
 
 impl MeshLine {
-    /// As the schedule text and the C runtime name it (`SWFLOW_REG_SEND`'s line: 0 row, 1
-    /// column).
+    /// As the schedule text names it: shared along rows, along columns, or across the mesh.
     pub fn name(self) -> &'static str {
         match self {
-            MeshLine::Row => "rows",
-            MeshLine::Column => "columns",
+            MeshLine::Row => "along rows",
+            MeshLine::Column => "along columns",
+            MeshLine::Mesh => "across the mesh",
         }
     }
 
+    /// As the C runtime names a broadcast's line (`SWFLOW_REG_SEND`'s line: 0 row, 1
+    /// column). A broadcast across the mesh runs as one along a row, then along columns.
     pub fn code(self) -> i32 {
         match self {
             MeshLine::Row => 0,
             MeshLine::Column => 1,
+            MeshLine::Mesh => unreachable!("a broadcast across the mesh runs along a row, then along columns"),
         }
     }
 
-    /// Whether CPE `cpe` is the one of its line that fetches and broadcasts.
+    /// Whether CPE `cpe` is the one that fetches: index 0 of its line, or CPE 0 of the mesh.
     pub fn is_owner(self, cpe: usize) -> bool {
         match self {
             MeshLine::Row => cpe % MESH_SIDE == 0,
             MeshLine::Column => cpe / MESH_SIDE == 0,
+            MeshLine::Mesh => cpe == 0,
+        }
+    }
+
+    /// Broadcasts one tile takes before every CPE holds it.
+    pub fn stages(self) -> usize {
+        match self {
+            MeshLine::Mesh => 2,
+            _ => 1,
         }
     }
 }
@@ -83,34 +103,83 @@ fn line_without(k: &Kernel, s: &Schedule, target: &Target) -> Option<(MeshLine, 
     }
 }
 
-/// Per access of `k` (in [`accesses`] order), the line its buffer is shared along, if any:
-/// read buffers that do not use the loop varying along the line.
-pub fn shared_lines(k: &Kernel, s: &Schedule, target: &Target) -> Vec<Option<MeshLine>> {
-    let all = accesses(k);
-    let Some((line, varying)) = line_without(k, s, target) else {
-        return vec![None; all.len()];
-    };
-    all.iter()
+/// The loops the grid cuts, when every CPE has a block of it, each as large along every one
+/// of them (see the module comment): then a buffer that uses none of those loops is the same
+/// on every CPE, and the CPEs walk its tiles in step. Only where the CPEs broadcast by remote
+/// LDM access: with register communication the first row's CPEs would move every register
+/// of each tile twice, and on the nine light models the schedules this leads the estimate to
+/// (which does not charge a block's accumulators per reduction tile) ran slower than sharing
+/// along lines.
+fn mesh_wide(k: &Kernel, s: &Schedule, target: &Target) -> Option<Vec<usize>> {
+    let rma = target.timing.regcomm_latency_cycles.is_none() && target.timing.broadcasts();
+    if !rma || target.cpes != MESH_SIDE * MESH_SIDE || s.grid.len() != 2 {
+        return None;
+    }
+    let extents: Vec<usize> = s.partition.iter().map(|&l| k.loops[l].extent).collect();
+    let sizes = block_sizes(&s.grid, &extents);
+    let cut: Vec<usize> = (0..2).filter(|&j| s.grid[j] > 1).collect();
+    let even = cut.iter().all(|&j| s.grid[j] * sizes[j] == extents[j]);
+    (s.grid[0] * s.grid[1] == target.cpes && even).then(|| cut.iter().map(|&j| s.partition[j]).collect())
+}
+
+/// Per access of `k` (in [`accesses`] order), the lines its buffer may be shared along, the
+/// widest first: read buffers that use no loop varying along the line.
+fn lines(k: &Kernel, s: &Schedule, target: &Target) -> Vec<Vec<MeshLine>> {
+    let line = line_without(k, s, target);
+    let mesh = mesh_wide(k, s, target);
+    accesses(k)
+        .iter()
         .enumerate()
         .map(|(i, a)| {
-            let uses = a.index.iter().any(|x| match x {
-                Index::Affine(x) => x.terms.iter().any(|&(l, c)| l == varying && c != 0),
-                Index::Gathered { .. } => true,
-            });
+            let uses = |varying: usize| {
+                a.index.iter().any(|x| match x {
+                    Index::Affine(x) => x.terms.iter().any(|&(l, c)| l == varying && c != 0),
+                    Index::Gathered { .. } => true,
+                })
+            };
             let read = !is_written(k, i) && s.buffers.get(i).is_some_and(|b| b.residence == Residence::Buffer);
-            (read && !uses).then_some(line)
+            if !read {
+                return Vec::new();
+            }
+            let mut out = Vec::new();
+            if mesh.as_ref().is_some_and(|cut| !cut.iter().any(|&l| uses(l))) {
+                out.push(MeshLine::Mesh);
+            }
+            out.extend(line.filter(|&(_, varying)| !uses(varying)).map(|(l, _)| l));
+            out
         })
         .collect()
 }
 
-/// Shares the buffers of `s` that the mesh allows ([`shared_lines`]), each while the
-/// rounding of its tiles to whole registers still fits the LDM.
-pub fn share_buffers(k: &Kernel, s: &mut Schedule, target: &Target) {
+/// Whether access `i`'s buffer may be shared along `line`.
+pub fn may_share(k: &Kernel, s: &Schedule, target: &Target, i: usize, line: MeshLine) -> bool {
+    lines(k, s, target).get(i).is_some_and(|l| l.contains(&line))
+}
+
+/// Shares the buffers of `s` that the mesh allows, each while the rounding of its tiles to
+/// whole registers still fits the LDM: along the widest line each may take (see
+/// [`may_share`]), or along rows and columns only, whichever the estimate finds faster
+/// (a broadcast across the mesh takes two stages, and the schedule with the queue's time
+/// spread over eight fetchers may run faster).
+pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target) {
     let budget = target.ldm_budget();
-    for (i, line) in shared_lines(k, s, target).into_iter().enumerate() {
-        s.buffers[i].shared = line;
-        if s.ldm_bytes(k, target) > budget {
-            s.buffers[i].shared = None;
+    let shared = |across: bool| {
+        let mut t = s.clone();
+        for (i, lines) in lines(k, s, target).into_iter().enumerate() {
+            t.buffers[i].shared = lines.into_iter().find(|&l| across || l != MeshLine::Mesh);
+            if t.ldm_bytes(k, target) > budget {
+                t.buffers[i].shared = None;
+            }
         }
-    }
+        t
+    };
+    let widest = shared(true);
+    let lines_only = shared(false);
+    *s = if widest == lines_only
+        || estimate(k, p, &widest, target).cycles() <= estimate(k, p, &lines_only, target).cycles()
+    {
+        widest
+    } else {
+        lines_only
+    };
 }

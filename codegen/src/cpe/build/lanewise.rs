@@ -6,11 +6,14 @@
 //!
 //! The lanes are the loop of the target's last subscript. Every load moves along it by a
 //! fixed number of elements in the last dimension of its tile: one (a vector load), none (a
-//! broadcast) or more (a strided load, element by element). The nest runs as:
+//! broadcast) or more (a strided load, element by element). When the loops before it lay
+//! their points out contiguously in every buffer ([`lanewise::run`]), the lanes run through
+//! them too, as one row: those loops' points stay at their tile's origin while the lanes
+//! loop's point runs on past its own tile, through the whole row's offsets. The nest runs as:
 //! ```text
 //! constants into registers, once
 //! for outer points (the other parallel loops):
-//!   for blocks of V vectors along the lanes, then one of V/2, ... down to one vector:
+//!   for blocks of V vectors along the row, then one of V/2, ... down to one vector:
 //!     a fold: load the block's target vectors into accumulators
 //!     for every reduction point (in nest order; once for a map):
 //!       each load's index at the block's first lane
@@ -28,13 +31,13 @@ use std::borrow::Cow;
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind, UnaryOp};
 use swflow_scheduler::loops::{Access, Expr, Index, Kernel, LoopKind, Program, Scalar};
-use swflow_scheduler::schedule::blocking::LANEWISE_VECTORS;
+use swflow_scheduler::schedule::lanewise::{self, LANEWISE_VECTORS};
 use swflow_scheduler::schedule::{keep_index, window_of, Schedule};
 
 use super::vector::{VBROADCAST, VLOAD, VSTORE};
 use super::{charge, charge_once, Gen};
-use crate::cost::{int, LOOP};
-use crate::cpe::{Func, Int, Local, Place, Stmt, VReg, Var, VarDecl};
+use crate::cost::{branch, int, LOOP};
+use crate::cpe::{Cond, Func, Int, Local, Place, Stmt, VReg, Var, VarDecl};
 
 /// Vector registers a block may hold (as [`super::vector`]'s blocks).
 const REGISTERS: usize = 30;
@@ -76,6 +79,11 @@ enum Fold {
 /// How a kernel's compute nest runs as lane-wise vectors.
 pub(super) struct Plan {
     lanes_loop: usize,
+    /// The loops the lanes run through as well, before the lanes loop, outermost first.
+    run: Vec<usize>,
+    /// The lengths the row takes, when they are known before the code runs: the blocks and
+    /// single lanes that no row needs are not written.
+    lengths: Option<Vec<usize>>,
     /// The other parallel loops, in nest order.
     outer: Vec<usize>,
     /// The reduction loops, in nest order.
@@ -92,6 +100,23 @@ pub(super) struct Plan {
     vectors: usize,
 }
 
+impl Plan {
+    /// Whether some row's length `n` passes `test` (or the lengths are not known).
+    fn some_row(&self, test: impl Fn(usize) -> bool) -> bool {
+        self.lengths
+            .as_ref()
+            .is_none_or(|lengths| lengths.iter().any(|&n| test(n)))
+    }
+
+    /// Whether storing a lane's value again leaves it as it was: a map (not a fold) that
+    /// neither reads its target's elements (an epilogue's `acc`) nor keeps them.
+    fn restores(&self) -> bool {
+        matches!(self.fold, Fold::Store)
+            && self.keep.is_none()
+            && !self.nodes.iter().any(|n| matches!(n, Node::Load { access: 0, .. }))
+    }
+}
+
 /// The plan for kernel `k` under schedule `s` with `lanes` f32 lanes a vector, when its
 /// target and every load are f32 tiles in LDM (`buffered`: boxes, records, or a streamed
 /// tensor's boxes in its arena), the target's last
@@ -102,7 +127,8 @@ pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered
     if k.stmt.keep.is_some() {
         return None;
     }
-    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered)?;
+    let touched = lanewise::reads(k, &k.stmt.value);
+    let (all, f32_tile, lanes_loop, run) = lanes_of(p, k, s, lanes, buffered, &touched)?;
     let mut nodes = Vec::new();
     let fold = match k.stmt.reduce {
         None => {
@@ -129,20 +155,23 @@ pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered
     let reduce = (0..k.loops.len())
         .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
         .collect();
-    finish(p, k, s, lanes, &all, &f32_tile, lanes_loop, nodes, fold, reduce)
+    finish(p, k, s, lanes, &all, &f32_tile, (lanes_loop, run), nodes, fold, reduce)
 }
 
 /// What both plans need, when the target is a dense f32 tile in LDM: the kernel's accesses,
-/// whether each is an f32 tile in LDM (`buffered`), and the lanes loop, the
-/// target's last subscript: a parallel loop whose tiles hold a vector (shorter ones would
-/// run single lanes only).
+/// whether each is an f32 tile in LDM (`buffered`), the lanes loop (the target's last
+/// subscript, a parallel loop), and the loops before it in the row of a nest touching the
+/// accesses `touched` ([`lanewise::run`]), when a tile's row holds a vector (shorter ones
+/// would run single lanes only).
+#[allow(clippy::type_complexity)]
 fn lanes_of<'k>(
     p: &Program,
     k: &'k Kernel,
     s: &Schedule,
     lanes: usize,
     buffered: &[bool],
-) -> Option<(Vec<Cow<'k, Access>>, Vec<bool>, usize)> {
+    touched: &[usize],
+) -> Option<(Vec<Cow<'k, Access>>, Vec<bool>, usize, Vec<usize>)> {
     if lanes < 2 || !k.target_is_dense() {
         return None;
     }
@@ -157,10 +186,15 @@ fn lanes_of<'k>(
         Index::Affine(x) if x.terms.len() == 1 && x.terms[0].1 == 1 => x.terms[0].0,
         _ => return None,
     };
-    if k.loops[lanes_loop].kind != LoopKind::Parallel || s.tiles[lanes_loop] < lanes {
+    if k.loops[lanes_loop].kind != LoopKind::Parallel {
         return None;
     }
-    Some((all, f32_tile, lanes_loop))
+    let mut run = lanewise::run(k, s, lanes_loop, touched);
+    if run.iter().map(|&l| s.tiles[l]).product::<usize>() < lanes {
+        return None;
+    }
+    run.pop();
+    Some((all, f32_tile, lanes_loop, run))
 }
 
 /// The plan for the epilogue of kernel `k` (a reduction's, run on each target element once
@@ -171,7 +205,9 @@ fn lanes_of<'k>(
 /// stored from the vectors of `acc` as well.
 pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered: &[bool]) -> Option<Plan> {
     let epilogue = k.stmt.epilogue.as_ref()?;
-    let (all, f32_tile, lanes_loop) = lanes_of(p, k, s, lanes, buffered)?;
+    let mut touched = lanewise::reads(k, epilogue);
+    touched.extend(keep_index(k));
+    let (all, f32_tile, lanes_loop, run) = lanes_of(p, k, s, lanes, buffered, &touched)?;
     let mut nodes = Vec::new();
     add_nodes(epilogue, &all, &mut nodes)?;
     let keep = match keep_index(k) {
@@ -211,7 +247,7 @@ pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize,
         lanes,
         &all,
         &f32_tile,
-        lanes_loop,
+        (lanes_loop, run),
         nodes,
         Fold::Store,
         Vec::new(),
@@ -219,9 +255,9 @@ pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize,
     Some(Plan { keep, ..plan })
 }
 
-/// The plan from its nodes, once each load's step along the lanes is known (a load of what
-/// the target writes only as the epilogue's `acc`, access 0), and the widest block that fits
-/// the registers.
+/// The plan from its nodes along the lanes loop and the loops before it in its row, once each
+/// load's step along the lanes is known (a load of what the target writes only as the
+/// epilogue's `acc`, access 0), and the widest block that fits the registers.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     p: &Program,
@@ -230,7 +266,7 @@ fn finish(
     lanes: usize,
     all: &[Cow<'_, Access>],
     f32_tile: &[bool],
-    lanes_loop: usize,
+    (lanes_loop, run): (usize, Vec<usize>),
     mut nodes: Vec<Node>,
     fold: Fold,
     reduce: Vec<usize>,
@@ -247,16 +283,20 @@ fn finish(
     let shared = nodes.iter().filter(|n| n.shared()).count();
     let per_vector = nodes.len() - shared + usize::from(!matches!(fold, Fold::Store));
     let fits = |v: usize| shared + v * per_vector <= REGISTERS;
-    let widest = (s.tiles[lanes_loop] / lanes).clamp(1, LANEWISE_VECTORS);
+    let row: usize = run.iter().chain([&lanes_loop]).map(|&l| s.tiles[l]).product();
+    let widest = (row / lanes).clamp(1, LANEWISE_VECTORS);
     let vectors = (0..=LANEWISE_VECTORS.trailing_zeros())
         .map(|e| 1 << e)
         .filter(|&v| v <= widest && fits(v))
         .max()?;
     let outer = (0..k.loops.len())
-        .filter(|&l| k.loops[l].kind == LoopKind::Parallel && l != lanes_loop)
+        .filter(|&l| k.loops[l].kind == LoopKind::Parallel && l != lanes_loop && !run.contains(&l))
         .collect();
+    let lengths = lanewise::row_lengths(k, s, &[&run[..], &[lanes_loop]].concat());
     Some(Plan {
         lanes_loop,
+        run,
+        lengths,
         outer,
         reduce,
         keep: None,
@@ -458,37 +498,108 @@ impl Gen<'_> {
         out.extend(self.point_loops(&p.outer, lanes));
     }
 
-    /// The lanes loops at one outer point: blocks of decreasing width, then single lanes.
+    /// The lanes loops at one outer point: blocks of decreasing width, then single lanes;
+    /// along a row through several loops, those before the lanes loop at their origins.
     fn lanewise_loops(&self, v: &Vars, scalar: Vec<Stmt>, scalar_ops: Ops) -> Vec<Stmt> {
         let p = &v.plan;
         let l = p.lanes_loop;
-        let (o, n) = (self.origin(l), self.extent(l));
+        let o = self.origin(l);
+        let n = Int::product(p.run.iter().chain([&l]).map(|&l| self.extent(l)).collect());
+        let mut out = Vec::new();
+        // Per loop before the lanes: its point, once; and the row's length.
+        charge_once(&mut out, int(2 * p.run.len() as u32));
+        for &r in &p.run {
+            out.push(Stmt::Set(self.point[r], self.origin(r)));
+        }
         // The start of the lanes after the whole multiples of `m` lanes.
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let widths: Vec<usize> = (0..=p.vectors.trailing_zeros()).rev().map(|e| 1 << e).collect();
-        let mut out = Vec::new();
         // Per width and for the single lanes: the bound, a multiple by shifts, once.
         charge_once(&mut out, int(3 * (widths.len() as u32 + 1)));
+        // The widest blocks in a loop; each narrower width runs at most once, after the
+        // wider ones (an `if`, which a C compiler drops where the row's length is known and
+        // the block cannot run).
         for (w, &width) in widths.iter().enumerate() {
             let span = width * p.lanes;
-            let from = match w {
-                0 => o.clone(),
-                _ => multiple(2 * span),
+            let runs = |n: usize| match w {
+                0 => n >= span,
+                _ => n % (2 * span) >= span,
             };
-            out.push(Stmt::For {
-                var: self.point[l],
-                from,
-                to: multiple(span),
-                step: Int::Const(span as i64),
-                body: self.lanewise_block(v, width),
+            if !p.some_row(runs) {
+                continue;
+            }
+            let body = self.lanewise_block(v, width);
+            out.push(match w {
+                0 => Stmt::For {
+                    var: self.point[l],
+                    from: o.clone(),
+                    to: multiple(span),
+                    step: Int::Const(span as i64),
+                    body,
+                },
+                _ => {
+                    let mut then = vec![Stmt::Set(self.point[l], multiple(2 * span))];
+                    then.extend(body);
+                    Stmt::If {
+                        cond: Cond::Lt(multiple(2 * span), multiple(span)),
+                        then,
+                        otherwise: Vec::new(),
+                    }
+                }
             });
         }
-        out.push(Stmt::For {
-            var: self.point[l],
-            from: multiple(p.lanes),
-            to: o + n,
-            step: Int::Const(1),
-            body: self.scalar_lane(&p.reduce, scalar, scalar_ops),
+        let lanes = p.lanes;
+        let singles = || {
+            vec![Stmt::For {
+                var: self.point[l],
+                from: multiple(lanes),
+                to: o.clone() + n.clone(),
+                step: Int::Const(1),
+                body: self.scalar_lane(&p.reduce, scalar.clone(), scalar_ops),
+            }]
+        };
+        let short = p.some_row(|n| n % lanes != 0 && n < lanes);
+        // A map stores the lanes left in a row that holds a whole vector as one more vector,
+        // the row's last, over lanes already stored: they take the same values again.
+        if !(p.restores() && p.some_row(|n| n % lanes != 0 && n >= lanes)) {
+            if short || (!p.restores() && p.some_row(|n| n % lanes != 0)) {
+                out.extend(singles());
+            }
+            return out;
+        }
+        let mut last = Vec::new();
+        charge_once(&mut last, int(2));
+        last.push(Stmt::Set(
+            self.point[l],
+            o.clone() + n.clone() - Int::Const(lanes as i64),
+        ));
+        // Its flops count the lanes left only: the others' were counted by their blocks.
+        let mut block = self.lanewise_block(v, 1);
+        let mut flops = 0;
+        for s in &mut block {
+            if let Stmt::Charge { ops, count } = s {
+                debug_assert!(*count == Int::Const(1) || ops.flops == 0, "a map's block runs once");
+                flops += std::mem::take(&mut ops.flops);
+            }
+        }
+        last.extend(block);
+        let left = n.clone() - n.clone() / Int::Const(lanes as i64) * Int::Const(lanes as i64);
+        let per_lane = Ops {
+            flops: flops / lanes as u32,
+            ..Ops::ZERO
+        };
+        charge(&mut last, per_lane, left);
+        charge_once(&mut out, int(2) + branch(2));
+        out.push(Stmt::If {
+            cond: Cond::All(vec![
+                Cond::Lt(multiple(lanes), o.clone() + n.clone()),
+                Cond::Lt(Int::Const(lanes as i64 - 1), n.clone()),
+            ]),
+            then: last,
+            otherwise: match short {
+                true => singles(),
+                false => Vec::new(),
+            },
         });
         out
     }
