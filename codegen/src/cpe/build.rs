@@ -1341,6 +1341,9 @@ impl Gen<'_> {
     /// Fills of the buffers placed at `depth`.
     fn fills(&self, out: &mut Vec<Stmt>, depth: usize) {
         let here = |l: usize| (self.origin(l), self.extent(l));
+        // The single buffers' gets are all issued first, so that their latencies overlap,
+        // and then waited for (padded, broadcast) one by one.
+        let mut arrivals = Vec::new();
         for i in 0..self.all.len() {
             if !self.buffered(i) || self.s.buffers[i].depth != depth {
                 continue;
@@ -1405,12 +1408,13 @@ impl Gen<'_> {
                 out.push(Stmt::Comment(format!("'{tensor}'")));
                 let ops = self.box_lines(out, i, None, &here);
                 charge_once(out, ops);
-                let mut arrived = self.dma(i, false, Half::Single, None);
-                arrived.push(self.wait(i));
+                out.extend(self.owner_only(i, self.dma(i, false, Half::Single, None)));
+                let mut arrived = vec![self.wait(i)];
                 arrived.extend(self.pad(i, Half::Single, None));
-                out.extend(self.arrive(i, arrived, Half::Single, None));
+                arrivals.extend(self.arrive(i, arrived, Half::Single, None));
             }
         }
+        out.extend(arrivals);
     }
 
     /// `stmts` (a shared buffer's DMA), on the owner of its mesh line only, with the test's

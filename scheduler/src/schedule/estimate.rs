@@ -7,8 +7,9 @@
 //!   contiguous block of its box, plus the memory lines those blocks touch over the
 //!   bandwidth (a block of `b` bytes of `e`-byte elements at a random element alignment
 //!   touches `1 + (b - e) / line` lines on average);
-//! - a CPE waits a get's latency for every get of a single buffer and for a double buffer's
-//!   first (its later gets are issued a tile ahead, and their latency is taken as hidden),
+//! - a CPE waits a get's latency for every visit of the single buffers filled at one depth
+//!   (their gets are issued together) and for a double buffer's first get (its later gets
+//!   are issued a tile ahead, and their latency is taken as hidden),
 //!   and, as the CPEs walk their tiles in step, for the queue to serve every CPE's gets into
 //!   single buffers: the queue time of those gets adds to the CPEs' own time instead of
 //!   overlapping it;
@@ -298,6 +299,9 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                     .collect();
                 let mut e = Segment::default();
                 let mut waited = 0;
+                // Per depth, the visits of its single buffers (read boxes), whose gets are
+                // issued together and waited for once.
+                let mut single_visits = vec![0; order.len() + 1];
                 for a in access_traffic(k, p, &seg_tiles, ranges, order) {
                     let (get, put, box_bytes) = transfer(a.access, &seg_tiles);
                     e.own += a.gets as f64 * finishing(a.access, &seg_tiles, ranges);
@@ -307,6 +311,10 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                     let b = s.buffers.get(a.access);
                     let (q, w) = (a.gets as f64 * get + a.puts as f64 * put, a.gets as f64 * get);
                     let double = b.is_some_and(|b| b.double);
+                    let mut single = |gets: usize| {
+                        let at = &mut single_visits[b.map_or(0, |b| b.depth)];
+                        *at = (*at).max(gets);
+                    };
                     match b.and_then(|b| b.shared) {
                         Some(line) => {
                             // The line's owner fetches; every CPE of the line then waits for
@@ -319,8 +327,10 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 e.shared_stall[slot] += w;
                             }
                             // A double buffer's first get is waited for too.
-                            let waits = if double { a.gets.min(1) } else { a.gets };
-                            e.shared_wait += waits as f64 * d.get_latency_cycles;
+                            match double {
+                                true => e.shared_wait += a.gets.min(1) as f64 * d.get_latency_cycles,
+                                false => single(a.gets),
+                            }
                             let bytes = box_bytes.next_multiple_of(REGISTER_BYTES);
                             let moved = match t.regcomm_latency_cycles {
                                 Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
@@ -332,7 +342,11 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                         None => {
                             e.queue += q;
                             if !double {
-                                waited += a.gets;
+                                // A target read first gets and waits on its own.
+                                match a.access {
+                                    0 => waited += a.gets,
+                                    _ => single(a.gets),
+                                }
                                 e.stalled += w;
                             } else {
                                 // A double buffer's first get is waited for too.
@@ -341,6 +355,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                         }
                     }
                 }
+                waited += single_visits.iter().sum::<usize>();
                 let points: f64 = ranges.iter().map(|&r| r as f64).product();
                 let per_point = match &blocked {
                     Some(b) => {
