@@ -192,7 +192,13 @@ fn schedule_reports_every_kernel() {
     let text = swflow(&["schedule", "examples/lenet/model.onnx", "--emit", "loops"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("kernel c1/0 = conv @\"conv1\""), "{text}");
-    assert!(text.contains("partition [n, m, o0] 168 points, 3 per CPE"));
+    // Its six output channels by 28 rows split over the CPEs, whichever way the estimate
+    // prefers.
+    let partition = text
+        .lines()
+        .skip_while(|l| !l.starts_with("kernel c1/0 "))
+        .find(|l| l.trim_start().starts_with("partition ["));
+    assert!(partition.is_some_and(|l| l.contains(" 168 points")), "{text}");
 }
 
 #[test]
