@@ -163,10 +163,11 @@ pub fn may_share(k: &Kernel, s: &Schedule, target: &Target, i: usize, line: Mesh
 /// spread over eight fetchers may run faster).
 pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target) {
     let budget = target.ldm_budget();
+    let allowed = lines(k, s, target);
     let shared = |across: bool| {
         let mut t = s.clone();
-        for (i, lines) in lines(k, s, target).into_iter().enumerate() {
-            t.buffers[i].shared = lines.into_iter().find(|&l| across || l != MeshLine::Mesh);
+        for (i, lines) in allowed.iter().enumerate() {
+            t.buffers[i].shared = lines.iter().copied().find(|&l| across || l != MeshLine::Mesh);
             if t.ldm_bytes(k, target) > budget {
                 t.buffers[i].shared = None;
             }

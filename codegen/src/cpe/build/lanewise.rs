@@ -558,11 +558,13 @@ impl Gen<'_> {
                 body: self.scalar_lane(&p.reduce, scalar.clone(), scalar_ops),
             }]
         };
-        let short = p.some_row(|n| n % lanes != 0 && n < lanes);
         // A map stores the lanes left in a row that holds a whole vector as one more vector,
-        // the row's last, over lanes already stored: they take the same values again.
-        if !(p.restores() && p.some_row(|n| n % lanes != 0 && n >= lanes)) {
-            if short || (!p.restores() && p.some_row(|n| n % lanes != 0)) {
+        // the row's last, over lanes already stored: they take the same values again. The
+        // other rows with lanes left run them singly.
+        let overlaps = p.restores() && p.some_row(|n| n % lanes != 0 && n >= lanes);
+        let singly = p.some_row(|n| n % lanes != 0 && (n < lanes || !overlaps));
+        if !overlaps {
+            if singly {
                 out.extend(singles());
             }
             return out;
@@ -596,7 +598,7 @@ impl Gen<'_> {
                 Cond::Lt(Int::Const(lanes as i64 - 1), n.clone()),
             ]),
             then: last,
-            otherwise: match short {
+            otherwise: match singly {
                 true => singles(),
                 false => Vec::new(),
             },
