@@ -318,12 +318,24 @@ mod tests {
         assert_eq!(
             charges("swflow_pad_box(void", 5),
             expect(&[
+                (&DMA_PAD_EMPTY_OPS, "rank"),
                 (&DMA_SPREAD_SETUP_OPS, "rank"),
                 (&DMA_SPREAD_PLANE_OPS, "rank"),
-                (&DMA_SPREAD_ROW_OPS, "rows - end"),
-                (&DMA_PAD_PLANE_OPS, "rank"),
-                (&DMA_PAD_ROW_OPS, "rows")
+                (&DMA_SPREAD_ROW_OPS, "rows"),
+                (&DMA_PAD_DEEP_OPS, "rank")
             ])
+        );
+        assert_eq!(
+            charges("swflow_pad_run(char", 3),
+            expect(&[
+                (&DMA_PAD_RUN_OPS, "1"),
+                (&DMA_PAD_SPLAT_OPS, "1"),
+                (&DMA_PAD_VECTOR_OPS, "(n + SWFLOW_F32_LANES - 1) / SWFLOW_F32_LANES")
+            ])
+        );
+        assert_eq!(
+            charges("swflow_pad_outside(char", 2),
+            expect(&[(&DMA_PAD_SLAB_OPS, "1"), (&DMA_PAD_STEP_OPS, "sub[j]")])
         );
     }
 

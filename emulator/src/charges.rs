@@ -78,10 +78,11 @@ pub const DMA_SPREAD_PLANE_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// Per moved row (the loop's control and both places from the row after).
+/// Per row of a packed box (the loop's control, both places from the row after, and whether
+/// the row moves: all but the very first do).
 pub const DMA_SPREAD_ROW_OPS: Ops = Ops {
     integer: 5,
-    branch: 1,
+    branch: 2,
     ..Ops::ZERO
 };
 
@@ -119,20 +120,56 @@ pub const DMA_MOVE_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// Per plane of a clipped box's LDM buffer, for each dimension (whether the plane is inside,
-/// and the next plane's index).
-pub const DMA_PAD_PLANE_OPS: Ops = Ops {
-    load: 3,
-    integer: 5,
+/// `swflow_pad_box` for a box that misses its tensor, per dimension (the box's size).
+pub const DMA_PAD_EMPTY_OPS: Ops = Ops {
+    load: 1,
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// `swflow_pad_box`, per dimension of a box that meets its tensor (the dimension's pitch, and
+/// whether anything of it lies outside still).
+pub const DMA_PAD_DEEP_OPS: Ops = Ops {
+    load: 2,
+    integer: 4,
     branch: 2,
     ..Ops::ZERO
 };
 
-/// Per row of a clipped box's LDM buffer (the loop's control, its place and whether it is
-/// inside).
-pub const DMA_PAD_ROW_OPS: Ops = Ops {
+/// `swflow_pad_outside`, per call (the range's end and both runs' places and lengths).
+pub const DMA_PAD_SLAB_OPS: Ops = Ops {
+    load: 5,
     integer: 8,
     branch: 2,
+    ..Ops::ZERO
+};
+
+/// `swflow_pad_outside`, per index of the clipped range it walks (its place and the loop's
+/// control).
+pub const DMA_PAD_STEP_OPS: Ops = Ops {
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// `swflow_pad_run`, per run (its test).
+pub const DMA_PAD_RUN_OPS: Ops = Ops {
+    integer: 2,
+    branch: 1,
+    ..Ops::ZERO
+};
+
+/// `swflow_pad_run` in vectors, once per run (the pad value's broadcast load).
+pub const DMA_PAD_SPLAT_OPS: Ops = Ops { load: 1, ..Ops::ZERO };
+
+/// `swflow_pad_run` in vectors, per vector (an unaligned store, `simd_storeu`: two LDM
+/// accesses and a merge; the loop's control and the address).
+pub const DMA_PAD_VECTOR_OPS: Ops = Ops {
+    store: 2,
+    fp: 1,
+    integer: 2,
+    branch: 1,
     ..Ops::ZERO
 };
 

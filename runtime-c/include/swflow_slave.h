@@ -424,26 +424,86 @@ static inline int swflow_dma_box_padded(void *ldm, char *main, int rank, const l
     }
 }
 
-/* Finishes a guarded read's box once swflow_dma_box_padded's transfers are complete: moves
- * packed rows to their places (last first: each row's place is at or after its packed
- * position, so no row is overwritten before it moves), then sets every element outside the
- * clipped box to the value at `pad`: each LDM row whole when it lies outside, else its two
- * ends. Both walk the rows in planes (the rows of one index of every dimension but the last
- * two), finding a plane's first row from its index and each row of it from the one before. */
+/* Sets `n` elements of `elem` bytes from `to` on to the value at `pad`: f32 elements a vector
+ * at a time when the run holds at least a vector (its last vector overlapping the one before
+ * when the run is not whole vectors), other runs one element at a time. */
+static inline void swflow_pad_run(char *to, long n, long elem, const void *pad)
+{
+    /* The run's test. */
+    SWFLOW_CHARGE(1, .integer = 2, .branch = 1);
+#if SWFLOW_F32_LANES > 1
+    if (elem == 4 && n >= SWFLOW_F32_LANES) {
+        swflow_f32v_t v;
+        long i;
+        /* The pad value in every lane (a broadcast load). */
+        SWFLOW_CHARGE(1, .load = 1);
+        /* Per vector stored (unaligned: two LDM accesses and a merge), the loop's control and
+         * its address. */
+        SWFLOW_CHARGE((n + SWFLOW_F32_LANES - 1) / SWFLOW_F32_LANES, .fp = 1, .store = 2, .integer = 2, .branch = 1);
+        simd_loade(v, (const float *)pad);
+        for (i = 0; i + SWFLOW_F32_LANES <= n; i += SWFLOW_F32_LANES)
+            simd_storeu(v, (float *)to + i);
+        if (i < n)
+            simd_storeu(v, (float *)to + n - SWFLOW_F32_LANES);
+        return;
+    }
+#endif
+    swflow_pad_row(to, 0, n, elem, pad);
+}
+
+/* Sets the elements of a box of `extent` (element pitches `pitch`) that lie outside its
+ * clipped box `at`/`sub` to the value at `pad`, within the part at `to` of one index of every
+ * dimension before `j`: the runs before and after the clipped box's range of dimension `j`
+ * (each a slab of the dimensions after it, contiguous), then, unless `j` is `deep`, each index
+ * of that range in turn, one dimension further. Every dimension after `deep` lies inside the
+ * clipped box, or (the last) had its rows' ends padded as they moved. */
+static inline void swflow_pad_outside(char *to, int j, int deep, const long *extent, const long *at,
+                                      const long *sub, const long *pitch, long elem, const void *pad)
+{
+    long i, after = at[j] + sub[j];
+    /* The call, the range's end and both runs' places and lengths. */
+    SWFLOW_CHARGE(1, .load = 5, .integer = 8, .branch = 2);
+    swflow_pad_run(to, at[j] * pitch[j], elem, pad);
+    swflow_pad_run(to + after * pitch[j] * elem, (extent[j] - after) * pitch[j], elem, pad);
+    if (j == deep)
+        return;
+    /* Per index of the range: its place and the loop's control. */
+    SWFLOW_CHARGE(sub[j], .integer = 2, .branch = 1);
+    for (i = at[j]; i < after; i++)
+        swflow_pad_outside(to + i * pitch[j] * elem, j + 1, deep, extent, at, sub, pitch, elem, pad);
+}
+
+/* Finishes a guarded read's box once swflow_dma_box_padded's transfers are complete. Packed
+ * rows move to their places, last first (each row's place is at or after its packed position,
+ * so no row is overwritten before it moves), and each row's two ends are set to the value at
+ * `pad` once it is in place (they lie past every packed row not yet moved). Then
+ * swflow_pad_outside sets the rest of the box outside the clipped box, in contiguous runs; a
+ * box that misses the tensor is one run. The moves walk the rows in planes (the rows of one
+ * index of every dimension but the last two), finding a plane's first row from its index and
+ * each row of it from the one after. */
 static inline void swflow_pad_box(void *ldm, int rank, const long *shape, const long *start, const long *extent,
                                   long elem, const void *pad)
 {
     long lo[SWFLOW_MAX_RANK], at[SWFLOW_MAX_RANK], sub[SWFLOW_MAX_RANK], index[SWFLOW_MAX_RANK];
-    long lpitch[SWFLOW_MAX_RANK];
-    long planes = 1, rows, r, k, width, first, n, plane, end;
-    int j, outside, inner;
+    long lpitch[SWFLOW_MAX_RANK], pitch[SWFLOW_MAX_RANK];
+    long planes = 1, rows, r, k, width, first, n, plane, total = 1;
+    int j, inner, packed, deep = -1;
     char *dst = (char *)ldm, *to, *from;
     if (!swflow_clip(rank, shape, start, extent, lo, at, sub))
         return;
     width = extent[rank - 1];
+    if (sub[0] == 0) {
+        /* The box's size, per dimension. */
+        SWFLOW_CHARGE(rank, .load = 1, .integer = 2, .branch = 1);
+        for (j = 0; j < rank; j++)
+            total *= extent[j];
+        swflow_pad_run(dst, total, elem, pad);
+        return;
+    }
     /* The dimension of a plane's rows (none for a rank-1 box: one plane of one row). */
     inner = rank - 2;
-    if (sub[0] != 0 && swflow_clip_packed(rank, extent, sub)) {
+    packed = swflow_clip_packed(rank, extent, sub);
+    if (packed) {
         n = sub[rank - 1];
         first = swflow_clip_first(rank, extent, at, elem);
         for (j = rank - 1; j >= 0; j--)
@@ -464,11 +524,14 @@ static inline void swflow_pad_box(void *ldm, int rank, const long *shape, const 
                 to += index[j] * lpitch[j];
             to += (rows - 1) * lpitch[inner];
             from = dst + first + k * n * elem;
-            end = plane == 0 ? 1 : 0;
-            /* Per row: the loop's control and both places from the row after. */
-            SWFLOW_CHARGE(rows - end, .integer = 5, .branch = 1);
-            for (r = rows - 1; r >= end; r--) {
-                swflow_move_up(to, from, n, elem);
+            /* Per row: the loop's control, both places from the row after and whether the row
+             * moves (all but the very first). */
+            SWFLOW_CHARGE(rows, .integer = 5, .branch = 2);
+            for (r = rows - 1; r >= 0; r--) {
+                if (r > 0 || plane > 0)
+                    swflow_move_up(to, from, n, elem);
+                swflow_pad_row(to - at[rank - 1] * elem, 0, at[rank - 1], elem, pad);
+                swflow_pad_row(to, n, width - at[rank - 1], elem, pad);
                 to -= lpitch[inner];
                 from -= n * elem;
             }
@@ -479,37 +542,16 @@ static inline void swflow_pad_box(void *ldm, int rank, const long *shape, const 
                 index[j] = sub[j] - 1;
             }
         }
-        planes = 1;
     }
-    for (j = 0; j < inner; j++) {
-        planes *= extent[j];
-        index[j] = 0;
+    /* Per dimension: its pitch, and whether anything of it lies outside still. */
+    SWFLOW_CHARGE(rank, .load = 2, .integer = 4, .branch = 2);
+    for (j = rank - 1; j >= 0; j--) {
+        pitch[j] = j == rank - 1 ? 1 : pitch[j + 1] * extent[j + 1];
+        if (deep < 0 && sub[j] != extent[j] && (j != rank - 1 || !packed))
+            deep = j;
     }
-    rows = inner >= 0 ? extent[inner] : 1;
-    for (plane = 0; plane < planes; plane++) {
-        /* Whether the plane lies outside, and the next plane's index (per dimension). */
-        SWFLOW_CHARGE(rank, .load = 3, .integer = 5, .branch = 2);
-        outside = sub[0] == 0;
-        for (j = 0; j < inner; j++)
-            if (index[j] < at[j] || index[j] >= at[j] + sub[j])
-                outside = 1;
-        /* Per row: the loop's control, its place and whether it lies outside. */
-        SWFLOW_CHARGE(rows, .integer = 8, .branch = 2);
-        for (r = 0; r < rows; r++) {
-            to = dst + (plane * rows + r) * width * elem;
-            if (outside || (inner >= 0 && (r < at[inner] || r >= at[inner] + sub[inner]))) {
-                swflow_pad_row(to, 0, width, elem, pad);
-            } else {
-                swflow_pad_row(to, 0, at[rank - 1], elem, pad);
-                swflow_pad_row(to, at[rank - 1] + sub[rank - 1], width, elem, pad);
-            }
-        }
-        for (j = inner - 1; j >= 0; j--) {
-            if (++index[j] < extent[j])
-                break;
-            index[j] = 0;
-        }
-    }
+    if (deep >= 0)
+        swflow_pad_outside(dst, 0, deep, extent, at, sub, pitch, elem, pad);
 }
 
 /* Position `i` of a gathered subscript into a dimension of `extent`: negative values count

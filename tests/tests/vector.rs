@@ -168,3 +168,32 @@ fn charges_are_the_operations_executed() {
         }
     }
 }
+
+/// Rows shorter than a vector run as head vectors up to the end of their buffers: an f32
+/// buffer has room for a vector past its last element (`Buffer::capacity`), so no block of the
+/// products whose rows are all shorter than a vector (the 3-wide rows on both targets, the
+/// 7-wide rows on SW26010-Pro) falls back to single lanes, which fold one product at a time.
+/// Counted by a program that reports, through the flops counter, every such fold it executes.
+#[test]
+fn rows_shorter_than_a_vector_run_no_single_lanes() {
+    let g = model();
+    let inputs = seeded_inputs(&g, 3);
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let folds = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
+            count_issued_as_flops(f, &mut |s| u32::from(matches!(s, Stmt::Fold { .. })))
+        })
+        .unwrap()
+        .run(&p, &target, &inputs)
+        .unwrap();
+        let short: &[&str] = match target.f32_vector_lanes {
+            8 => &["k_hy", "k_gy"],
+            _ => &["k_hy"],
+        };
+        let rows = kernels(serde_json::to_value(&folds.report).unwrap());
+        for name in short {
+            let row = rows.iter().find(|r| r["kernel"] == *name).expect("a reported kernel");
+            assert_eq!(row["flops"].as_u64(), Some(0), "{}: kernel {name}", target.name);
+        }
+    }
+}

@@ -13,9 +13,9 @@ use swflow_scheduler::schedule::clip::{box_transfers, Clipped, Transfer};
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
-    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_FILL_OPS,
-    DMA_PAD_PLANE_OPS, DMA_PAD_ROW_OPS, DMA_PAD_SETUP_OPS, DMA_SPREAD_PLANE_OPS, DMA_SPREAD_ROW_OPS,
-    DMA_SPREAD_SETUP_OPS,
+    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_DEEP_OPS,
+    DMA_PAD_EMPTY_OPS, DMA_PAD_FILL_OPS, DMA_PAD_RUN_OPS, DMA_PAD_SETUP_OPS, DMA_PAD_SLAB_OPS, DMA_PAD_SPLAT_OPS,
+    DMA_PAD_STEP_OPS, DMA_PAD_VECTOR_OPS, DMA_SPREAD_PLANE_OPS, DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
 };
 
 /// A function compiled code calls.
@@ -381,10 +381,11 @@ pub unsafe extern "C" fn swflow_jit_dma_box_padded(
     )
 }
 
-/// runtime-c's `swflow_pad_box`, charging the same operations in the same order; `pad`
-/// holds the pad value's bits in its low `elem` bytes, and `lanes` is the machine's f32
-/// vector lanes (`SWFLOW_F32_LANES`: rows of f32 of at least a vector move a vector at a time
-/// where it has more than one). 0, or -1 after a violation.
+/// runtime-c's `swflow_pad_box`, charging the same operations; `pad` holds the pad value's
+/// bits in its low `elem` bytes, and `lanes` is the machine's f32 vector lanes
+/// (`SWFLOW_F32_LANES`: where it has more than one, rows of f32 of at least a vector move, and
+/// runs of f32 of at least a vector are padded, a vector at a time). 0, or -1 after a
+/// violation.
 ///
 /// # Safety
 /// `shape`, `start` and `extent` point to `rank` readable values, and `ldm` to a buffer of
@@ -410,21 +411,56 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
     if !c.is_empty() && !charge(&DMA_PACK_CHECK_OPS, n) {
         return -1;
     }
-    // Rows come in planes: the rows of one index of every dimension but the last two.
-    let rows_of = |extents: &[usize]| if n >= 2 { extents[n - 2] } else { 1 };
-    let planes_of = |extents: &[usize]| -> usize { extents[..n.saturating_sub(2)].iter().product() };
+    let bits = pad.to_le_bytes();
+    let vectors = if elem == 4 && lanes > 1 { lanes as usize } else { 0 };
+    // swflow_pad_run: `len` elements from element `from` set to the pad value.
+    let run = |from: usize, len: usize| -> bool {
+        if !charge(&DMA_PAD_RUN_OPS, 1) {
+            return false;
+        }
+        let charged = match vectors {
+            l if l > 0 && len >= l => charge(&DMA_PAD_SPLAT_OPS, 1) && charge(&DMA_PAD_VECTOR_OPS, len.div_ceil(l)),
+            _ => charge(&DMA_PAD_FILL_OPS, len),
+        };
+        if charged {
+            for i in from..from + len {
+                std::ptr::copy_nonoverlapping(bits.as_ptr(), at(i), elem);
+            }
+        }
+        charged
+    };
+    if c.is_empty() {
+        return match charge(&DMA_PAD_EMPTY_OPS, n) && run(0, boxed.iter().product()) {
+            true => 0,
+            false => -1,
+        };
+    }
+    let last = n - 1;
+    let mut pitch = vec![1usize; n];
+    for j in (0..last).rev() {
+        pitch[j] = pitch[j + 1] * boxed[j + 1];
+    }
     if c.packed {
         if !charge(&DMA_PACK_FIRST_OPS, n) || !charge(&DMA_SPREAD_SETUP_OPS, n) {
             return -1;
         }
-        let vectors = if elem == 4 && lanes > 1 { lanes as usize } else { 0 };
-        let (rows, planes) = (rows_of(&c.extent), planes_of(&c.extent));
-        for plane in (0..planes).rev() {
-            let moved = rows - usize::from(plane == 0);
-            if !charge(&DMA_SPREAD_PLANE_OPS, n) || !charge(&DMA_SPREAD_ROW_OPS, moved) {
-                return -1;
-            }
+        let rows = if n >= 2 { c.extent[n - 2] } else { 1 };
+        let planes: usize = c.extent[..n.saturating_sub(2)].iter().product();
+        if !charge(&DMA_SPREAD_PLANE_OPS, n * planes) || !charge(&DMA_SPREAD_ROW_OPS, rows * planes) {
+            return -1;
         }
+        // A row in place, its data from element `to`, has its two ends padded.
+        let (before, width) = (c.at[last], boxed[last]);
+        let after = width - before - c.extent[last];
+        let ends = |to: usize| -> bool {
+            let charged = charge(&DMA_PAD_FILL_OPS, before) && charge(&DMA_PAD_FILL_OPS, after);
+            if charged {
+                for i in (to - before..to).chain(to + c.extent[last]..to + c.extent[last] + after) {
+                    std::ptr::copy_nonoverlapping(bits.as_ptr(), at(i), elem);
+                }
+            }
+            charged
+        };
         for m in c.moves(&boxed) {
             let charged = match vectors {
                 l if l > 0 && m.len >= l => {
@@ -436,50 +472,52 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
                 return -1;
             }
             std::ptr::copy(at(m.from), at(m.to), m.len * elem);
-        }
-    }
-    let width = boxed[n - 1];
-    let bits = pad.to_le_bytes();
-    let fill = |row: usize, from: usize, to: usize| -> bool {
-        if !charge(&DMA_PAD_FILL_OPS, to - from) {
-            return false;
-        }
-        for i in from..to {
-            std::ptr::copy_nonoverlapping(bits.as_ptr(), at(row * width + i), elem);
-        }
-        true
-    };
-    let outer = n.saturating_sub(2);
-    let (rows, planes) = (rows_of(&boxed), planes_of(&boxed));
-    let mut index = vec![0usize; outer];
-    let within = |j: usize, i: usize| i >= c.at[j] && i < c.at[j] + c.extent[j];
-    for plane in 0..planes {
-        if !charge(&DMA_PAD_PLANE_OPS, n) || !charge(&DMA_PAD_ROW_OPS, rows) {
-            return -1;
-        }
-        let plane_inside = !c.is_empty() && (0..outer).all(|j| within(j, index[j]));
-        for r in 0..rows {
-            let row = plane * rows + r;
-            let inside = plane_inside && (n < 2 || within(n - 2, r));
-            let filled = if inside {
-                let (a, e) = (c.at[n - 1], c.extent[n - 1]);
-                fill(row, 0, a) && fill(row, a + e, width)
-            } else {
-                fill(row, 0, width)
-            };
-            if !filled {
+            if !ends(m.to) {
                 return -1;
             }
         }
-        for j in (0..outer).rev() {
-            index[j] += 1;
-            if index[j] < boxed[j] {
-                break;
-            }
-            index[j] = 0;
+        // The very first row is in place from the start.
+        if !ends((0..n).map(|j| c.at[j] * pitch[j]).sum()) {
+            return -1;
         }
     }
-    0
+    if !charge(&DMA_PAD_DEEP_OPS, n) {
+        return -1;
+    }
+    let Some(deep) = (0..n)
+        .rev()
+        .find(|&j| c.extent[j] != boxed[j] && (j != last || !c.packed))
+    else {
+        return 0;
+    };
+    match pad_outside(0, 0, deep, &c, &boxed, &pitch, &run) {
+        true => 0,
+        false => -1,
+    }
+}
+
+/// runtime-c's `swflow_pad_outside`: sets the elements of `boxed` outside the clipped box
+/// `c` by `run` (element pitches `pitch`), within the part at element `to` of one index of
+/// every dimension before `j`, down to dimension `deep`; false after a violation.
+fn pad_outside(
+    to: usize,
+    j: usize,
+    deep: usize,
+    c: &Clipped,
+    boxed: &[usize],
+    pitch: &[usize],
+    run: &dyn Fn(usize, usize) -> bool,
+) -> bool {
+    let after = c.at[j] + c.extent[j];
+    if !charge(&DMA_PAD_SLAB_OPS, 1)
+        || !run(to, c.at[j] * pitch[j])
+        || !run(to + after * pitch[j], (boxed[j] - after) * pitch[j])
+    {
+        return false;
+    }
+    j == deep
+        || charge(&DMA_PAD_STEP_OPS, c.extent[j])
+            && (c.at[j]..after).all(|i| pad_outside(to + i * pitch[j], j + 1, deep, c, boxed, pitch, run))
 }
 
 /// runtime-c's `swflow_pow_i64`: `a` to the power `b`, wrapping; negative powers of integers

@@ -324,7 +324,7 @@ impl Parser<'_> {
         if self.pos < self.toks.len() {
             return self.err("text after the kernel");
         }
-        Ok(Kernel {
+        let mut kernel = Kernel {
             name,
             op,
             origin,
@@ -338,8 +338,18 @@ impl Parser<'_> {
                 epilogue,
                 keep,
             },
-            schedule,
-        })
+            schedule: None,
+        };
+        // The room a buffer keeps after its tile follows from the kernel's statement.
+        kernel.schedule = schedule.map(|mut s| {
+            for (i, b) in s.buffers.iter_mut().enumerate() {
+                if b.residence == Residence::Buffer {
+                    b.room = crate::schedule::room(&kernel, i, b.elem_bytes);
+                }
+            }
+            s
+        });
+        Ok(kernel)
     }
 
     /// `a:4, b:8 | c:3`: parallel loops, then reduction loops after `|`.
@@ -597,6 +607,7 @@ impl Parser<'_> {
                     depth: 0,
                     double: false,
                     shared: None,
+                    room: 0,
                 },
                 "buffer" => {
                     let dims_text = self.word()?;
@@ -644,6 +655,7 @@ impl Parser<'_> {
                         depth,
                         double,
                         shared,
+                        room: 0,
                     }
                 }
                 other => return self.err(format!("expected 'direct' or 'buffer', found '{other}'")),

@@ -41,7 +41,7 @@
 //! time with the stalls on single-buffered gets and the last puts.
 
 use swflow_emulator::charges::{
-    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PAD_FILL_OPS, DMA_PAD_ROW_OPS, DMA_SPREAD_ROW_OPS,
+    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PAD_FILL_OPS, DMA_SPREAD_ROW_OPS,
 };
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::ReduceKind;
@@ -179,8 +179,8 @@ fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, 
         }
     };
     let moved = cycles(&DMA_SPREAD_ROW_OPS) + elements;
-    // Per row padded: its control and test, and a store per element outside.
-    let padded = cycles(&DMA_PAD_ROW_OPS) + (width - inside) as f64 * cycles(&DMA_PAD_FILL_OPS);
+    // Per row, once it has moved: its two ends set to the padding, an element at a time.
+    let padded = (width - inside) as f64 * cycles(&DMA_PAD_FILL_OPS);
     cut * rows * (moved + padded)
 }
 

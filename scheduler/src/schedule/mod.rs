@@ -47,7 +47,9 @@ pub mod split;
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::loops::{Access, Index, Kernel, Program};
+use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
+
+use crate::loops::{Access, Expr, Index, Kernel, Program};
 use crate::target::Target;
 
 /// A kernel that cannot be scheduled for a target.
@@ -63,6 +65,9 @@ pub struct ScheduleError {
 /// (a `floatv8` is 32 bytes, a `floatv4` 16), so that a vector whose first element's index in
 /// a buffer is a multiple of the lanes may use the aligned loads and stores.
 pub const LDM_BUFFER_ALIGN: usize = 32;
+
+/// The most f32 lanes a target's vectors hold (`Target::f32_vector_lanes` is 1, 4 or 8).
+pub const MAX_F32_LANES: usize = 8;
 
 /// Bytes of one field of a kernel's parameter struct (a pointer to one of its tensors). Every
 /// CPE copies the struct into its LDM before it starts.
@@ -105,6 +110,28 @@ pub struct Buffer {
     pub double: bool,
     /// Fetched by one CPE of each mesh line and broadcast to the others ([`share`]).
     pub shared: Option<share::MeshLine>,
+    /// Elements kept after the tile for vector code to read past a short row ([`room`]).
+    pub room: usize,
+}
+
+/// The elements an LDM buffer of access `i` of kernel `k`, of `elem_bytes`-byte elements,
+/// keeps after its tile: the widest vector's lanes but one for the f32 target and factors of
+/// a sum of products, so that a vector from any of their elements stays inside the buffer
+/// (vector code over a row shorter than a vector reads lanes past the row, and discards
+/// them); none for other buffers, whose code reads no further than their tiles.
+pub fn room(k: &Kernel, i: usize, elem_bytes: usize) -> usize {
+    let product = match (&k.stmt.reduce, &k.stmt.value) {
+        (Some(r), Expr::Binary(BinaryOp::Mul, a, b)) if r.kind == ReduceKind::Sum => {
+            let all = accesses(k);
+            let operand = |x: &Expr| matches!(x, Expr::Load(a) if *all[i] == *a);
+            i == 0 || operand(a) || operand(b)
+        }
+        _ => false,
+    };
+    match product && elem_bytes == DType::F32.size_bytes() {
+        true => MAX_F32_LANES - 1,
+        false => 0,
+    }
 }
 
 impl Buffer {
@@ -112,16 +139,17 @@ impl Buffer {
         self.dims.iter().product()
     }
 
-    /// Elements one tile's space holds: its elements, rounded up to whole registers when the
-    /// buffer is shared (the broadcast moves whole registers) and to [`LDM_BUFFER_ALIGN`]
-    /// bytes when it is double (so that its second half starts aligned).
+    /// Elements one tile's space holds: its elements and its [`Buffer::room`], rounded up to
+    /// whole registers when the buffer is shared (the broadcast moves whole registers) and to
+    /// [`LDM_BUFFER_ALIGN`] bytes when it is double (so that its second half starts aligned).
     pub fn capacity(&self) -> usize {
+        let elements = self.elements() + self.room;
         let unit = match (self.shared, self.double) {
             (Some(_), _) => LDM_BUFFER_ALIGN.max(share::REGISTER_BYTES),
             (None, true) => LDM_BUFFER_ALIGN,
-            (None, false) => return self.elements(),
+            (None, false) => return elements,
         };
-        (self.elements() * self.elem_bytes).next_multiple_of(unit) / self.elem_bytes.max(1)
+        (elements * self.elem_bytes).next_multiple_of(unit) / self.elem_bytes.max(1)
     }
 
     /// LDM bytes it takes, aligned as generated code places it (none when accessed directly).

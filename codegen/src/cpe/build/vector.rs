@@ -611,7 +611,7 @@ impl Gen<'_> {
         let inside = |i: usize, first: Int, end: Int| {
             [
                 Cond::Lt(Int::Const(-1), first),
-                Cond::Lt(end + last.clone(), Int::Const(self.s.buffers[i].elements() as i64)),
+                Cond::Lt(end + last.clone(), Int::Const(self.s.buffers[i].capacity() as i64)),
             ]
         };
         let mut terms: Vec<Cond> = v.target[..rows]
