@@ -21,7 +21,7 @@
 
 use std::fmt::Write;
 
-use crate::ir::{Graph, NodeId, Op};
+use crate::ir::{BinaryOp, Graph, NodeId, Op, UnaryOp};
 
 /// The part an op can play in a fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,9 +94,10 @@ use Pattern::*;
 ///
 /// Elementwise producers are not joined into contractions: a convolution or matrix product
 /// reads each operand element many times, and would compute it again every time. For the
-/// same reason a producer whose value calls a library routine (`exp`, `pow`, ...) is not
-/// joined into a pooling whose windows overlap (a local response normalisation before a 3x3
-/// stride-2 max pool would compute its `pow` 2.25 times per element).
+/// same reason a producer whose value holds a CPE for many cycles per element (a library
+/// routine such as `exp` or `pow`, a division, a square root) is not joined into a pooling
+/// whose windows overlap (a local response normalisation before a 3x3 stride-2 max pool would
+/// compute its square roots and division 2.25 times per element).
 pub const RULES: &[Rule] = &[
     Rule {
         name: "elementwise-chain",
@@ -196,8 +197,8 @@ pub fn unfused(g: &Graph) -> Plan {
 pub fn plan(g: &Graph) -> Plan {
     let (consumers, outputs) = (g.users(), g.output_mask());
     let mut plan = unfused(g);
-    // Per node: its value, computed where it is needed, calls a library routine.
-    let mut calls = vec![false; g.nodes().len()];
+    // Per node: its value, computed where it is needed, takes slow operators.
+    let mut slow = vec![false; g.nodes().len()];
     for id in g.ids() {
         let node = g.node(id);
         let i = id.index();
@@ -220,7 +221,7 @@ pub fn plan(g: &Graph) -> Plan {
         if outputs[i] || uses.is_empty() || node.ty.numel() == 0 {
             continue;
         }
-        calls[i] = calls_library(&node.op) || node.inputs.iter().any(|&x| plan.is_joined(x) && calls[x.index()]);
+        slow[i] = is_slow(&node.op) || node.inputs.iter().any(|&x| plan.is_joined(x) && slow[x.index()]);
         let joins = |c: NodeId| {
             let consumer = g.node(c);
             let padded = consumer
@@ -228,7 +229,7 @@ pub fn plan(g: &Graph) -> Plan {
                 .iter()
                 .enumerate()
                 .any(|(j, &x)| x == id && consumer.op.reads_padded(j));
-            let recomputed = calls[i] && overlapping_windows(&consumer.op);
+            let recomputed = slow[i] && overlapping_windows(&consumer.op);
             !padded && !recomputed && rule(plan.patterns[i], Pattern::of(&consumer.op), Join::Inline).is_some()
         };
         if !uses.iter().all(|&c| joins(c)) {
@@ -259,12 +260,13 @@ pub fn plan(g: &Graph) -> Plan {
     plan
 }
 
-/// Whether elementwise `op` calls a library routine per element (`exp`, `log`, `pow`, ...):
-/// tens to hundreds of cycles on a CPE, against one for arithmetic.
-fn calls_library(op: &Op) -> bool {
+/// Whether elementwise `op` holds a CPE for many cycles per element: a library routine (`exp`,
+/// `log`, `pow`, ...), a division or a square root takes tens to hundreds of cycles on a CPE,
+/// against one for arithmetic (the scheduler's `schedule::slow` counts the same operators).
+fn is_slow(op: &Op) -> bool {
     match op {
-        Op::Unary(u) => u.calls_library(),
-        Op::Binary(b) => b.calls_library(),
+        Op::Unary(u) => u.calls_library() || matches!(u, UnaryOp::Sqrt | UnaryOp::Recip | UnaryOp::Sigmoid),
+        Op::Binary(b) => b.calls_library() || *b == BinaryOp::Div,
         _ => false,
     }
 }

@@ -356,6 +356,17 @@ pub(super) fn lrn(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let avg = cx.reshape(avg, shape)?;
     let scaled = cx.with_scalar(BinaryOp::Mul, avg, alpha)?;
     let base = cx.with_scalar(BinaryOp::Add, scaled, bias)?;
+    // The usual beta of 0.75 by square roots: `x / base^0.75 = x * sqrt(sqrt(base)) / base`
+    // costs two square roots and a division where pow costs a library call and a division,
+    // and agrees with it to a few ulp where the base is finite and not negative, as a mean of
+    // squares scaled and shifted by a non-negative alpha and bias is unless the squares
+    // overflow (then pow gives 0 and this NaN).
+    if beta == 0.75 && alpha >= 0.0 && bias >= 0.0 {
+        let root = cx.unary(UnaryOp::Sqrt, base)?;
+        let fourth = cx.unary(UnaryOp::Sqrt, root)?;
+        let scaled_x = cx.binary(BinaryOp::Mul, x, fourth)?;
+        return Ok(vec![cx.binary(BinaryOp::Div, scaled_x, base)?]);
+    }
     let denom = cx.with_scalar(BinaryOp::Pow, base, beta)?;
     Ok(vec![cx.binary(BinaryOp::Div, x, denom)?])
 }
