@@ -9,7 +9,7 @@ use cranelift_codegen::isa::CallConv;
 use swflow_emulator::native::{self, GO, STOP};
 use swflow_emulator::timing::Ops;
 
-use swflow_scheduler::schedule::clip::{box_transfers, Clipped, Transfer};
+use swflow_scheduler::schedule::clip::{box_transfers, pitches, Clipped, Transfer};
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
@@ -412,6 +412,12 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
         return -1;
     }
     let bits = pad.to_le_bytes();
+    // Elements `from..to` set to the pad value.
+    let set = |from: usize, to: usize| {
+        for i in from..to {
+            std::ptr::copy_nonoverlapping(bits.as_ptr(), at(i), elem);
+        }
+    };
     let vectors = if elem == 4 && lanes > 1 { lanes as usize } else { 0 };
     // swflow_pad_run: `len` elements from element `from` set to the pad value.
     let run = |from: usize, len: usize| -> bool {
@@ -423,9 +429,7 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
             _ => charge(&DMA_PAD_FILL_OPS, len),
         };
         if charged {
-            for i in from..from + len {
-                std::ptr::copy_nonoverlapping(bits.as_ptr(), at(i), elem);
-            }
+            set(from, from + len);
         }
         charged
     };
@@ -436,10 +440,7 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
         };
     }
     let last = n - 1;
-    let mut pitch = vec![1usize; n];
-    for j in (0..last).rev() {
-        pitch[j] = pitch[j + 1] * boxed[j + 1];
-    }
+    let pitch = pitches(&boxed);
     if c.packed {
         if !charge(&DMA_PACK_FIRST_OPS, n) || !charge(&DMA_SPREAD_SETUP_OPS, n) {
             return -1;
@@ -455,9 +456,9 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
         let ends = |to: usize| -> bool {
             let charged = charge(&DMA_PAD_FILL_OPS, before) && charge(&DMA_PAD_FILL_OPS, after);
             if charged {
-                for i in (to - before..to).chain(to + c.extent[last]..to + c.extent[last] + after) {
-                    std::ptr::copy_nonoverlapping(bits.as_ptr(), at(i), elem);
-                }
+                let end = to + c.extent[last];
+                set(to - before, to);
+                set(end, end + after);
             }
             charged
         };

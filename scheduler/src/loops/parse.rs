@@ -342,11 +342,7 @@ impl Parser<'_> {
         };
         // The room a buffer keeps after its tile follows from the kernel's statement.
         kernel.schedule = schedule.map(|mut s| {
-            for (i, b) in s.buffers.iter_mut().enumerate() {
-                if b.residence == Residence::Buffer {
-                    b.room = crate::schedule::room(&kernel, i, b.elem_bytes);
-                }
-            }
+            crate::schedule::keep_room(&kernel, &mut s.buffers);
             s
         });
         Ok(kernel)

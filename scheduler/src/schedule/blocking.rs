@@ -128,6 +128,23 @@ impl Factor {
     }
 }
 
+/// The accesses ([`super::accesses`] indices) of the two factors when kernel `k`'s statement
+/// is a sum of products of two loads.
+pub fn product_factors(k: &Kernel) -> Option<(usize, usize)> {
+    if k.stmt.reduce?.kind != ReduceKind::Sum {
+        return None;
+    }
+    let Expr::Binary(BinaryOp::Mul, a, b) = &k.stmt.value else {
+        return None;
+    };
+    let (Expr::Load(a), Expr::Load(b)) = (&**a, &**b) else {
+        return None;
+    };
+    let all = super::accesses(k);
+    let position = |x: &Access| all.iter().position(|y| **y == *x);
+    Some((position(a)?, position(b)?))
+}
+
 /// The blocking of kernel `k` under schedule `s` with `lanes` f32 lanes a vector and a
 /// multiply-add latency of `fp_latency` cycles, when its compute nest is a sum of products of
 /// two f32 LDM tiles into an f32 LDM tile that every parallel point reaches at its own
@@ -145,20 +162,9 @@ pub fn blocking(
     if lanes < 2 {
         return None;
     }
-    let r = k.stmt.reduce?;
-    if r.kind != ReduceKind::Sum {
-        return None;
-    }
     let all = super::accesses(k);
     let f32_tile = |i: usize| buffered[i] && !streamed[i];
-    let Expr::Binary(BinaryOp::Mul, a, b) = &k.stmt.value else {
-        return None;
-    };
-    let (Expr::Load(a), Expr::Load(b)) = (&**a, &**b) else {
-        return None;
-    };
-    let position = |x: &Access| all.iter().position(|y| **y == *x);
-    let (fa, fb) = (position(a)?, position(b)?);
+    let (fa, fb) = product_factors(k)?;
     let tensor = |i: usize| k.operands[all[i].operand];
     for i in [0, fa, fb] {
         if !f32_tile(i) || p.tensor(tensor(i)).ty.dtype != DType::F32 {

@@ -203,7 +203,7 @@ fn next(index: &mut [usize], extent: &[usize], strided: Option<usize>) -> bool {
 }
 
 /// Elements between consecutive indices of each dimension of a row-major array.
-fn pitches(shape: &[usize]) -> Vec<usize> {
+pub fn pitches(shape: &[usize]) -> Vec<usize> {
     let mut p = vec![1usize; shape.len()];
     for d in (0..shape.len().saturating_sub(1)).rev() {
         p[d] = p[d + 1] * shape[d + 1];

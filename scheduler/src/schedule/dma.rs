@@ -36,8 +36,7 @@ fn used_loops(index: &[Index]) -> Vec<usize> {
 pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Vec<Buffer> {
     let mut buffers: Vec<Buffer> = accesses(k)
         .iter()
-        .enumerate()
-        .map(|(i, a)| {
+        .map(|a| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
             let dims = buffer_dims(a, &s.tiles);
             let residence = if is_direct(a, dims.as_deref(), &ty.shape) {
@@ -57,13 +56,11 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
                 depth: if residence == Residence::Buffer { depth } else { 0 },
                 double: false,
                 shared: None,
-                room: match residence {
-                    Residence::Buffer => super::room(k, i, ty.dtype.size_bytes()),
-                    Residence::Direct => 0,
-                },
+                room: 0,
             }
         })
         .collect();
+    super::keep_room(k, &mut buffers);
     let budget = target.ldm_budget();
     let mut s2 = s.clone();
     // The read buffers first, then the target.

@@ -47,9 +47,9 @@ pub mod split;
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
+use swflow_frontend::ir::DType;
 
-use crate::loops::{Access, Expr, Index, Kernel, Program};
+use crate::loops::{Access, Index, Kernel, Program};
 use crate::target::Target;
 
 /// A kernel that cannot be scheduled for a target.
@@ -110,27 +110,24 @@ pub struct Buffer {
     pub double: bool,
     /// Fetched by one CPE of each mesh line and broadcast to the others ([`share`]).
     pub shared: Option<share::MeshLine>,
-    /// Elements kept after the tile for vector code to read past a short row ([`room`]).
+    /// Elements kept after the tile for vector code to read past a short row ([`keep_room`]).
     pub room: usize,
 }
 
-/// The elements an LDM buffer of access `i` of kernel `k`, of `elem_bytes`-byte elements,
-/// keeps after its tile: the widest vector's lanes but one for the f32 target and factors of
-/// a sum of products, so that a vector from any of their elements stays inside the buffer
-/// (vector code over a row shorter than a vector reads lanes past the row, and discards
-/// them); none for other buffers, whose code reads no further than their tiles.
-pub fn room(k: &Kernel, i: usize, elem_bytes: usize) -> usize {
-    let product = match (&k.stmt.reduce, &k.stmt.value) {
-        (Some(r), Expr::Binary(BinaryOp::Mul, a, b)) if r.kind == ReduceKind::Sum => {
-            let all = accesses(k);
-            let operand = |x: &Expr| matches!(x, Expr::Load(a) if *all[i] == *a);
-            i == 0 || operand(a) || operand(b)
-        }
-        _ => false,
-    };
-    match product && elem_bytes == DType::F32.size_bytes() {
-        true => MAX_F32_LANES - 1,
-        false => 0,
+/// Sets the room ([`Buffer::room`]) each LDM buffer of kernel `k` keeps after its tile: the
+/// widest vector's lanes but one for the f32 target and factors of a sum of products, so that
+/// a vector from any of their elements stays inside the buffer (vector code over a row
+/// shorter than a vector reads lanes past the row, and discards them); none for other
+/// buffers, whose code reads no further than their tiles.
+pub fn keep_room(k: &Kernel, buffers: &mut [Buffer]) {
+    let product = blocking::product_factors(k);
+    for (i, b) in buffers.iter_mut().enumerate() {
+        let operand = product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
+        let f32_buffer = b.residence == Residence::Buffer && b.elem_bytes == DType::F32.size_bytes();
+        b.room = match operand && f32_buffer {
+            true => MAX_F32_LANES - 1,
+            false => 0,
+        };
     }
 }
 
