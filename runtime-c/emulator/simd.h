@@ -43,6 +43,15 @@ static inline const void *swflow_emu_aligned(const void *p, unsigned long bytes)
         swflow_c_;                                                                         \
     }))
 
+/* The square root of every lane, correctly rounded (sqrtf). */
+#define simd_vsqrts(a)                                                                     \
+    (__extension__({                                                                       \
+        __typeof__(a) swflow_r_ = (a);                                                     \
+        for (unsigned swflow_i_ = 0; swflow_i_ < sizeof swflow_r_ / sizeof(float); swflow_i_++) \
+            swflow_r_[swflow_i_] = sqrtf(swflow_r_[swflow_i_]);                            \
+        swflow_r_;                                                                         \
+    }))
+
 /* The lanes in argument order. */
 #define simd_set_floatv4(a, b, c, d) ((floatv4){(a), (b), (c), (d)})
 #define simd_set_floatv8(a, b, c, d, e, f, g, h) ((floatv8){(a), (b), (c), (d), (e), (f), (g), (h)})

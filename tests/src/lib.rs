@@ -406,6 +406,29 @@ pub fn count_issued_as_flops(
     });
 }
 
+/// Per kernel of program `p` run by the JIT on `target` with `inputs`, its name and the scalar
+/// folds (`Stmt::Fold`) it executes, counted by [`count_issued_as_flops`].
+pub fn scalar_folds_executed(
+    p: &swflow_scheduler::loops::Program,
+    target: &swflow_scheduler::target::Target,
+    inputs: &[swflow_frontend::ir::Tensor],
+) -> Vec<(String, u64)> {
+    use swflow_codegen::cpe::{Func, Stmt};
+    let run = swflow_codegen::jit::compile_edited(p, target, &mut |_, f: &mut Func| {
+        count_issued_as_flops(f, &mut |s| u32::from(matches!(s, Stmt::Fold { .. })))
+    })
+    .unwrap()
+    .run(p, target, inputs)
+    .unwrap();
+    let report = serde_json::to_value(&run.report).unwrap();
+    report["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["kernel"].as_str().unwrap().to_string(), k["flops"].as_u64().unwrap()))
+        .collect()
+}
+
 /// Makes every charge of CPE program `f` report, through the flops counter, the pipelined P0
 /// instructions (`fp`) it charges, and nothing else.
 pub fn charged_fp_as_flops(f: &mut swflow_codegen::cpe::Func) {

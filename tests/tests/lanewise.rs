@@ -10,17 +10,19 @@ use swflow_frontend::ir::{parse, BinaryOp, Graph, Tensor, UnaryOp};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild;
-use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, seeded_inputs};
+use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, scalar_folds_executed, seeded_inputs};
 
-/// Maps with broadcast operands and constants (a normalisation, ReLU, a division, a minimum)
+/// Maps with broadcast operands and constants (a normalisation, ReLU and a square root, a
+/// division, a minimum)
 /// and folds: a 3x3 stride-2 maximum pool with padding (strided loads), an average pool (a
 /// sum, then its epilogue's division) and a maximum along a middle axis; and a convolution
 /// whose epilogue adds a bias and applies ReLU, and another that also keeps its reduced value
 /// for a later reader; and a three-point stencil, whose taps share one window of their
 /// operand. The normalisation's rows run on through its 9 x 30 pixels (270 points), which
-/// every buffer lays out one after the other; the maps store the lanes left after their
-/// vectors as one more vector, the row's last; the folds and the epilogues (which read
-/// their targets) leave single lanes after the vectors.
+/// every buffer lays out one after the other; the maps, and the pools (whose nests hold their
+/// whole windows, so their vectors start from the fold's initial value), store the lanes
+/// left after their vectors as one more vector, the row's last; the epilogues that read
+/// their targets leave single lanes after the vectors.
 const MODEL: &str = r#"graph "lanewise" {
   %x: f32[2,5,9,30] = input
   %s: f32[5,1,1] = input
@@ -28,6 +30,7 @@ const MODEL: &str = r#"graph "lanewise" {
   %m: f32[2,5,9,30] = mul(%x, %s)
   %a: f32[2,5,9,30] = add(%m, %t)
   %r: f32[2,5,9,30] = relu(%a)
+  %h: f32[2,5,9,30] = sqrt(%r)
   %q: f32[1,8,17,33] = input
   %p: f32[1,8,9,17] = max_pool(%q) {kernel=[3,3], strides=[2,2], dilations=[1,1], pads=[1,1,1,1], ceil_mode=false}
   %v: f32[1,8,15,31] = avg_pool(%q) {kernel=[3,3], strides=[1,1], dilations=[1,1], pads=[0,0,0,0], ceil_mode=false, count_include_pad=true}
@@ -55,7 +58,7 @@ const MODEL: &str = r#"graph "lanewise" {
   %u2: f32[3,1028] = slice(%u) {starts=[0,2], steps=[1,1], sizes=[3,1028]}
   %us: f32[3,1028] = add(%u0, %u1)
   %ut: f32[3,1028] = max(%us, %u2)
-  output "r" = %r
+  output "r" = %h
   output "p" = %p
   output "v" = %v
   output "y" = %y
@@ -114,7 +117,7 @@ fn vectors_compute_what_scalars_compute() {
         .unwrap()
         .run(&p, &target, &inputs)
         .unwrap();
-        // The normalisation with its ReLU, the maximum pool, the average pool's sum and its
+        // The normalisation with its ReLU and square root, the maximum pool, the average pool's sum and its
         // division, the reduction, the division with its minimum, the convolutions'
         // epilogues, and the stencil.
         assert_eq!(vectorised, 9, "{}: lane-wise kernels", target.name);
@@ -256,5 +259,22 @@ fn charges_are_the_operations_executed() {
                 target.name, x["kernel"]
             );
         }
+    }
+}
+
+/// A fold whose nest holds its whole reduction starts its vectors from the fold's initial
+/// value, so the lanes left after a row's whole vectors run as one more vector ending at the
+/// row's end: the average pool's rows of 31 sums (7 vectors and 3 lanes on SW26010, 3 and 7
+/// on SW26010-Pro) fold no lane singly. Counted by a program that reports, through the flops
+/// counter, every scalar fold it executes.
+#[test]
+fn a_whole_reduction_folds_no_single_lanes() {
+    let g = model();
+    let inputs = seeded_inputs(&g, 3);
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let folds = scalar_folds_executed(&p, &target, &inputs);
+        let (_, n) = folds.iter().find(|(k, _)| k == "k_v_sum").expect("a reported kernel");
+        assert_eq!(*n, 0, "{}", target.name);
     }
 }

@@ -413,6 +413,13 @@ pub enum Stmt {
         a: VReg,
         b: VReg,
     },
+    /// `dst = op(a)` lane by lane, each lane as the scalar operation computes it: the square
+    /// root (`simd_vsqrts`), correctly rounded. Only that operator.
+    VUnary {
+        op: UnaryOp,
+        dst: VReg,
+        a: VReg,
+    },
     /// `acc = a * b + acc` lane by lane, each rounded once (`simd_vmas`).
     VFma {
         acc: VReg,

@@ -7,7 +7,7 @@ use super::{fused_product, Cond, DmaClass, Func, Half, Int, Local, Place, Stmt, 
 use crate::cost::charge;
 use crate::scalar::{binary, cast, ctype, fma, fold, literal, unary};
 use crate::writer::Writer;
-use swflow_frontend::ir::{BinaryOp, DType};
+use swflow_frontend::ir::{BinaryOp, DType, UnaryOp};
 use swflow_scheduler::loops::Scalar;
 use swflow_scheduler::schedule::LDM_BUFFER_ALIGN;
 
@@ -302,6 +302,13 @@ impl Printer<'_> {
                     BinaryOp::Div => format!("{dst} = {a} / {b};"),
                     BinaryOp::Max => format!("{dst} = SWFLOW_VMAX({a}, {b});"),
                     BinaryOp::Min => format!("{dst} = SWFLOW_VMIN({a}, {b});"),
+                    other => unreachable!("no vector form of {other:?}"),
+                })
+            }
+            Stmt::VUnary { op, dst, a } => {
+                let (dst, a) = (self.f.vreg(*dst), self.f.vreg(*a));
+                w.line(match op {
+                    UnaryOp::Sqrt => format!("{dst} = simd_vsqrts({a});"),
                     other => unreachable!("no vector form of {other:?}"),
                 })
             }

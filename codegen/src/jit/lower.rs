@@ -263,6 +263,7 @@ impl<'f> Lower<'f, '_> {
             Stmt::VLoadStrided { reg, place, stride } => self.vload_strided(*reg, place, *stride),
             Stmt::VSplat { reg, value } => self.vsplat(*reg, *value),
             Stmt::VBinary { op, dst, a, b } => self.vbinary(*op, *dst, *a, *b),
+            Stmt::VUnary { op, dst, a } => self.vunary(*op, *dst, *a),
             Stmt::VFma { acc, a, b } => self.vfma(*acc, *a, *b),
             Stmt::Set(v, e) => {
                 let x = self.int(e);

@@ -25,6 +25,7 @@ floatv4 simd_vmas(floatv4 a, floatv4 b, floatv4 c);
 floatv4 simd_set_floatv4(float a, float b, float c, float d);
 floatv4 simd_vfcmple(floatv4 a, floatv4 b);
 floatv4 simd_vselle(floatv4 c, floatv4 a, floatv4 b);
+floatv4 simd_vsqrts(floatv4 a);
 /* Register communication, for any 256-bit vector: send along the row or column (dst 0-7, or
  * 8 for all the others); receive the oldest message, of the argument's type. */
 void swflow_sdk_put(const void *v, int dst);

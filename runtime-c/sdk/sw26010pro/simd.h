@@ -2,8 +2,9 @@
  * for `make check-sunway-pro`: floatv8 holds eight f32 lanes. The loads and
  * stores assign their first argument, so they are written here as macros over typed
  * declarations; see reference/simd.md. Declarations only. The compare and select
- * (simd_vfcmple, simd_vselle) are documented for SW26010; that the Pro keeps their names and
- * argument order, as it does the rest of the header's, is inferred. */
+ * (simd_vfcmple, simd_vselle) and the square root (simd_vsqrts) are documented for SW26010;
+ * that the Pro keeps their names and argument order, as it does the rest of the header's, is
+ * inferred. */
 #ifndef SWFLOW_SDK_SIMD_H
 #define SWFLOW_SDK_SIMD_H
 
@@ -25,5 +26,6 @@ floatv8 simd_vmas(floatv8 a, floatv8 b, floatv8 c);
 floatv8 simd_set_floatv8(float a, float b, float c, float d, float e, float f, float g, float h);
 floatv8 simd_vfcmple(floatv8 a, floatv8 b);
 floatv8 simd_vselle(floatv8 c, floatv8 a, floatv8 b);
+floatv8 simd_vsqrts(floatv8 a);
 
 #endif

@@ -25,8 +25,9 @@
 //!   smaller blocks or single rows);
 //! - another floating-point reduction in vectors waits at each reduction point for the
 //!   latency of its fold, once per block of vectors along the row of lane-wise vectors
-//!   ([`super::lanewise::run`]; the lanes left fold one at a time); in the scalar nest, at
-//!   every point when the innermost loop reduces;
+//!   ([`super::lanewise::run`]; the lanes left fold one at a time, or as one more vector
+//!   when the nest holds the whole reduction, in the row's only block when they fit one); in
+//!   the scalar nest, at every point when the innermost loop reduces;
 //! - other compute is one instruction per point of the nest, vectorised along that row when
 //!   the target has vectors;
 //! - the statement's slow operators (library calls, divisions, square roots:
@@ -128,8 +129,16 @@ fn lanes_loop(k: &Kernel) -> Option<usize> {
 /// Cycles per point of a lane-wise fold along a row of `t` points with `lanes` lanes a
 /// vector (as code generation runs one without register blocking): blocks of up to
 /// [`LANEWISE_VECTORS`] vectors, then halves of that, each block's step taking at least the
-/// fold's `latency`; the points left after the whole vectors fold one at a time.
-fn lanewise_fold(t: usize, lanes: usize, latency: f64) -> f64 {
+/// fold's `latency`. The points left after the whole vectors fold one at a time, unless the
+/// fold runs `from_init` (its nest holds the whole reduction) in a row that holds a vector:
+/// then they are one more vector ending at the row's end, in the row's only block when the
+/// row's vectors fit one.
+fn lanewise_fold(t: usize, lanes: usize, latency: f64, from_init: bool) -> f64 {
+    let left = t % lanes;
+    let overlaps = from_init && left != 0 && t > lanes;
+    if overlaps && t.div_ceil(lanes) <= LANEWISE_VECTORS {
+        return (t.div_ceil(lanes) as f64).max(latency) / t as f64;
+    }
     let mut whole = t / lanes;
     let mut block = whole.clamp(1, LANEWISE_VECTORS);
     block = 1 << block.ilog2();
@@ -142,7 +151,11 @@ fn lanewise_fold(t: usize, lanes: usize, latency: f64) -> f64 {
             block /= 2;
         }
     }
-    (cycles + (t % lanes) as f64 * latency) / t as f64
+    let rest = match overlaps {
+        true => latency.max(1.0),
+        false => left as f64 * latency,
+    };
+    (cycles + rest) / t as f64
 }
 
 /// Cycles of finishing a box of `dims` of guarded read `a` (of a tensor of `shape`) after
@@ -204,6 +217,11 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         ReduceKind::Max | ReduceKind::Min => 3.0 * t.fp_latency_cycles,
         _ => t.fp_latency_cycles,
     });
+    // Its vectors start from the fold's initial value when no reduction loop is cut into
+    // tiles.
+    let from_init = (0..k.loops.len())
+        .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
+        .all(|l| tiles[l] == k.loops[l].extent);
     let scalar_fold = match k.loops.last() {
         Some(l) if float_fold.is_some() && l.kind == LoopKind::Reduce => t.fp_latency_cycles,
         _ => 0.0,
@@ -376,7 +394,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                         Some(run) => {
                             let t = run.iter().map(|&l| seg_tiles[l]).product::<usize>();
                             match fold_latency > 0.0 {
-                                true => lanewise_fold(t, target.f32_vector_lanes, fold_latency),
+                                true => lanewise_fold(t, target.f32_vector_lanes, fold_latency, from_init),
                                 false => t.div_ceil(target.f32_vector_lanes) as f64 / t as f64,
                             }
                         }

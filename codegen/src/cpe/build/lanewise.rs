@@ -14,12 +14,15 @@
 //! constants into registers, once
 //! for outer points (the other parallel loops):
 //!   for blocks of V vectors along the row, then one of V/2, ... down to one vector:
-//!     a fold: load the block's target vectors into accumulators
+//!     a fold: load the block's target vectors into accumulators (or set them to the
+//!       fold's initial value, when the nest runs the whole reduction)
 //!     for every reduction point (in nest order; once for a map):
 //!       each load's index at the block's first lane
 //!       every vector's value; folded into its accumulator, or stored (a map)
 //!     a fold: store the accumulators
-//!   the lanes left, fewer than a vector: the scalar nest
+//!   the lanes left, fewer than a vector: one more vector ending at the row's end, over
+//!     lanes already stored, when that stores their values again unchanged (a map, or a
+//!     fold from its initial value) and the row holds a vector; else the scalar nest
 //! ```
 //! Every lane computes what the scalar code computes at its point, with the same operations
 //! in the same order: the vector maximum and minimum treat NaN as `swflow_max_f32` does, ReLU
@@ -54,6 +57,8 @@ enum Node {
         load: Option<Access>,
     },
     Const(f32),
+    /// `op` of an earlier node: the square root.
+    Unary(UnaryOp, usize),
     /// `op` of two earlier nodes.
     Binary(BinaryOp, usize, usize),
 }
@@ -91,6 +96,11 @@ pub(super) struct Plan {
     /// Nodes in evaluation order; with [`Fold::Store`] and [`Fold::Op`] the value is the last.
     nodes: Vec<Node>,
     fold: Fold,
+    /// A fold's initial value, when its accumulators start there instead of at the target's
+    /// elements: the nest runs every point of the reduction (no reduction loop is cut into
+    /// tiles), so each element folds all its values in one block, from the value the
+    /// target's box was filled with.
+    starts: Option<f32>,
     /// An epilogue's kept reduced value: its access (in [`Gen::all`] order) and the node
     /// that loads the reduced value (`acc`), whose vectors it stores.
     keep: Option<(usize, usize)>,
@@ -98,9 +108,33 @@ pub(super) struct Plan {
     lanes: usize,
     /// Vectors of the widest block.
     vectors: usize,
+    /// Set when every row holds the same number of lanes, `n`, more than a vector but not a
+    /// whole number of them, and the row's `m` vectors fit one block, whose last vector ends
+    /// at the row's end over lanes the one before it stores too (only where that stores
+    /// their values again unchanged: see [`Plan::restores`]): `(n, m)`. Each row then runs
+    /// as that one block.
+    row_block: Option<(usize, usize)>,
 }
 
 impl Plan {
+    /// The plan with [`Plan::row_block`] set where it applies.
+    fn with_row_block(self) -> Plan {
+        let lanes = self.lanes;
+        let row_block = match self.lengths.as_deref() {
+            Some(&[n]) if n > lanes && n % lanes != 0 && self.restores() => {
+                let m = n.div_ceil(lanes);
+                (m <= LANEWISE_VECTORS && registers(&self.nodes, self.fold, m) <= REGISTERS).then_some((n, m))
+            }
+            _ => None,
+        };
+        Plan { row_block, ..self }
+    }
+
+    /// Vectors of the widest block, [`Plan::row_block`]'s included.
+    fn widest(&self) -> usize {
+        self.row_block.map_or(self.vectors, |(_, m)| m.max(self.vectors))
+    }
+
     /// Whether some row's length `n` passes `test` (or the lengths are not known).
     fn some_row(&self, test: impl Fn(usize) -> bool) -> bool {
         self.lengths
@@ -108,10 +142,11 @@ impl Plan {
             .is_none_or(|lengths| lengths.iter().any(|&n| test(n)))
     }
 
-    /// Whether storing a lane's value again leaves it as it was: a map (not a fold) that
-    /// neither reads its target's elements (an epilogue's `acc`) nor keeps them.
+    /// Whether storing a lane's value again leaves it as it was: a map, or a fold whose
+    /// accumulators start at its initial value, that neither reads its target's elements
+    /// (an epilogue's `acc`) nor keeps them.
     fn restores(&self) -> bool {
-        matches!(self.fold, Fold::Store)
+        (matches!(self.fold, Fold::Store) || self.starts.is_some())
             && self.keep.is_none()
             && !self.nodes.iter().any(|n| matches!(n, Node::Load { access: 0, .. }))
     }
@@ -122,7 +157,7 @@ impl Plan {
 /// tensor's boxes in its arena), the target's last
 /// subscript is a parallel loop that every load moves along by a fixed step in its own last
 /// subscript (or not at all), and the value is made of loads, constants, `+ - * /`, maximum,
-/// minimum and ReLU, folded (if at all) by a sum, maximum or minimum.
+/// minimum, ReLU and the square root, folded (if at all) by a sum, maximum or minimum.
 pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered: &[bool]) -> Option<Plan> {
     if k.stmt.keep.is_some() {
         return None;
@@ -152,10 +187,15 @@ pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered
             _ => return None,
         },
     };
-    let reduce = (0..k.loops.len())
+    let reduce: Vec<usize> = (0..k.loops.len())
         .filter(|&l| k.loops[l].kind == LoopKind::Reduce)
         .collect();
-    finish(p, k, s, lanes, &all, &f32_tile, (lanes_loop, run), nodes, fold, reduce)
+    let starts = match k.stmt.reduce.map(|r| r.init) {
+        Some(Scalar::F32(init)) if reduce.iter().all(|&l| s.tiles[l] == k.loops[l].extent) => Some(init),
+        _ => None,
+    };
+    let plan = finish(p, k, s, lanes, &all, &f32_tile, (lanes_loop, run), nodes, fold, reduce)?;
+    Some(Plan { starts, ..plan }.with_row_block())
 }
 
 /// What both plans need, when the target is a dense f32 tile in LDM: the kernel's accesses,
@@ -230,8 +270,10 @@ pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize,
                         },
                     );
                     for n in &mut nodes[1..] {
-                        if let Node::Binary(_, a, b) = n {
-                            (*a, *b) = (*a + 1, *b + 1);
+                        match n {
+                            Node::Binary(_, a, b) => (*a, *b) = (*a + 1, *b + 1),
+                            Node::Unary(_, a) => *a += 1,
+                            Node::Load { .. } | Node::Const(_) => {}
                         }
                     }
                     0
@@ -252,7 +294,7 @@ pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize,
         Fold::Store,
         Vec::new(),
     )?;
-    Some(Plan { keep, ..plan })
+    Some(Plan { keep, ..plan }.with_row_block())
 }
 
 /// The plan from its nodes along the lanes loop and the loops before it in its row, once each
@@ -279,10 +321,7 @@ fn finish(
             *stride = lane_stride(&all[*access], lanes_loop)?;
         }
     }
-    // Each vector of a block needs a register per node not shared, and an accumulator.
-    let shared = nodes.iter().filter(|n| n.shared()).count();
-    let per_vector = nodes.len() - shared + usize::from(!matches!(fold, Fold::Store));
-    let fits = |v: usize| shared + v * per_vector <= REGISTERS;
+    let fits = |v: usize| registers(&nodes, fold, v) <= REGISTERS;
     let row: usize = run.iter().chain([&lanes_loop]).map(|&l| s.tiles[l]).product();
     let widest = (row / lanes).clamp(1, LANEWISE_VECTORS);
     let vectors = (0..=LANEWISE_VECTORS.trailing_zeros())
@@ -302,9 +341,19 @@ fn finish(
         keep: None,
         nodes,
         fold,
+        starts: None,
         lanes,
         vectors,
+        row_block: None,
     })
+}
+
+/// Vector registers a block of `v` vectors holds: each vector a register per node not
+/// shared, and an accumulator; one per shared node.
+fn registers(nodes: &[Node], fold: Fold, v: usize) -> usize {
+    let shared = nodes.iter().filter(|n| n.shared()).count();
+    let per_vector = nodes.len() - shared + usize::from(!matches!(fold, Fold::Store));
+    shared + v * per_vector
 }
 
 /// Appends the nodes of `e` (operands first) and returns the index of its value's node, when
@@ -330,6 +379,7 @@ fn add_nodes(e: &Expr, all: &[Cow<'_, Access>], nodes: &mut Vec<Node>) -> Option
             nodes.push(Node::Const(0.0));
             Node::Binary(BinaryOp::Max, a, nodes.len() - 1)
         }
+        Expr::Unary(op @ UnaryOp::Sqrt, a) => Node::Unary(*op, add_nodes(a, all, nodes)?),
         Expr::Binary(
             op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min),
             a,
@@ -405,12 +455,12 @@ impl Vars {
             .enumerate()
             .map(|(n, node)| match node.shared() {
                 true => vec![reg(format!("{prefix}n{n}"))],
-                false => (0..plan.vectors).map(|j| reg(format!("{prefix}n{n}_{j}"))).collect(),
+                false => (0..plan.widest()).map(|j| reg(format!("{prefix}n{n}_{j}"))).collect(),
             })
             .collect();
         let acc = match plan.fold {
             Fold::Store => Vec::new(),
-            _ => (0..plan.vectors).map(|j| reg(format!("{prefix}acc{j}"))).collect(),
+            _ => (0..plan.widest()).map(|j| reg(format!("{prefix}acc{j}"))).collect(),
         };
         Vars {
             plan,
@@ -460,6 +510,19 @@ fn vector_op(op: BinaryOp, lanes: u32) -> Ops {
         }
 }
 
+/// A vector operation of one operand on `lanes` lanes: the square root (`simd_vsqrts`),
+/// charged as a square root per lane, as a division is (see [`vector_op`]).
+fn vector_unary(op: UnaryOp, lanes: u32) -> Ops {
+    match op {
+        UnaryOp::Sqrt => Ops {
+            sqrt: lanes,
+            flops: lanes,
+            ..Ops::ZERO
+        },
+        other => unreachable!("no vector form of {other:?}"),
+    }
+}
+
 /// Instructions of a fold on the chain from one accumulator value to the next.
 fn fold_depth(fold: Fold) -> u32 {
     match fold {
@@ -474,10 +537,16 @@ impl Gen<'_> {
     /// the vectors run `scalar` (the nest's statements at a point, costing `scalar_ops`).
     pub(super) fn lanewise_nest(&self, out: &mut Vec<Stmt>, v: &Vars, scalar: Vec<Stmt>, scalar_ops: Ops) {
         let p = &v.plan;
-        out.push(Stmt::Comment(format!(
-            "In blocks of up to {} vector(s) of {} lanes ({}), then single lanes.",
-            p.vectors, p.lanes, self.loop_names[p.lanes_loop]
-        )));
+        out.push(Stmt::Comment(match p.row_block {
+            Some((n, m)) => format!(
+                "Each row of {n} lanes ({}) in one block of {m} vectors of {}, the last ending at the row's end.",
+                self.loop_names[p.lanes_loop], p.lanes
+            ),
+            None => format!(
+                "In blocks of up to {} vector(s) of {} lanes ({}), then single lanes.",
+                p.vectors, p.lanes, self.loop_names[p.lanes_loop]
+            ),
+        }));
         let mut consts = Vec::new();
         for (n, node) in p.nodes.iter().enumerate() {
             if let Node::Const(c) = node {
@@ -511,6 +580,15 @@ impl Gen<'_> {
         for &r in &p.run {
             out.push(Stmt::Set(self.point[r], self.origin(r)));
         }
+        let lanes = p.lanes;
+        if let Some((row, m)) = p.row_block {
+            charge_once(&mut out, int(1));
+            out.push(Stmt::Set(self.point[l], o));
+            let mut offsets: Vec<i64> = (0..m as i64 - 1).map(|j| j * lanes as i64).collect();
+            offsets.push((row - lanes) as i64);
+            out.extend(self.counting_lanes(self.lanewise_block(v, &offsets), m * lanes, Int::Const(row as i64)));
+            return out;
+        }
         // The start of the lanes after the whole multiples of `m` lanes.
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let widths: Vec<usize> = (0..=p.vectors.trailing_zeros()).rev().map(|e| 1 << e).collect();
@@ -528,7 +606,8 @@ impl Gen<'_> {
             if !p.some_row(runs) {
                 continue;
             }
-            let body = self.lanewise_block(v, width);
+            let offsets: Vec<i64> = (0..width as i64).map(|j| j * lanes as i64).collect();
+            let body = self.lanewise_block(v, &offsets);
             out.push(match w {
                 0 => Stmt::For {
                     var: self.point[l],
@@ -548,7 +627,6 @@ impl Gen<'_> {
                 }
             });
         }
-        let lanes = p.lanes;
         let singles = || {
             vec![Stmt::For {
                 var: self.point[l],
@@ -558,9 +636,9 @@ impl Gen<'_> {
                 body: self.scalar_lane(&p.reduce, scalar.clone(), scalar_ops),
             }]
         };
-        // A map stores the lanes left in a row that holds a whole vector as one more vector,
-        // the row's last, over lanes already stored: they take the same values again. The
-        // other rows with lanes left run them singly.
+        // A map, or a fold from its initial value, stores the lanes left in a row that holds
+        // a whole vector as one more vector, the row's last, over lanes already stored: they
+        // take the same values again. The other rows with lanes left run them singly.
         let overlaps = p.restores() && p.some_row(|n| n % lanes != 0 && n >= lanes);
         let singly = p.some_row(|n| n % lanes != 0 && (n < lanes || !overlaps));
         if !overlaps {
@@ -576,21 +654,8 @@ impl Gen<'_> {
             o.clone() + n.clone() - Int::Const(lanes as i64),
         ));
         // Its flops count the lanes left only: the others' were counted by their blocks.
-        let mut block = self.lanewise_block(v, 1);
-        let mut flops = 0;
-        for s in &mut block {
-            if let Stmt::Charge { ops, count } = s {
-                debug_assert!(*count == Int::Const(1) || ops.flops == 0, "a map's block runs once");
-                flops += std::mem::take(&mut ops.flops);
-            }
-        }
-        last.extend(block);
         let left = n.clone() - n.clone() / Int::Const(lanes as i64) * Int::Const(lanes as i64);
-        let per_lane = Ops {
-            flops: flops / lanes as u32,
-            ..Ops::ZERO
-        };
-        charge(&mut last, per_lane, left);
+        last.extend(self.counting_lanes(self.lanewise_block(v, &[0]), lanes, left));
         charge_once(&mut out, int(2) + branch(2));
         out.push(Stmt::If {
             cond: Cond::All(vec![
@@ -604,6 +669,27 @@ impl Gen<'_> {
             },
         });
         out
+    }
+
+    /// `block`, a block of `lanes` lanes of which only `counted` are not stored by another
+    /// block too, with its flops charged for those lanes alone.
+    fn counting_lanes(&self, mut block: Vec<Stmt>, lanes: usize, counted: Int) -> Vec<Stmt> {
+        let mut flops = Vec::new();
+        for s in &mut block {
+            if let Stmt::Charge { ops, count } = s {
+                if ops.flops > 0 {
+                    flops.push((std::mem::take(&mut ops.flops), count.clone()));
+                }
+            }
+        }
+        for (flops, count) in flops {
+            let per_lane = Ops {
+                flops: flops / lanes as u32,
+                ..Ops::ZERO
+            };
+            charge(&mut block, per_lane, counted.clone() * count);
+        }
+        block
     }
 
     /// One point of the lanes in scalar code: the charges of the lanes loop's control and of
@@ -621,9 +707,11 @@ impl Gen<'_> {
         out
     }
 
-    /// One block of `width` vectors from the lanes loop's point, with its charges.
-    fn lanewise_block(&self, v: &Vars, width: usize) -> Vec<Stmt> {
+    /// One block of vectors from the lanes loop's point, each at its offset in `offsets` (in
+    /// points of the lanes loop), with its charges.
+    fn lanewise_block(&self, v: &Vars, offsets: &[i64]) -> Vec<Stmt> {
         let p = &v.plan;
+        let width = offsets.len();
         let mut out = Vec::new();
         let (target, target_ops) = self.access_ref(0);
         let Place::Ldm { buf, half, index } = target else {
@@ -638,11 +726,14 @@ impl Gen<'_> {
                 Int::Var(var) + Int::Const(offset)
             },
         };
-        let lanes = p.lanes as i64;
         // The target's index, the loop's control, and per vector its load or store (a fold
         // both), each vector but the first at a displacement (see `cost`).
         let folds = !matches!(p.fold, Fold::Store);
-        let access = if folds { VLOAD + VSTORE } else { VSTORE };
+        let access = match (folds, p.starts) {
+            (false, _) => VSTORE,
+            (true, None) => VLOAD + VSTORE,
+            (true, Some(_)) => VBROADCAST + VSTORE,
+        };
         charge_once(&mut out, target_ops + int(1) + LOOP + access * width as u32);
         out.push(Stmt::Set(v.target, index));
         if let (Some((i, _)), Some(kept)) = (p.keep, v.kept) {
@@ -655,12 +746,15 @@ impl Gen<'_> {
             out.push(Stmt::Set(kept, index));
         }
         if folds {
-            for j in 0..width {
-                out.push(Stmt::VLoad {
-                    reg: v.acc[j],
-                    place: at(v.target, j as i64 * lanes),
-                    broadcast: false,
-                    aligned: false,
+            for (j, &offset) in offsets.iter().enumerate() {
+                out.push(match p.starts {
+                    Some(value) => Stmt::VSplat { reg: v.acc[j], value },
+                    None => Stmt::VLoad {
+                        reg: v.acc[j],
+                        place: at(v.target, offset),
+                        broadcast: false,
+                        aligned: false,
+                    },
                 });
             }
         }
@@ -686,16 +780,16 @@ impl Gen<'_> {
                 step_ops += ops + int(1);
             }
         }
-        for j in 0..width {
-            step_ops += self.lanewise_vector(v, j, &at, &mut step);
+        for (j, &offset) in offsets.iter().enumerate() {
+            step_ops += self.lanewise_vector(v, (j, offset), &at, &mut step);
         }
         self.charge_nest(&mut out, &p.reduce, step_ops);
         out.extend(self.point_loops(&p.reduce, step));
         if folds {
-            for j in 0..width {
+            for (j, &offset) in offsets.iter().enumerate() {
                 out.push(Stmt::VStore {
                     reg: v.acc[j],
-                    place: at(v.target, j as i64 * lanes),
+                    place: at(v.target, offset),
                     aligned: false,
                 });
             }
@@ -703,12 +797,17 @@ impl Gen<'_> {
         out
     }
 
-    /// Vector `j` of a block at one reduction point, appended to `out`: its value's
-    /// operations, then its fold or store (at the target's place `at`); returns their
-    /// operations.
-    fn lanewise_vector(&self, v: &Vars, j: usize, at: &dyn Fn(Var, i64) -> Place, out: &mut Vec<Stmt>) -> Ops {
+    /// Vector `j` of a block, `offset` points of the lanes loop from the block's start, at one
+    /// reduction point, appended to `out`: its value's operations, then its fold or store (at
+    /// the target's place `at`); returns their operations.
+    fn lanewise_vector(
+        &self,
+        v: &Vars,
+        (j, offset): (usize, i64),
+        at: &dyn Fn(Var, i64) -> Place,
+        out: &mut Vec<Stmt>,
+    ) -> Ops {
         let p = &v.plan;
-        let lanes = p.lanes as i64;
         let mut ops = Ops::ZERO;
         for (n, node) in p.nodes.iter().enumerate() {
             if node.shared() && j > 0 {
@@ -721,14 +820,13 @@ impl Gen<'_> {
                     let Place::Ldm { buf, half, .. } = place else {
                         unreachable!("planned accesses are in LDM")
                     };
-                    let offset = j as i64 * lanes * stride;
                     let index = v.index[n].expect("a load has an index");
                     let place = Place::Ldm {
                         buf,
                         half,
-                        index: match offset {
+                        index: match offset * stride {
                             0 => Int::Var(index),
-                            _ => Int::Var(index) + Int::Const(offset),
+                            shift => Int::Var(index) + Int::Const(shift),
                         },
                     };
                     match stride {
@@ -748,6 +846,14 @@ impl Gen<'_> {
                     }
                 }
                 Node::Const(_) => {}
+                Node::Unary(op, a) => {
+                    ops += vector_unary(op, p.lanes as u32);
+                    out.push(Stmt::VUnary {
+                        op,
+                        dst: reg,
+                        a: v.reg(a, j),
+                    });
+                }
                 Node::Binary(op, a, b) => {
                     ops += vector_op(op, p.lanes as u32);
                     out.push(Stmt::VBinary {
@@ -770,9 +876,9 @@ impl Gen<'_> {
                 place: Place::Ldm {
                     buf,
                     half,
-                    index: match j {
+                    index: match offset {
                         0 => Int::Var(kept),
-                        _ => Int::Var(kept) + Int::Const(j as i64 * lanes),
+                        _ => Int::Var(kept) + Int::Const(offset),
                     },
                 },
                 aligned: false,
@@ -781,7 +887,7 @@ impl Gen<'_> {
         match p.fold {
             Fold::Store => out.push(Stmt::VStore {
                 reg: value,
-                place: at(v.target, j as i64 * lanes),
+                place: at(v.target, offset),
                 aligned: false,
             }),
             Fold::Op(op) => {

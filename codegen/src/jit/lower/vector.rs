@@ -6,7 +6,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value as Val};
 
 use super::{vector_flags, Lower, LANES};
-use swflow_frontend::ir::BinaryOp;
+use swflow_frontend::ir::{BinaryOp, UnaryOp};
 
 use crate::cpe::{Int, Place, VReg};
 
@@ -184,6 +184,20 @@ impl Lower<'_, '_> {
                 BinaryOp::Mul => self.b.ins().fmul(x, y),
                 BinaryOp::Div => self.b.ins().fdiv(x, y),
                 BinaryOp::Max | BinaryOp::Min => self.vector_extreme(op, x, y),
+                other => unreachable!("no vector form of {other:?}"),
+            };
+            self.b.def_var(dst, r);
+        }
+    }
+
+    /// `dst = op(a)` lane by lane: the square root, correctly rounded as the scalar one is.
+    pub(super) fn vunary(&mut self, op: UnaryOp, dst: VReg, a: VReg) {
+        let parts = |l: &Self, r: VReg| l.vregs[r.0 as usize].clone();
+        let (dst, a) = (parts(self, dst), parts(self, a));
+        for (dst, a) in dst.into_iter().zip(a) {
+            let x = self.b.use_var(a);
+            let r = match op {
+                UnaryOp::Sqrt => self.b.ins().sqrt(x),
                 other => unreachable!("no vector form of {other:?}"),
             };
             self.b.def_var(dst, r);
