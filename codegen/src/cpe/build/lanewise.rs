@@ -11,14 +11,15 @@
 //! them too, as one row: those loops' points stay at their tile's origin while the lanes
 //! loop's point runs on past its own tile, through the whole row's offsets. The nest runs as:
 //! ```text
-//! constants into registers, once
+//! constants into registers, and each load's step along each reduction loop, once
 //! for outer points (the other parallel loops):
 //!   for blocks of V vectors along the row, then one of V/2, ... down to one vector:
 //!     a fold: load the block's target vectors into accumulators (or set them to the
 //!       fold's initial value, when the nest runs the whole reduction)
+//!     each load's index at the block's first lane and the reduction's origin
 //!     for every reduction point (in nest order; once for a map):
-//!       each load's index at the block's first lane
 //!       every vector's value; folded into its accumulator, or stored (a map)
+//!       each load's index bumped by its step (as each reduction loop ends, by that loop's)
 //!     a fold: store the accumulators
 //!   the lanes left, fewer than a vector: one more vector ending at the row's end, over
 //!     lanes already stored, when that stores their values again unchanged (a map, or a
@@ -419,8 +420,11 @@ pub(super) struct Vars {
     target: Var,
     /// The same for the kept reduced value.
     kept: Option<Var>,
-    /// Per load node, its index at a block's first lane.
-    index: Vec<Option<Var>>,
+    /// Per load node, its index at a block's first lane, one per reduction loop's level as the
+    /// loops walk it (the first at the reduction's origin, the last at the point), and the
+    /// elements it moves per point of each reduction loop; none for other nodes.
+    walk: Vec<Vec<Var>>,
+    step: Vec<Vec<Var>>,
     /// Per node, a register per vector (one for a shared node).
     regs: Vec<Vec<VReg>>,
     acc: Vec<VReg>,
@@ -438,12 +442,25 @@ impl Vars {
         };
         let target = var(f, format!("{prefix}t"));
         let kept = plan.keep.map(|_| var(f, format!("{prefix}k")));
-        let index = plan
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(n, node)| matches!(node, Node::Load { .. }).then(|| var(f, format!("{prefix}i{n}"))))
-            .collect();
+        let depth = plan.reduce.len();
+        let mut walk = Vec::new();
+        let mut step = Vec::new();
+        for (n, node) in plan.nodes.iter().enumerate() {
+            let load = matches!(node, Node::Load { .. });
+            walk.push(match load {
+                true => (0..=depth)
+                    .map(|level| match level {
+                        0 => var(f, format!("{prefix}i{n}")),
+                        _ => var(f, format!("{prefix}i{n}_{level}")),
+                    })
+                    .collect(),
+                false => Vec::new(),
+            });
+            step.push(match load {
+                true => (0..depth).map(|j| var(f, format!("{prefix}s{n}_{j}"))).collect(),
+                false => Vec::new(),
+            });
+        }
         f.decl_lines.push(line);
         let mut reg = |name: String| {
             f.vregs.push(name);
@@ -466,7 +483,8 @@ impl Vars {
             plan,
             target,
             kept,
-            index,
+            walk,
+            step,
             regs,
             acc,
         }
@@ -558,6 +576,18 @@ impl Gen<'_> {
         }
         charge_once(out, VBROADCAST * consts.len() as u32);
         out.extend(consts);
+        // The loads' steps along the reduction loops, once per tile.
+        let mut steps = Ops::ZERO;
+        for (n, node) in p.nodes.iter().enumerate() {
+            if let Node::Load { access, .. } = node {
+                for (j, &l) in p.reduce.iter().enumerate() {
+                    let (e, ops) = self.stride(*access, l);
+                    out.push(Stmt::Set(v.step[n][j], e));
+                    steps += ops;
+                }
+            }
+        }
+        charge_once(out, steps);
         // The outer loops' control, as the scalar nest charges it.
         for j in 0..p.outer.len() {
             let iterations = Int::product(p.outer[..=j].iter().map(|&l| self.extent(l)).collect());
@@ -671,6 +701,42 @@ impl Gen<'_> {
         out
     }
 
+    /// The reduction loops from `level` on around `step`, each load's index walking them: set
+    /// from the level before on entering a loop, bumped by its step after each point.
+    fn lanewise_walk(&self, v: &Vars, level: usize, step: Vec<Stmt>) -> Vec<Stmt> {
+        let p = &v.plan;
+        if level == p.reduce.len() {
+            return step;
+        }
+        let walks = || v.walk.iter().filter(|w| !w.is_empty());
+        let mut out: Vec<Stmt> = walks().map(|w| Stmt::Set(w[level + 1], Int::Var(w[level]))).collect();
+        let mut body = self.lanewise_walk(v, level + 1, step);
+        for (w, s) in v.walk.iter().zip(&v.step).filter(|(w, _)| !w.is_empty()) {
+            body.push(Stmt::Set(w[level + 1], Int::Var(w[level + 1]) + Int::Var(s[level])));
+        }
+        let l = p.reduce[level];
+        out.push(Stmt::For {
+            var: self.point[l],
+            from: self.origin(l),
+            to: self.origin(l) + self.extent(l),
+            step: Int::Const(1),
+            body,
+        });
+        out
+    }
+
+    /// The charges of [`Gen::lanewise_walk`]'s index moves: per load, a set on entering each reduction
+    /// loop and an add after each of its points.
+    fn charge_walks(&self, out: &mut Vec<Stmt>, v: &Vars) {
+        let p = &v.plan;
+        let loads = v.walk.iter().filter(|w| !w.is_empty()).count() as u32;
+        for level in 0..p.reduce.len() {
+            let entered = Int::product(p.reduce[..level].iter().map(|&l| self.extent(l)).collect());
+            let points = Int::product(p.reduce[..=level].iter().map(|&l| self.extent(l)).collect());
+            charge(out, int(loads), entered + points);
+        }
+    }
+
     /// `block`, a block of `lanes` lanes of which only `counted` are not stored by another
     /// block too, with its flops charged for those lanes alone.
     fn counting_lanes(&self, mut block: Vec<Stmt>, lanes: usize, counted: Int) -> Vec<Stmt> {
@@ -734,7 +800,38 @@ impl Gen<'_> {
             (true, None) => VLOAD + VSTORE,
             (true, Some(_)) => VBROADCAST + VSTORE,
         };
-        charge_once(&mut out, target_ops + int(1) + LOOP + access * width as u32);
+        // Each load's index at the reduction's origin, from the reduction loops' points set
+        // there: charged with the target's, once per block of a fold, and with the step of a
+        // map, where all of them run as one stretch of code.
+        let mut origin = Vec::new();
+        let mut origin_ops = int(p.reduce.len() as u32);
+        for &l in &p.reduce {
+            origin.push(Stmt::Set(self.point[l], self.origin(l)));
+        }
+        for (n, node) in p.nodes.iter().enumerate() {
+            if let Node::Load { access, load, .. } = node {
+                let (place, ops) = match load {
+                    Some(a) => {
+                        let shift = self.all[*access].displacement(a).expect("a window holds its loads");
+                        self.load_ref(*access, a, &shift)
+                    }
+                    None => self.access_ref(*access),
+                };
+                let Place::Ldm { index, .. } = place else {
+                    unreachable!("planned accesses are in LDM")
+                };
+                origin.push(Stmt::Set(v.walk[n][0], index));
+                origin_ops += ops + int(1);
+            }
+        }
+        let (block_origin, step_origin) = match p.reduce.is_empty() {
+            true => (Ops::ZERO, origin_ops),
+            false => (origin_ops, Ops::ZERO),
+        };
+        charge_once(
+            &mut out,
+            target_ops + int(1) + LOOP + access * width as u32 + block_origin,
+        );
         out.push(Stmt::Set(v.target, index));
         if let (Some((i, _)), Some(kept)) = (p.keep, v.kept) {
             // Its index, then per vector a store.
@@ -758,33 +855,19 @@ impl Gen<'_> {
                 });
             }
         }
+        out.extend(origin);
         // The step at one reduction point (the block's only one for a map).
         let mut step = Vec::new();
         let mut step_ops = Ops {
             carried: fold_depth(p.fold),
-            ..Ops::ZERO
+            ..step_origin
         };
-        for (n, node) in p.nodes.iter().enumerate() {
-            if let Node::Load { access, load, .. } = node {
-                let (place, ops) = match load {
-                    Some(a) => {
-                        let shift = self.all[*access].displacement(a).expect("a window holds its loads");
-                        self.load_ref(*access, a, &shift)
-                    }
-                    None => self.access_ref(*access),
-                };
-                let Place::Ldm { index, .. } = place else {
-                    unreachable!("planned accesses are in LDM")
-                };
-                step.push(Stmt::Set(v.index[n].expect("a load has an index"), index));
-                step_ops += ops + int(1);
-            }
-        }
         for (j, &offset) in offsets.iter().enumerate() {
             step_ops += self.lanewise_vector(v, (j, offset), &at, &mut step);
         }
         self.charge_nest(&mut out, &p.reduce, step_ops);
-        out.extend(self.point_loops(&p.reduce, step));
+        self.charge_walks(&mut out, v);
+        out.extend(self.lanewise_walk(v, 0, step));
         if folds {
             for (j, &offset) in offsets.iter().enumerate() {
                 out.push(Stmt::VStore {
@@ -820,7 +903,7 @@ impl Gen<'_> {
                     let Place::Ldm { buf, half, .. } = place else {
                         unreachable!("planned accesses are in LDM")
                     };
-                    let index = v.index[n].expect("a load has an index");
+                    let index = v.walk[n][p.reduce.len()];
                     let place = Place::Ldm {
                         buf,
                         half,

@@ -437,7 +437,7 @@ impl Gen<'_> {
 
     /// Elements of access `i`'s buffer from one point of loop `l` to the next, and the
     /// operations that compute it.
-    fn stride(&self, i: usize, l: usize) -> (Int, Ops) {
+    pub(super) fn stride(&self, i: usize, l: usize) -> (Int, Ops) {
         let v = self.buf_vars(i);
         let row: Vec<Int> = v.half.map(Int::Var).into_iter().collect();
         let extent = |d: usize| Int::Elem(v.extent, row.iter().cloned().chain([Int::Const(d as i64)]).collect());
