@@ -132,10 +132,11 @@ fn lanes_loop(k: &Kernel) -> Option<usize> {
 /// fold's `latency`. The points left after the whole vectors fold one at a time, unless the
 /// fold runs `from_init` (its nest holds the whole reduction) in a row that holds a vector:
 /// then they are one more vector ending at the row's end, in the row's only block when the
-/// row's vectors fit one.
-fn lanewise_fold(t: usize, lanes: usize, latency: f64, from_init: bool) -> f64 {
+/// row's vectors fit one. A row shorter than a vector, but longer than half of one, is one
+/// vector when the target's buffer has `room` for the lanes past it.
+fn lanewise_fold(t: usize, lanes: usize, latency: f64, from_init: bool, room: bool) -> f64 {
     let left = t % lanes;
-    let overlaps = from_init && left != 0 && t > lanes;
+    let overlaps = from_init && left != 0 && (t > lanes || (room && 2 * t > lanes));
     if overlaps && t.div_ceil(lanes) <= LANEWISE_VECTORS {
         return (t.div_ceil(lanes) as f64).max(latency) / t as f64;
     }
@@ -394,7 +395,13 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                         Some(run) => {
                             let t = run.iter().map(|&l| seg_tiles[l]).product::<usize>();
                             match fold_latency > 0.0 {
-                                true => lanewise_fold(t, target.f32_vector_lanes, fold_latency, from_init),
+                                true => lanewise_fold(
+                                    t,
+                                    target.f32_vector_lanes,
+                                    fold_latency,
+                                    from_init,
+                                    s.buffers[0].room + 1 >= target.f32_vector_lanes,
+                                ),
                                 false => t.div_ceil(target.f32_vector_lanes) as f64 / t as f64,
                             }
                         }

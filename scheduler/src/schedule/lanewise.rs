@@ -51,6 +51,37 @@ pub fn run(k: &Kernel, s: &Schedule, lanes_loop: usize, touched: &[usize]) -> Ve
     run
 }
 
+/// Whether a vector of kernel `k`'s lane-wise code may run on past the end of a row of its
+/// target into the elements after it (which later rows store again, or the buffers' room:
+/// see [`super::keep_room`]): the target's subscripts but the last are constants or single
+/// loops in nest order, so that the nest visits its rows in the order its buffer holds them,
+/// and every access moves along the lanes loop (the target's last subscript) by one element
+/// of its last subscript or not at all, so that a vector's lanes past the row stay within a
+/// vector of it.
+pub fn may_run_past_rows(k: &Kernel) -> bool {
+    let target = &k.stmt.target.index;
+    let Some(lanes_loop) = target.last().and_then(single) else {
+        return false;
+    };
+    let mut last = None;
+    for x in &target[..target.len() - 1] {
+        let Index::Affine(x) = x else { return false };
+        match x.terms[..] {
+            [] => {}
+            [(l, 1)] if last.is_none_or(|m| m < l) => last = Some(l),
+            _ => return false,
+        }
+    }
+    accesses(k).iter().all(|a| {
+        let n = a.index.len();
+        a.index.iter().enumerate().all(|(d, x)| {
+            let Index::Affine(x) = x else { return false };
+            let c: i64 = x.terms.iter().filter(|t| t.0 == lanes_loop).map(|t| t.1).sum();
+            c == 0 || (c == 1 && d + 1 == n)
+        })
+    })
+}
+
 /// The positions in [`accesses`] of the windows holding the loads of `e`, an expression of
 /// kernel `k`'s statement (its value or its epilogue).
 pub fn reads(k: &Kernel, e: &Expr) -> Vec<usize> {

@@ -115,14 +115,22 @@ pub struct Buffer {
 }
 
 /// Sets the room ([`Buffer::room`]) each LDM buffer of kernel `k` keeps after its tile: the
-/// widest vector's lanes but one for the f32 target and factors of a sum of products, so that
-/// a vector from any of their elements stays inside the buffer (vector code over a row
-/// shorter than a vector reads lanes past the row, and discards them); none for other
-/// buffers, whose code reads no further than their tiles.
+/// widest vector's lanes but one for the f32 target and factors of a sum of products, and for
+/// every f32 buffer of another kernel whose target's tile rows are shorter than the widest
+/// vector, where lane-wise vectors may run past them ([`lanewise::may_run_past_rows`]), so
+/// that a vector from any of their elements stays inside the buffer (vector code
+/// over a row shorter than a vector reads and writes lanes past the row, and discards them or
+/// stores them again); none for other buffers, whose code reads no further than their tiles.
 pub fn keep_room(k: &Kernel, buffers: &mut [Buffer]) {
     let product = blocking::product_factors(k);
+    let short_rows = product.is_none()
+        && lanewise::may_run_past_rows(k)
+        && buffers
+            .first()
+            .and_then(|t| t.dims.last())
+            .is_some_and(|&w| w < MAX_F32_LANES);
     for (i, b) in buffers.iter_mut().enumerate() {
-        let operand = product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
+        let operand = short_rows || product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
         let f32_buffer = b.residence == Residence::Buffer && b.elem_bytes == DType::F32.size_bytes();
         b.room = match operand && f32_buffer {
             true => MAX_F32_LANES - 1,

@@ -109,26 +109,44 @@ pub(super) struct Plan {
     lanes: usize,
     /// Vectors of the widest block.
     vectors: usize,
-    /// Set when every row holds the same number of lanes, `n`, more than a vector but not a
-    /// whole number of them, and the row's `m` vectors fit one block, whose last vector ends
-    /// at the row's end over lanes the one before it stores too (only where that stores
-    /// their values again unchanged: see [`Plan::restores`]): `(n, m)`. Each row then runs
-    /// as that one block.
+    /// Whether a vector may run past a row's end ([`lanewise::may_run_past_rows`]), the
+    /// target's buffer and those of the loads that move along the lanes keeping room for a
+    /// vector past their tiles ([`swflow_scheduler::schedule::keep_room`]). Its lanes past
+    /// the row then read elements that stay inside their buffers and write elements of later
+    /// rows, whose own values are stored over them later, or the target's room.
+    spills: bool,
+    /// Set when every row holds the same number of lanes, `n`, not a whole number of
+    /// vectors, and the row's `m` vectors fit one block, which stores lanes of the row more
+    /// than once or past its end (only where that stores their values again unchanged: see
+    /// [`Plan::restores`]): `(n, m)`. Each row then runs as that one block. A row longer than
+    /// a vector ends with a vector at its end, over lanes the one before it stores too; one
+    /// shorter, but longer than half a vector, runs one vector from its start past its end,
+    /// where the plan [`spills`](Plan::spills) and has no division or square root (charged
+    /// per lane, for the lanes past the row too).
     row_block: Option<(usize, usize)>,
 }
 
 impl Plan {
-    /// The plan with [`Plan::row_block`] set where it applies.
-    fn with_row_block(self) -> Plan {
+    /// The plan with [`Plan::row_block`] set where it applies; none when every row is
+    /// shorter than a vector and runs single lanes.
+    fn with_row_block(self) -> Option<Plan> {
         let lanes = self.lanes;
+        // A vector past a row's end only where the row fills more than half of it, and no
+        // operation charged per lane (a division, a square root) pays for the lanes past it.
+        let slow = self
+            .nodes
+            .iter()
+            .any(|n| matches!(n, Node::Unary(UnaryOp::Sqrt, _) | Node::Binary(BinaryOp::Div, ..)));
+        let spills = |n: usize| self.spills && 2 * n > lanes && !slow;
         let row_block = match self.lengths.as_deref() {
-            Some(&[n]) if n > lanes && n % lanes != 0 && self.restores() => {
+            Some(&[n]) if n % lanes != 0 && (n > lanes || spills(n)) && self.restores() => {
                 let m = n.div_ceil(lanes);
                 (m <= LANEWISE_VECTORS && registers(&self.nodes, self.fold, m) <= REGISTERS).then_some((n, m))
             }
             _ => None,
         };
-        Plan { row_block, ..self }
+        let short = self.lengths.as_ref().is_some_and(|l| l.iter().all(|&n| n < lanes));
+        (!short || row_block.is_some()).then_some(Plan { row_block, ..self })
     }
 
     /// Vectors of the widest block, [`Plan::row_block`]'s included.
@@ -196,14 +214,14 @@ pub(super) fn plan(p: &Program, k: &Kernel, s: &Schedule, lanes: usize, buffered
         _ => None,
     };
     let plan = finish(p, k, s, lanes, &all, &f32_tile, (lanes_loop, run), nodes, fold, reduce)?;
-    Some(Plan { starts, ..plan }.with_row_block())
+    Plan { starts, ..plan }.with_row_block()
 }
 
 /// What both plans need, when the target is a dense f32 tile in LDM: the kernel's accesses,
 /// whether each is an f32 tile in LDM (`buffered`), the lanes loop (the target's last
 /// subscript, a parallel loop), and the loops before it in the row of a nest touching the
-/// accesses `touched` ([`lanewise::run`]), when a tile's row holds a vector (shorter ones
-/// would run single lanes only).
+/// accesses `touched` ([`lanewise::run`]), when a tile's row holds a vector or vectors may
+/// run past the rows (shorter rows would run single lanes only).
 #[allow(clippy::type_complexity)]
 fn lanes_of<'k>(
     p: &Program,
@@ -231,7 +249,11 @@ fn lanes_of<'k>(
         return None;
     }
     let mut run = lanewise::run(k, s, lanes_loop, touched);
-    if run.iter().map(|&l| s.tiles[l]).product::<usize>() < lanes {
+    // Rows shorter than a vector, of lengths known before the code runs, may run one past
+    // their ends (see `Plan::with_row_block`).
+    let past_rows =
+        lanewise::may_run_past_rows(k) && s.buffers[0].room + 1 >= lanes && lanewise::row_lengths(k, s, &run).is_some();
+    if run.iter().map(|&l| s.tiles[l]).product::<usize>() < lanes && !past_rows {
         return None;
     }
     run.pop();
@@ -295,7 +317,7 @@ pub(super) fn plan_epilogue(p: &Program, k: &Kernel, s: &Schedule, lanes: usize,
         Fold::Store,
         Vec::new(),
     )?;
-    Some(Plan { keep, ..plan }.with_row_block())
+    Plan { keep, ..plan }.with_row_block()
 }
 
 /// The plan from its nodes along the lanes loop and the loops before it in its row, once each
@@ -333,6 +355,13 @@ fn finish(
         .filter(|&l| k.loops[l].kind == LoopKind::Parallel && l != lanes_loop && !run.contains(&l))
         .collect();
     let lengths = lanewise::row_lengths(k, s, &[&run[..], &[lanes_loop]].concat());
+    let roomy = |i: usize| s.buffers[i].room + 1 >= lanes;
+    let spills = lanewise::may_run_past_rows(k)
+        && roomy(0)
+        && nodes.iter().all(|n| match *n {
+            Node::Load { access, stride, .. } => stride == 0 || (stride == 1 && roomy(access)),
+            _ => true,
+        });
     Some(Plan {
         lanes_loop,
         run,
@@ -345,6 +374,7 @@ fn finish(
         starts: None,
         lanes,
         vectors,
+        spills,
         row_block: None,
     })
 }
@@ -556,6 +586,10 @@ impl Gen<'_> {
     pub(super) fn lanewise_nest(&self, out: &mut Vec<Stmt>, v: &Vars, scalar: Vec<Stmt>, scalar_ops: Ops) {
         let p = &v.plan;
         out.push(Stmt::Comment(match p.row_block {
+            Some((n, _)) if n < p.lanes => format!(
+                "Each row of {n} lanes ({}) in one vector of {}, past the row's end.",
+                self.loop_names[p.lanes_loop], p.lanes
+            ),
             Some((n, m)) => format!(
                 "Each row of {n} lanes ({}) in one block of {m} vectors of {}, the last ending at the row's end.",
                 self.loop_names[p.lanes_loop], p.lanes
@@ -615,7 +649,7 @@ impl Gen<'_> {
             charge_once(&mut out, int(1));
             out.push(Stmt::Set(self.point[l], o));
             let mut offsets: Vec<i64> = (0..m as i64 - 1).map(|j| j * lanes as i64).collect();
-            offsets.push((row - lanes) as i64);
+            offsets.push((row.max(lanes) - lanes) as i64);
             out.extend(self.counting_lanes(self.lanewise_block(v, &offsets), m * lanes, Int::Const(row as i64)));
             return out;
         }
