@@ -163,7 +163,7 @@ fn replace_loads(e: &mut Expr, f: &mut impl FnMut(&Access) -> Option<Expr>) {
     });
 }
 
-fn replace_acc(e: &mut Expr, value: &Expr) {
+pub(super) fn replace_acc(e: &mut Expr, value: &Expr) {
     e.rewrite(&mut |x| {
         if matches!(x, Expr::Acc) {
             *x = value.clone();

@@ -284,18 +284,43 @@ impl Lowering {
         value: Expr,
         reduce: Option<Reduction>,
     ) -> Result<(), String> {
+        self.finished_kernel(n, suffix, loops, operands, target, value, reduce, None)
+    }
+
+    /// [`Lowering::kernel`] of a reduction whose target takes `epilogue` of each reduced value
+    /// (`acc`) once every point has folded into it (with nothing to fold, of the initial
+    /// value).
+    #[allow(clippy::too_many_arguments)]
+    fn finished_kernel(
+        &mut self,
+        n: &NodeCx,
+        suffix: &str,
+        loops: Vec<Loop>,
+        operands: Vec<TensorId>,
+        target: Access,
+        value: Expr,
+        reduce: Option<Reduction>,
+        epilogue: Option<Expr>,
+    ) -> Result<(), String> {
         let node = n.node();
         if loops.iter().any(|l| l.kind == LoopKind::Parallel && l.extent == 0) {
             return Ok(()); // Nothing to write.
         }
-        let (loops, value, reduce) = match reduce {
-            // Nothing to fold: every target element is the reduction's initial value.
-            Some(r) if loops.iter().any(|l| l.extent == 0) => (
-                loops.into_iter().filter(|l| l.kind == LoopKind::Parallel).collect(),
-                Expr::Const(r.init),
-                None,
-            ),
-            _ => (loops, value, reduce),
+        let (loops, value, reduce, epilogue) = match reduce {
+            // Nothing to fold: every target element is the reduction's initial value (after
+            // the epilogue).
+            Some(r) if loops.iter().any(|l| l.extent == 0) => {
+                let value = match epilogue {
+                    Some(mut e) => {
+                        inline::replace_acc(&mut e, &Expr::Const(r.init));
+                        e
+                    }
+                    None => Expr::Const(r.init),
+                };
+                let loops = loops.into_iter().filter(|l| l.kind == LoopKind::Parallel).collect();
+                (loops, value, None, None)
+            }
+            _ => (loops, value, reduce, epilogue),
         };
         let base = if suffix.is_empty() {
             node.name.clone()
@@ -313,7 +338,7 @@ impl Lowering {
                 target,
                 value,
                 reduce,
-                epilogue: None,
+                epilogue,
                 keep: None,
             },
             schedule: None,

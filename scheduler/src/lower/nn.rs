@@ -424,7 +424,7 @@ fn taps_first(cx: &mut Lowering, n: &NodeCx, groups: usize) -> Result<TensorId, 
 
 /// Windowed max or sum over the input, whose padding reads as a value that never wins (the
 /// lowest value for max, zero for sums), then for averages a division by the number of
-/// counted positions.
+/// counted positions, as the sum's epilogue: one kernel either way.
 pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), String> {
     let x = cx.input(n, 0);
     let in_shape = n.input_ty(0).shape.clone();
@@ -454,11 +454,9 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         cx.kernel(n, "", loops, vec![n.out, x], target(vars(2 + nd)), xs, reduction)?;
         return Ok(());
     };
-    let sum = cx.temp(n, "sum", n.node().ty.clone());
-    cx.kernel(n, "sum", loops, vec![sum, x], target(vars(2 + nd)), xs, reduction)?;
     let counts = p.average_divisors(&in_shape[2..], &out[2..]);
     let (divisor, operands) = if counts.iter().all(|&c| c == counts[0]) {
-        (Expr::Const(Scalar::of(dtype, counts[0] as f64)), vec![n.out, sum])
+        (Expr::Const(Scalar::of(dtype, counts[0] as f64)), vec![n.out, x])
     } else {
         let t = match dtype {
             swflow_frontend::ir::DType::F64 => Tensor::new(
@@ -471,18 +469,18 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         let count = cx.constant(n, "count", t);
         (
             Expr::load(2, (2..2 + nd).map(Affine::var).collect()),
-            vec![n.out, sum, count],
+            vec![n.out, x, count],
         )
     };
-    let value = Expr::binary(BinaryOp::Div, Expr::load(1, vars(2 + nd)), divisor);
-    cx.kernel(
+    let average = Expr::binary(BinaryOp::Div, Expr::Acc, divisor);
+    cx.finished_kernel(
         n,
         "",
-        (0..2 + nd).map(|i| par(format!("d{i}"), out[i])).collect(),
+        loops,
         operands,
         target(vars(2 + nd)),
-        value,
-        None,
-    )?;
-    Ok(())
+        xs,
+        reduction,
+        Some(average),
+    )
 }
