@@ -92,6 +92,9 @@ pub(super) fn attach_epilogue(mut r: Kernel, consumer: Kernel, node: String, kee
     if keep && r.stmt.reduce.is_none() {
         return Err("a kernel without a reduction cannot keep its reduced value".into());
     }
+    if r.stmt.epilogue.is_some() {
+        return Err("a reduction with an epilogue of its own (an average pool's division) takes no other".into());
+    }
     if !elementwise(&consumer) {
         return Err("an epilogue must write each element once, in loop order".into());
     }
