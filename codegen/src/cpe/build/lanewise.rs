@@ -742,20 +742,15 @@ impl Gen<'_> {
         if level == p.reduce.len() {
             return step;
         }
-        let walks = || v.walk.iter().filter(|w| !w.is_empty());
-        let mut out: Vec<Stmt> = walks().map(|w| Stmt::Set(w[level + 1], Int::Var(w[level]))).collect();
+        let walks = || v.walk.iter().zip(&v.step).filter(|(w, _)| !w.is_empty());
+        let mut out: Vec<Stmt> = walks()
+            .map(|(w, _)| Stmt::Set(w[level + 1], Int::Var(w[level])))
+            .collect();
         let mut body = self.lanewise_walk(v, level + 1, step);
-        for (w, s) in v.walk.iter().zip(&v.step).filter(|(w, _)| !w.is_empty()) {
+        for (w, s) in walks() {
             body.push(Stmt::Set(w[level + 1], Int::Var(w[level + 1]) + Int::Var(s[level])));
         }
-        let l = p.reduce[level];
-        out.push(Stmt::For {
-            var: self.point[l],
-            from: self.origin(l),
-            to: self.origin(l) + self.extent(l),
-            step: Int::Const(1),
-            body,
-        });
+        out.extend(self.point_loops(&[p.reduce[level]], body));
         out
     }
 

@@ -768,14 +768,7 @@ impl Gen<'_> {
         }
         let mut body = self.walk(v, rows, width, level + 1);
         bump(&mut body);
-        let l = p.shape.reduce[level];
-        out.push(Stmt::For {
-            var: self.point[l],
-            from: self.origin(l),
-            to: self.origin(l) + self.extent(l),
-            step: Int::Const(1),
-            body,
-        });
+        out.extend(self.point_loops(&[p.shape.reduce[level]], body));
         out
     }
 
