@@ -4,12 +4,14 @@
 //!
 //! One parallel loop, the *lanes*, moves the target and the factors that move along it by one
 //! element (a factor that does not move along it is broadcast); another parallel loop may give
-//! a block several *rows* that share the factors not moving along it. When the lanes loop's
-//! tiles are shorter than a block's lanes and the loop outside it moves every factor along
-//! the lanes by a whole tile row, the lanes run through both loops as one longer row
-//! (*coalesced*). A block's row spans some of the whole vectors of a tile's row, up to
-//! [`ROW_LANES`] lanes, and a block takes up to [`ROWS`] rows within [`ACCUMULATORS`]
-//! accumulators: the shape that takes the fewest cycles per multiply-add, each reduction step
+//! a block several *rows* that share the factors not moving along it. When the loop outside
+//! the lanes loop moves every factor along the lanes by a whole tile row, the lanes run
+//! through both loops as one longer row (*coalesced*): always when the lanes loop's tiles are
+//! shorter than a block's lanes, and when that takes fewer cycles per target element where
+//! they are longer (a row of 28 points in vectors of 8 fills its last vector half, seven rows
+//! of 28 as one row fill all but the last). A block's row spans some of the whole vectors of
+//! a tile's row, up to [`ROW_LANES`] lanes, and a block takes up to [`ROWS`] rows within
+//! [`ACCUMULATORS`] accumulators: the shape that takes the fewest cycles per multiply-add, each reduction step
 //! of a block taking the longest of its multiply-adds with the merges of its unaligned loads
 //! (P0), its loads (P1), and a multiply-add's latency.
 
@@ -243,11 +245,11 @@ pub fn blocking(
             )
     })?;
     let widest = ROW_LANES.div_ceil(lanes).max(1);
-    // Rows of the tile shorter than a block's lanes run on into the next: the target's
-    // subscript before the last is one loop, and a factor moving along the lanes holds in its
-    // last subscript no other loop with a tile of several points (so its tile's rows are as
-    // long as the target's) and that loop, with coefficient 1, just before.
-    let coalesced = (s.tiles[lanes_loop] < ROW_LANES && ti.len() >= 2)
+    // Rows of the tile may run on into the next: the target's subscript before the last is one
+    // loop, and a factor moving along the lanes holds in its last subscript no other loop with
+    // a tile of several points (so its tile's rows are as long as the target's) and that loop,
+    // with coefficient 1, just before.
+    let coalescable = (ti.len() >= 2)
         .then(|| match ti[ti.len() - 2].as_slice() {
             &[(l, 1)] if l != lanes_loop && k.loops[l].kind == LoopKind::Parallel && s.tiles[l] > 1 => Some(l),
             _ => None,
@@ -265,12 +267,6 @@ pub fn blocking(
                 _ => uses(sub, outer) == 0,
             })
         });
-    // A block's row spans some of the whole vectors of the longest row of a tile (one when it
-    // has fewer), up to `ROW_LANES`.
-    let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
-    let whole = (row_points / lanes).max(1);
-    let aligned =
-        |access: usize, sub: &[Vec<(usize, i64)>]| coalesced.is_none() && aligned(k, s, access, sub, lanes_loop, lanes);
     let tap_stride = |sub: &[Vec<(usize, i64)>]| -> Option<usize> {
         let l = *running.last()?;
         unrolled?;
@@ -280,101 +276,124 @@ pub fn blocking(
         }
         usize::try_from(last.iter().filter(|t| t.0 == l).map(|t| t.1).sum::<i64>()).ok()
     };
-    let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| {
-        let along_lanes = lane_step(sub, lanes_loop) == Some(true);
-        Factor {
-            access,
-            along_lanes,
-            along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
-            aligned: along_lanes && aligned(access, sub),
-            tap_stride: tap_stride(sub),
-        }
-    };
-    // A reduction step of a block of `n` rows and `v` vectors takes the longest of P0 (its
-    // multiply-adds and the merges of its unaligned loads), P1 (its loads) and the latency
-    // of a multiply-add (each accumulator's next one waits for its last), within the
-    // registers.
-    let step = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
-        let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
-        let regs = x.registers(n, v) + y.registers(n, v);
-        if regs + n * v > REGISTERS {
-            return None;
-        }
-        let loads = |f: &Factor| -> (f64, f64) {
-            let r = f.registers(n, v) as f64;
-            match (f.along_lanes, f.aligned) {
-                (true, false) => (r, 2.0 * r),
-                _ => (0.0, r),
+    // The best blocks with the lanes running through `coalesced` as well, or not, and their
+    // cycles per target element of the longest tile (a row's last vector, partly filled,
+    // costs a whole one).
+    let search = |coalesced: Option<usize>| -> Option<(Blocking, f64)> {
+        // A block's row spans some of the whole vectors of the longest row of a tile (one when
+        // it has fewer), up to `ROW_LANES`.
+        let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
+        let whole = (row_points / lanes).max(1);
+        let aligned = |access: usize, sub: &[Vec<(usize, i64)>]| {
+            coalesced.is_none() && aligned(k, s, access, sub, lanes_loop, lanes)
+        };
+        let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| {
+            let along_lanes = lane_step(sub, lanes_loop) == Some(true);
+            Factor {
+                access,
+                along_lanes,
+                along_rows: rows.is_some_and(|l| uses(sub, l) > 0),
+                aligned: along_lanes && aligned(access, sub),
+                tap_stride: tap_stride(sub),
             }
         };
-        let ((x0, x1), (y0, y1)) = (loads(&x), loads(&y));
-        let p0 = (n * v) as f64 + x0 + y0;
-        Some(p0.max(x1 + y1).max(fp_latency))
-    };
-    // A step of `n` rows across the longest row: blocks of `v` vectors, then one of the whole
-    // vectors left.
-    let across = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
-        let rest = match whole % v {
-            0 => 0.0,
-            r => step(rows, n, r)?,
-        };
-        Some((whole / v) as f64 * step(rows, n, v)? + rest)
-    };
-    // The block: its vectors, and the parallel loop of its rows with their number, that take
-    // the fewest cycles per multiply-add over the longest tile: its full blocks, then its
-    // single rows. Wider blocks come first, and a narrower one is taken only when faster.
-    let mut best: Option<(usize, Option<usize>, usize, Steps, f64)> = None;
-    for v in (1..=whole.min(widest)).rev() {
-        let mut consider = |rows_loop: Option<usize>, n: usize, steps: Steps, cost: f64| {
-            if best.as_ref().is_none_or(|b| cost < b.4) {
-                best = Some((v, rows_loop, n, steps, cost));
+        // A reduction step of a block of `n` rows and `v` vectors takes the longest of P0 (its
+        // multiply-adds and the merges of its unaligned loads), P1 (its loads) and the latency
+        // of a multiply-add (each accumulator's next one waits for its last), within the
+        // registers.
+        let step = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
+            let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
+            let regs = x.registers(n, v) + y.registers(n, v);
+            if regs + n * v > REGISTERS {
+                return None;
             }
-        };
-        if let Some(single) = across(None, 1, v) {
-            let steps = Steps {
-                full: single,
-                single,
-                whole,
+            let loads = |f: &Factor| -> (f64, f64) {
+                let r = f.registers(n, v) as f64;
+                match (f.along_lanes, f.aligned) {
+                    (true, false) => (r, 2.0 * r),
+                    _ => (0.0, r),
+                }
             };
-            consider(None, 1, steps, steps.per_vector(1, 1));
-        }
-        for &l in parallel
-            .iter()
-            .filter(|&&l| l != lanes_loop && Some(l) != coalesced && longest(l) > 1)
-        {
-            let t = longest(l);
-            let Some(single) = across(Some(l), 1, v) else { continue };
-            let most = ROWS.min(ACCUMULATORS / v).min(t);
-            for n in (2..=most).rev() {
-                let Some(full) = across(Some(l), n, v) else { continue };
-                let steps = Steps { full, single, whole };
-                consider(Some(l), n, steps, steps.per_vector(t, n));
+            let ((x0, x1), (y0, y1)) = (loads(&x), loads(&y));
+            let p0 = (n * v) as f64 + x0 + y0;
+            Some(p0.max(x1 + y1).max(fp_latency))
+        };
+        // A step of `n` rows across the longest row: blocks of `v` vectors, then one of the
+        // whole vectors left.
+        let across = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
+            let rest = match whole % v {
+                0 => 0.0,
+                r => step(rows, n, r)?,
+            };
+            Some((whole / v) as f64 * step(rows, n, v)? + rest)
+        };
+        // The block: its vectors, and the parallel loop of its rows with their number, that
+        // take the fewest cycles per multiply-add over the longest tile: its full blocks, then
+        // its single rows. Wider blocks come first, and a narrower one is taken only when
+        // faster.
+        let mut best: Option<(usize, Option<usize>, usize, Steps, f64)> = None;
+        for v in (1..=whole.min(widest)).rev() {
+            let mut consider = |rows_loop: Option<usize>, n: usize, steps: Steps, cost: f64| {
+                if best.as_ref().is_none_or(|b| cost < b.4) {
+                    best = Some((v, rows_loop, n, steps, cost));
+                }
+            };
+            if let Some(single) = across(None, 1, v) {
+                let steps = Steps {
+                    full: single,
+                    single,
+                    whole,
+                };
+                consider(None, 1, steps, steps.per_vector(1, 1));
+            }
+            for &l in parallel
+                .iter()
+                .filter(|&&l| l != lanes_loop && Some(l) != coalesced && longest(l) > 1)
+            {
+                let t = longest(l);
+                let Some(single) = across(Some(l), 1, v) else { continue };
+                let most = ROWS.min(ACCUMULATORS / v).min(t);
+                for n in (2..=most).rev() {
+                    let Some(full) = across(Some(l), n, v) else { continue };
+                    let steps = Steps { full, single, whole };
+                    consider(Some(l), n, steps, steps.per_vector(t, n));
+                }
             }
         }
+        let (vectors, rows_loop, rows, steps, per_vector) = best?;
+        let per_element = per_vector * row_points.div_ceil(lanes) as f64 / row_points as f64;
+        let outer = parallel
+            .iter()
+            .copied()
+            .filter(|&l| l != lanes_loop && Some(l) != rows_loop && Some(l) != coalesced)
+            .collect();
+        let blocks = Blocking {
+            lanes_loop,
+            coalesced,
+            rows_loop,
+            outer,
+            reduce: running.clone(),
+            fixed: fixed.clone(),
+            unrolled,
+            factors: [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)],
+            target_aligned: aligned(0, &ti),
+            lanes,
+            vectors,
+            rows,
+            steps,
+        };
+        Some((blocks, per_element))
+    };
+    // Rows shorter than a block's lanes always run on; longer ones do when that takes fewer
+    // cycles per element (a row ending in a partly filled vector then fills it from the next).
+    match coalescable {
+        Some(outer) if s.tiles[lanes_loop] < ROW_LANES => search(Some(outer)).map(|b| b.0),
+        Some(outer) => match (search(None), search(Some(outer))) {
+            (Some(apart), Some(on)) => Some(if on.1 < apart.1 { on.0 } else { apart.0 }),
+            (apart, on) => apart.or(on).map(|b| b.0),
+        },
+        _ => search(None).map(|b| b.0),
     }
-    let (vectors, rows_loop, rows, steps, _) = best?;
-    let factors = [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)];
-    let target_aligned = aligned(0, &ti);
-    let outer = parallel
-        .iter()
-        .copied()
-        .filter(|&l| l != lanes_loop && Some(l) != rows_loop && Some(l) != coalesced)
-        .collect();
-    Some(Blocking {
-        lanes_loop,
-        coalesced,
-        rows_loop,
-        outer,
-        reduce: running,
-        fixed,
-        unrolled,
-        factors,
-        target_aligned,
-        lanes,
-        vectors,
-        rows,
-        steps,
-    })
 }
 
 /// Whether every whole vector a block of whole vectors loads or stores through access `i` of

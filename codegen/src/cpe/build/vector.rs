@@ -3,15 +3,17 @@
 //!
 //! One parallel loop, the *lanes*, moves the target and the factors that move along it by one
 //! element (a factor that does not move along it is broadcast); another parallel loop may give
-//! a block several *rows* that share the factors not moving along it. When the lanes loop's
-//! tiles are shorter than a block's lanes and the loop outside it moves every factor along
-//! the lanes by a whole tile row, the lanes run through both loops as one longer row
-//! (*coalesced*), each block finding its two points by a quotient and a remainder. The other parallel
-//! loops run outside, and the reduction loops innermost, in their order (a loop of one point,
-//! a 1 x 1 window's, is set once, not run; an innermost loop whose tiles all have the same few
-//! points, a 3 x 3 window's row, is written out step by step, without loop control). A block's
-//! row spans some of the whole vectors of a tile's row, up to 16 lanes, and a block takes up to
-//! 8 rows within 16 accumulators, enough independent multiply-adds to cover the latency of each
+//! a block several *rows* that share the factors not moving along it. When the loop outside
+//! the lanes loop moves every factor along the lanes by a whole tile row, and the lanes loop's
+//! tiles are shorter than a block's lanes or end in a partly filled vector that this fills
+//! better, the lanes run through both loops as one longer row (*coalesced*): the target's and
+//! the factors' rows follow one another in their boxes, so each block's indices are those of
+//! the row group's first point plus its position. The other parallel loops run outside, and
+//! the reduction loops innermost, in their order (a loop of one point, a 1 x 1 window's, is
+//! set once, not run; an innermost loop whose tiles all have the same few points, a 3 x 3
+//! window's row, is written out step by step, without loop control). A block's row spans
+//! some of the whole vectors of a tile's row, up to 16 lanes, and a block takes up to 8 rows
+//! within 16 accumulators, enough independent multiply-adds to cover the latency of each
 //! accumulator's previous one: the shape that takes the fewest cycles per multiply-add (fewer
 //! vectors and more rows merge fewer unaligned loads per multiply-add), which the scheduler
 //! finds ([`Blocking`]) and its estimate charges:
@@ -144,6 +146,12 @@ pub(super) struct Vars {
     plan: Plan,
     /// With a coalesced loop: the position along the lanes of both loops together.
     flat: Option<Var>,
+    /// With a coalesced loop: the index, at position 0 and the reduction loops' origins, of
+    /// the target's first row and of each factor's first stream, set once per row group. A
+    /// block's indices are these plus its position (a factor's that does not move along the
+    /// lanes, its base), since the rows of the target's and the moving factors' boxes are as
+    /// long as the lanes loop's tile.
+    base: Option<[Var; 3]>,
     /// Index of each row's first target element in a block.
     target: Vec<Var>,
     /// Target elements from one row to the next.
@@ -175,6 +183,10 @@ impl Vars {
             v
         };
         let flat = plan.shape.coalesced.map(|_| var(f, format!("{prefix}lane")));
+        let base = plan
+            .shape
+            .coalesced
+            .map(|_| ["t", "a", "b"].map(|name| var(f, format!("{prefix}{name}_base"))));
         let target = (0..plan.shape.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
         let target_row = plan.shape.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
         let mut row_stride = [None, None];
@@ -224,6 +236,7 @@ impl Vars {
         Vars {
             plan,
             flat,
+            base,
             target,
             target_row,
             row_stride,
@@ -470,7 +483,7 @@ impl Gen<'_> {
         let (var, o, n) = self.lane_range(v);
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let span = p.shape.vectors * p.shape.lanes;
-        let mut out = Vec::new();
+        let mut out = self.block_bases(v);
         if parts.lane_blocks {
             out.push(Stmt::For {
                 var,
@@ -640,29 +653,27 @@ impl Gen<'_> {
     fn block_indices(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
         let p = &v.plan;
         let mut out = Vec::new();
-        if let (Some(outer), Some(flat)) = (p.shape.coalesced, v.flat) {
-            let l = p.shape.lanes_loop;
-            out.push(Stmt::Set(
-                self.point[outer],
-                self.origin(outer) + Int::Var(flat) / self.extent(l),
-            ));
-            out.push(Stmt::Set(
-                self.point[l],
-                self.origin(l) + Int::Var(flat) % self.extent(l),
-            ));
+        let from_base = v.base.zip(v.flat);
+        match from_base {
+            Some(([t, _, _], flat)) => out.push(Stmt::Set(v.target[0], Int::Var(t) + Int::Var(flat))),
+            None => {
+                for &l in p.shape.reduce.iter().chain(&p.shape.fixed) {
+                    out.push(Stmt::Set(self.point[l], self.origin(l)));
+                }
+                out.push(Stmt::Set(v.target[0], ldm_index(&self.access_ref(0).0)));
+            }
         }
-        for &l in p.shape.reduce.iter().chain(&p.shape.fixed) {
-            out.push(Stmt::Set(self.point[l], self.origin(l)));
-        }
-        let (target, _) = self.access_ref(0);
-        out.push(Stmt::Set(v.target[0], ldm_index(&target)));
         for i in 1..rows {
             let row = v.target_row.expect("several rows have a row stride");
             out.push(Stmt::Set(v.target[i], Int::Var(v.target[i - 1]) + Int::Var(row)));
         }
         for (x, fac) in p.shape.factors.iter().enumerate() {
-            let (place, _) = self.access_ref(fac.access);
-            out.push(Stmt::Set(v.walk[x][0][0], ldm_index(&place)));
+            let first = match from_base {
+                Some((base, flat)) if fac.along_lanes => Int::Var(base[x + 1]) + Int::Var(flat),
+                Some((base, _)) => Int::Var(base[x + 1]),
+                None => ldm_index(&self.access_ref(fac.access).0),
+            };
+            out.push(Stmt::Set(v.walk[x][0][0], first));
             for i in 1..fac.streams(rows) {
                 let row = v.row_stride[x].expect("a factor along the rows has a row stride");
                 out.push(Stmt::Set(
@@ -672,6 +683,39 @@ impl Gen<'_> {
             }
         }
         out
+    }
+
+    /// With a coalesced loop, the indices [`Self::block_indices`] starts from, set at the
+    /// start of each row group's lanes loops: the coalesced and lanes loops and the reduction
+    /// loops at their origins, and the target's and each factor's index there.
+    fn block_bases(&self, v: &Vars) -> Vec<Stmt> {
+        let p = &v.plan;
+        let (Some(base), Some(outer)) = (v.base, p.shape.coalesced) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for &l in [outer, p.shape.lanes_loop]
+            .iter()
+            .chain(&p.shape.reduce)
+            .chain(&p.shape.fixed)
+        {
+            out.push(Stmt::Set(self.point[l], self.origin(l)));
+        }
+        out.push(Stmt::Set(base[0], ldm_index(&self.access_ref(0).0)));
+        for (x, fac) in p.shape.factors.iter().enumerate() {
+            out.push(Stmt::Set(base[x + 1], ldm_index(&self.access_ref(fac.access).0)));
+        }
+        out
+    }
+
+    /// The operations of [`Self::block_bases`].
+    fn base_ops(&self, v: &Vars) -> Ops {
+        let p = &v.plan;
+        let mut ops = int((2 + p.shape.reduce.len() + p.shape.fixed.len()) as u32) + self.access_ref(0).1;
+        for fac in &p.shape.factors {
+            ops += self.access_ref(fac.access).1;
+        }
+        ops
     }
 
     /// A block after [`Self::block_indices`]: its accumulators loaded, its reduction walk and
@@ -912,6 +956,9 @@ impl Gen<'_> {
             let bounds = if p.shape.vectors > 1 { 15 } else { 8 };
             let short_test = u32::from(parts.short && parts.long);
             charge(out, int(bounds + short_test) + cost::branch(short_test), calls.clone());
+            if v.base.is_some() {
+                charge(out, self.base_ops(v), calls.clone());
+            }
             if parts.tail && !parts.tail_always {
                 charge(out, int(2) + cost::branch(1), calls.clone() * whole.clone());
             }
@@ -996,14 +1043,17 @@ impl Gen<'_> {
     /// A block's start ([`Self::block_indices`]): its subscripts and stream indices.
     fn index_ops(&self, v: &Vars, rows: usize) -> Ops {
         let p = &v.plan;
-        let mut ops =
-            int((p.shape.reduce.len() + p.shape.fixed.len()) as u32) + self.access_ref(0).1 + int(rows as u32);
-        for fac in &p.shape.factors {
-            ops += self.access_ref(fac.access).1 + int(fac.streams(rows) as u32);
+        // From the bases, each first index is an add (a move for a factor not along the lanes).
+        let first = |i: usize| match v.base {
+            Some(_) => int(1),
+            None => self.access_ref(i).1,
+        };
+        let mut ops = first(0) + int(rows as u32);
+        if v.base.is_none() {
+            ops += int((p.shape.reduce.len() + p.shape.fixed.len()) as u32);
         }
-        if p.shape.coalesced.is_some() {
-            // The two points from the position: a quotient, a remainder and two adds.
-            ops += Ops { div: 2, ..int(2) };
+        for fac in &p.shape.factors {
+            ops += first(fac.access) + int(fac.streams(rows) as u32);
         }
         ops
     }
