@@ -245,27 +245,37 @@ pub fn blocking(
             )
     })?;
     let widest = ROW_LANES.div_ceil(lanes).max(1);
+    // Whether the rows of access `i`'s box (subscripts `sub`) are one tile long: no tile loop
+    // of its last subscript's loops runs inside the box's depth.
+    let tile_rows = |i: usize, sub: &[Vec<(usize, i64)>]| {
+        let inside = &s.order[s.buffers[i].depth.min(s.order.len())..];
+        sub.last().is_some_and(|d| d.iter().all(|t| !inside.contains(&t.0)))
+    };
     // Rows of the tile may run on into the next: the target's subscript before the last is one
     // loop, and a factor moving along the lanes holds in its last subscript no other loop with
     // a tile of several points (so its tile's rows are as long as the target's) and that loop,
-    // with coefficient 1, just before.
-    let coalescable = (ti.len() >= 2)
+    // with coefficient 1, just before; and the target's and those factors' boxes hold rows of
+    // one tile, so that the joined rows follow one another in them.
+    let coalescable = (ti.len() >= 2 && tile_rows(0, &ti))
         .then(|| match ti[ti.len() - 2].as_slice() {
             &[(l, 1)] if l != lanes_loop && k.loops[l].kind == LoopKind::Parallel && s.tiles[l] > 1 => Some(l),
             _ => None,
         })
         .flatten()
         .filter(|&outer| {
-            [&ai, &bi].iter().all(|sub| match lane_step(sub, lanes_loop) {
-                Some(true) => {
-                    let n = sub.len();
-                    n >= 2
-                        && sub[n - 1].iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1)
-                        && uses(sub, outer) == 1
-                        && sub[n - 2].contains(&(outer, 1))
-                }
-                _ => uses(sub, outer) == 0,
-            })
+            [(fa, &ai), (fb, &bi)]
+                .iter()
+                .all(|&(i, sub)| match lane_step(sub, lanes_loop) {
+                    Some(true) => {
+                        let n = sub.len();
+                        n >= 2
+                            && tile_rows(i, sub)
+                            && sub[n - 1].iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1)
+                            && uses(sub, outer) == 1
+                            && sub[n - 2].contains(&(outer, 1))
+                    }
+                    _ => uses(sub, outer) == 0,
+                })
         });
     let tap_stride = |sub: &[Vec<(usize, i64)>]| -> Option<usize> {
         let l = *running.last()?;
