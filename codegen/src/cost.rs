@@ -291,10 +291,11 @@ mod tests {
             expect(&[(&DMA_PAD_FILL_OPS, "to - from")])
         );
         assert_eq!(
-            charges("swflow_move_up(char", 3),
+            charges("swflow_move_up(char", 4),
             expect(&[
                 (&DMA_MOVE_VECTOR_OPS, "n / SWFLOW_F32_LANES"),
                 (&DMA_MOVE_HEAD_OPS, "rest != 0"),
+                (&DMA_MOVE_SHORT_OPS, "1"),
                 (&DMA_MOVE_OPS, "n")
             ])
         );

@@ -110,6 +110,11 @@ pub const DMA_MOVE_HEAD_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
+/// Once per moved row of f32 elements shorter than a vector whose padding after it takes the
+/// vector's other lanes (`swflow_move_up` on a machine with vectors): its one unaligned load
+/// and store, the test and its addresses, the instructions of a longer row's first vector.
+pub const DMA_MOVE_SHORT_OPS: Ops = DMA_MOVE_HEAD_OPS;
+
 /// Per element of a row moved one element at a time (`swflow_move_up`: rows shorter than a
 /// vector, and every row on a machine without vectors).
 pub const DMA_MOVE_OPS: Ops = Ops {

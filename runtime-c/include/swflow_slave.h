@@ -266,9 +266,11 @@ static inline void swflow_move_vectors_up(float *to, const float *from, long n, 
  * last first: on a machine with vectors, rows of at least a vector of f32 elements a vector at
  * a time. When the row is not whole vectors, its first vector is loaded before anything moves
  * and stored last: it covers the elements the vectors from the end leave, and stores again
- * those it shares with the last of them, with the same values. Shorter rows and other types
- * move one element at a time. */
-static inline void swflow_move_up(char *to, const char *from, long n, long elem)
+ * those it shares with the last of them, with the same values. A shorter row of f32 elements
+ * moves as one vector when the `room` elements after its end at `to` may take its other lanes
+ * (padding, set after the move); its load reads as many elements past the row at `from`, which
+ * lie before the store's end. Other rows and types move one element at a time. */
+static inline void swflow_move_up(char *to, const char *from, long n, long elem, long room)
 {
     long i;
 #if SWFLOW_F32_LANES > 1
@@ -289,6 +291,16 @@ static inline void swflow_move_up(char *to, const char *from, long n, long elem)
         }
         return;
     }
+    if (elem == 4 && n > 0 && n + room >= SWFLOW_F32_LANES) {
+        swflow_f32v_t v;
+        /* The vector: its load and store, the test and its addresses. */
+        SWFLOW_CHARGE(1, .fp = 2, .load = 2, .store = 2, .integer = 2, .branch = 1);
+        simd_loadu(v, (const float *)from);
+        simd_storeu(v, (float *)to);
+        return;
+    }
+#else
+    (void)room;
 #endif
     SWFLOW_CHARGE(n, .load = 1, .store = 1, .integer = 2, .branch = 1);
     if (elem == 8)
@@ -529,7 +541,7 @@ static inline void swflow_pad_box(void *ldm, int rank, const long *shape, const 
             SWFLOW_CHARGE(rows, .integer = 5, .branch = 2);
             for (r = rows - 1; r >= 0; r--) {
                 if (r > 0 || plane > 0)
-                    swflow_move_up(to, from, n, elem);
+                    swflow_move_up(to, from, n, elem, width - at[rank - 1] - n);
                 swflow_pad_row(to - at[rank - 1] * elem, 0, at[rank - 1], elem, pad);
                 swflow_pad_row(to, n, width - at[rank - 1], elem, pad);
                 to -= lpitch[inner];

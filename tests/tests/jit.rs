@@ -86,12 +86,14 @@ fn transposes_are_exact() {
 }
 
 /// Padding read in place: every kind of guarded get (a box inside the tensor, rows whole in
-/// LDM, rows cut short and packed, a box that misses the tensor) gives the interpreter's
-/// copy bit for bit, and a padded max pool its maximum.
+/// LDM, rows cut short and packed, rows shorter than a vector that move as one into padding
+/// that takes its other lanes, a box that misses the tensor) gives the interpreter's copy bit
+/// for bit, and a padded max pool its maximum.
 #[test]
 fn padding_is_exact() {
-    let cases: [(&[usize], &[usize], f64); 5] = [
+    let cases: [(&[usize], &[usize], f64); 6] = [
         (&[67, 1031], &[1, 2, 3, 4], 0.0),
+        (&[2, 8, 40, 5], &[0, 0, 1, 1, 0, 0, 2, 3], 0.5),
         (&[256, 1024], &[0, 1, 0, 1], -1.5),
         (&[5, 7, 9], &[0, 1, 1, 2, 0, 3], f64::NEG_INFINITY),
         (&[3, 50, 2051], &[1, 0, 0, 0, 2, 0], 2.0),

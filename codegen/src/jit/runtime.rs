@@ -13,9 +13,10 @@ use swflow_scheduler::schedule::clip::{box_transfers, pitches, Clipped, Transfer
 
 use crate::cost::{
     DMA_BOX_PER_DIM_OPS, DMA_BOX_SETUP_OPS, DMA_BOX_TRANSFER_OPS, DMA_CLIP_PER_DIM_OPS, DMA_CLIP_SETUP_OPS,
-    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS, DMA_PAD_DEEP_OPS,
-    DMA_PAD_EMPTY_OPS, DMA_PAD_FILL_OPS, DMA_PAD_RUN_OPS, DMA_PAD_SETUP_OPS, DMA_PAD_SLAB_OPS, DMA_PAD_SPLAT_OPS,
-    DMA_PAD_STEP_OPS, DMA_PAD_VECTOR_OPS, DMA_SPREAD_PLANE_OPS, DMA_SPREAD_ROW_OPS, DMA_SPREAD_SETUP_OPS,
+    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_SHORT_OPS, DMA_MOVE_VECTOR_OPS, DMA_PACK_CHECK_OPS, DMA_PACK_FIRST_OPS,
+    DMA_PAD_DEEP_OPS, DMA_PAD_EMPTY_OPS, DMA_PAD_FILL_OPS, DMA_PAD_RUN_OPS, DMA_PAD_SETUP_OPS, DMA_PAD_SLAB_OPS,
+    DMA_PAD_SPLAT_OPS, DMA_PAD_STEP_OPS, DMA_PAD_VECTOR_OPS, DMA_SPREAD_PLANE_OPS, DMA_SPREAD_ROW_OPS,
+    DMA_SPREAD_SETUP_OPS,
 };
 
 /// A function compiled code calls.
@@ -463,10 +464,13 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
             charged
         };
         for m in c.moves(&boxed) {
+            // A row shorter than a vector moves as one when the padding after it takes the
+            // vector's other lanes: they are set to the padding next, as if copied.
             let charged = match vectors {
                 l if l > 0 && m.len >= l => {
                     charge(&DMA_MOVE_VECTOR_OPS, m.len / l) && charge(&DMA_MOVE_HEAD_OPS, usize::from(m.len % l != 0))
                 }
+                l if l > 0 && m.len > 0 && m.len + after >= l => charge(&DMA_MOVE_SHORT_OPS, 1),
                 _ => charge(&DMA_MOVE_OPS, m.len),
             };
             if !charged {

@@ -180,7 +180,8 @@ fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, 
     let cycles = |ops: &Ops| target.timing.cycles(ops);
     let lanes = target.f32_vector_lanes.max(1);
     // Per row moved: its control, and its vectors (the first apart when the row is not whole
-    // vectors), or its elements one at a time without vectors.
+    // vectors; a row shorter than a vector as one, as where the padding after it takes the
+    // vector's other lanes), or its elements one at a time without vectors.
     let elements = match lanes {
         1 => inside as f64 * cycles(&DMA_MOVE_OPS),
         _ => {
