@@ -116,7 +116,8 @@ pub const DMA_MOVE_HEAD_OPS: Ops = Ops {
 pub const DMA_MOVE_SHORT_OPS: Ops = DMA_MOVE_HEAD_OPS;
 
 /// Per element of a row moved one element at a time (`swflow_move_up`: rows shorter than a
-/// vector, and every row on a machine without vectors).
+/// vector whose padding after them cannot take its other lanes, and every row on a machine
+/// without vectors).
 pub const DMA_MOVE_OPS: Ops = Ops {
     load: 1,
     store: 1,
