@@ -11,9 +11,9 @@
 //! they are longer (a row of 28 points in vectors of 8 fills its last vector half, seven rows
 //! of 28 as one row fill all but the last). A block's row spans some of the whole vectors of
 //! a tile's row, up to [`ROW_LANES`] lanes, and a block takes up to [`ROWS`] rows within
-//! [`ACCUMULATORS`] accumulators: the shape that takes the fewest cycles per multiply-add, each reduction step
-//! of a block taking the longest of its multiply-adds with the merges of its unaligned loads
-//! (P0), its loads (P1), and a multiply-add's latency.
+//! [`ACCUMULATORS`] accumulators: the shape that takes the fewest cycles per multiply-add,
+//! each reduction step of a block taking the longest of its multiply-adds with the merges of
+//! its unaligned loads (P0), its loads (P1), and a multiply-add's latency.
 
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
 
@@ -398,10 +398,11 @@ pub fn blocking(
     // cycles per element (a row ending in a partly filled vector then fills it from the next).
     match coalescable {
         Some(outer) if s.tiles[lanes_loop] < ROW_LANES => search(Some(outer)).map(|b| b.0),
-        Some(outer) => match (search(None), search(Some(outer))) {
-            (Some(apart), Some(on)) => Some(if on.1 < apart.1 { on.0 } else { apart.0 }),
-            (apart, on) => apart.or(on).map(|b| b.0),
-        },
+        Some(outer) => [search(None), search(Some(outer))]
+            .into_iter()
+            .flatten()
+            .reduce(|apart, on| if on.1 < apart.1 { on } else { apart })
+            .map(|b| b.0),
         _ => search(None).map(|b| b.0),
     }
 }
