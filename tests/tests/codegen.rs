@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::Result;
 use swflow_frontend::interp;
-use swflow_frontend::ir::{Graph, Tensor};
+use swflow_frontend::ir::{parse, Graph, Tensor};
 use swflow_frontend::onnx::{import_bytes, import_file, ImportOptions};
 use swflow_frontend::random::random_tensor;
 use swflow_frontend::tolerance::{compare, Comparison};
@@ -84,6 +84,31 @@ fn hostile_names_build_and_run() {
     assert!(g.nodes().iter().any(|n| n.origin.as_deref() == Some(opener)));
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let dir = scratch("names", &target.name);
+        build_run_compare(&g, &target, &dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Strided convolutions whose inputs are read split into phases (7x7 at stride 2, 11x11 at
+/// stride 4 with uneven padding), with weights that differ from tap to tap, as the generated C
+/// runs them on both targets.
+#[test]
+fn phase_split_convolutions_build_and_run() {
+    let g = parse(
+        r#"graph "phases" {
+  %x: f32[1,3,37,45] = input
+  %w: f32[6,3,7,7] = input
+  %y: f32[1,6,19,23] = conv(%x, %w) {strides=[2,2], dilations=[1,1], pads=[3,3,3,3], groups=1}
+  %v: f32[1,2,47,51] = input
+  %u: f32[4,2,11,11] = input
+  %z: f32[1,4,10,11] = conv(%v, %u) {strides=[4,4], dilations=[1,1], pads=[2,1,2,2], groups=1}
+  output "y" = %y
+  output "z" = %z
+}"#,
+    )
+    .unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let dir = scratch("phases", &target.name);
         build_run_compare(&g, &target, &dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
