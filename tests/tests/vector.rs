@@ -17,7 +17,10 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, scalar_folds_exec
 /// convolution with 16-wide rows have rows of whole vectors, which load and store aligned;
 /// the grouped convolution writes its channels at the group's offset, which moves only
 /// from tile to tile; the 1x1 convolution with 28-wide rows runs its 14 rows as one on
-/// SW26010-Pro, where each would end in a half-filled vector.
+/// SW26010-Pro, where each would end in a half-filled vector; the 7x7 stride-2 and 11x11
+/// stride-4 convolutions read their input split into phases, with the weight's zero padding
+/// as the taps past the last (one in eight and one in twelve); the 1x1 convolution with 8-wide
+/// rows runs them as one, each joined row starting aligned.
 const MODEL: &str = r#"graph "products" {
   %a: f32[37,45] = input
   %b: f32[45,50] = input
@@ -49,6 +52,15 @@ const MODEL: &str = r#"graph "products" {
   %q: f32[1,8,10,12] = input
   %qw: f32[6,4,3,3] = input
   %qy: f32[1,6,10,12] = conv(%q, %qw) {strides=[1,1], dilations=[1,1], pads=[1,1,1,1], groups=2}
+  %i: f32[1,3,37,45] = input
+  %iw: f32[9,3,7,7] = input
+  %iy: f32[1,9,19,23] = conv(%i, %iw) {strides=[2,2], dilations=[1,1], pads=[3,3,3,3], groups=1}
+  %j: f32[1,3,47,51] = input
+  %jw: f32[5,3,11,11] = input
+  %jy: f32[1,5,10,11] = conv(%j, %jw) {strides=[4,4], dilations=[1,1], pads=[2,1,2,2], groups=1}
+  %n: f32[1,8,6,8] = input
+  %nw: f32[12,8,1,1] = input
+  %ny: f32[1,12,6,8] = conv(%n, %nw) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}
   output "ab" = %ab
   output "cd" = %cd
   output "ey" = %ey
@@ -59,6 +71,9 @@ const MODEL: &str = r#"graph "products" {
   output "gy" = %gy
   output "qy" = %qy
   output "ky" = %ky
+  output "iy" = %iy
+  output "jy" = %jy
+  output "ny" = %ny
 }"#;
 
 fn model() -> Graph {
@@ -97,6 +112,8 @@ fn charges_are_the_operations_executed() {
     let inputs = seeded_inputs(&g, 3);
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let phases = p.kernels.iter().filter(|k| k.name.ends_with(".phases")).count();
+        assert_eq!(phases, 2, "{}: the strided 7x7 and 11x11 inputs are split", target.name);
         let charged = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
         let rows = kernels(serde_json::to_value(&charged.report).unwrap());
         assert_eq!(rows.len(), p.kernels.len());
@@ -117,8 +134,9 @@ fn charges_are_the_operations_executed() {
         let mut heads = 0;
         let mut coalesced = 0;
         let mut aligned = 0;
+        let mut joined_aligned = 0;
         let counted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
-            let mut vector = false;
+            let (mut vector, mut joined, mut aligned_here) = (false, false, false);
             count_issued_as_flops(f, &mut |s| {
                 vector |= matches!(s, Stmt::VFma { .. });
                 match s {
@@ -128,30 +146,40 @@ fn charges_are_the_operations_executed() {
                     Stmt::VStoreLanes { .. } => tails += 1,
                     _ => {}
                 }
-                coalesced += usize::from(matches!(s, Stmt::Comment(c) if c.contains("as one row")));
-                aligned += usize::from(matches!(
+                let joins = matches!(s, Stmt::Comment(c) if c.contains("as one row"));
+                let aligns = matches!(
                     s,
                     Stmt::VLoad { aligned: true, .. } | Stmt::VStore { aligned: true, .. }
-                ));
+                );
+                coalesced += usize::from(joins);
+                aligned += usize::from(aligns);
+                joined |= joins;
+                aligned_here |= aligns;
                 issued(s, target.f32_vector_lanes as u32)
             });
             vector_kernels += usize::from(vector);
+            joined_aligned += usize::from(joined && aligned_here);
         })
         .unwrap()
         .run(&p, &target, &inputs)
         .unwrap();
-        assert_eq!(vector_kernels, 10, "{}: every product runs vector code", target.name);
+        assert_eq!(vector_kernels, 13, "{}: every product runs vector code", target.name);
         assert!(
             aligned > 0,
             "{}: rows of whole vectors load and store aligned",
             target.name
         );
+        assert!(
+            joined_aligned > 0,
+            "{}: rows run as one load and store aligned where each joined row starts aligned",
+            target.name
+        );
         assert!(tails > 0, "{}: some block is a tail", target.name);
         assert!(heads > 0, "{}: some row shorter than a vector runs a head", target.name);
-        // The 7-wide rows run as one; so do the 28-wide rows where they end in a half-filled
-        // vector (on SW26010-Pro; on SW26010 they are whole vectors).
+        // The 7-wide and 8-wide rows run as one; so do the 28-wide rows where they end in a
+        // half-filled vector (on SW26010-Pro; on SW26010 they are whole vectors).
         let long_rows = usize::from(28 % target.f32_vector_lanes != 0);
-        assert_eq!(coalesced, 1 + long_rows, "{}: rows run as one", target.name);
+        assert_eq!(coalesced, 2 + long_rows, "{}: rows run as one", target.name);
         let instructions = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| charged_fp_as_flops(f))
             .unwrap()
             .run(&p, &target, &inputs)
@@ -165,11 +193,11 @@ fn charges_are_the_operations_executed() {
             issuing += usize::from(x["flops"].as_u64().unwrap() > 0);
             assert_eq!(x["flops"], y["flops"], "{}: kernel {}", target.name, x["kernel"]);
         }
-        // The products issue P0 instructions, and so does the subsampling copy where its
-        // 7-wide rows hold a vector (on SW26010): its vectors are strided loads
-        // (`tests/tests/lanewise.rs`).
+        // The products issue P0 instructions, and so do the copies whose rows hold a vector:
+        // their vectors are strided loads (`tests/tests/lanewise.rs`). Those are the two
+        // phase copies (26- and 13-wide rows), and the subsampling copy on SW26010 (7-wide).
         let copy = usize::from(target.f32_vector_lanes <= 7);
-        assert_eq!(issuing, 10 + copy, "{}", target.name);
+        assert_eq!(issuing, 13 + 2 + copy, "{}", target.name);
         let want = interp::run(&g, &inputs).unwrap();
         for (got, want) in charged.outputs.iter().zip(&want) {
             compare(got, want, Comparison::Tolerance).unwrap_or_else(|m| panic!("{}: {}", target.name, m.message));

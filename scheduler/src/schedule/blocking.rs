@@ -7,11 +7,11 @@
 //! a block several *rows* that share the factors not moving along it. When the loop outside
 //! the lanes loop moves every factor along the lanes by a whole tile row, the lanes run
 //! through both loops as one longer row (*coalesced*): always when the lanes loop's tiles are
-//! shorter than a block's lanes, and when that takes fewer cycles per target element where
+//! shorter than [`ROW_LANES`], and when that takes fewer cycles per target element where
 //! they are longer (a row of 28 points in vectors of 8 fills its last vector half, seven rows
 //! of 28 as one row fill all but the last). A block's row spans some of the whole vectors of
-//! a tile's row, up to [`ROW_LANES`] lanes, and a block takes up to [`ROWS`] rows within
-//! [`ACCUMULATORS`] accumulators: the shape that takes the fewest cycles per multiply-add,
+//! a tile's row, and a block takes up to [`ROWS`] rows within [`ACCUMULATORS`] accumulators
+//! and the registers: the shape that takes the fewest cycles per multiply-add,
 //! each reduction step of a block taking the longest of its multiply-adds with the merges of
 //! its unaligned loads (P0), its loads (P1), and a multiply-add's latency.
 
@@ -23,11 +23,13 @@ use super::{Schedule, LDM_BUFFER_ALIGN};
 
 /// Rows of a block, at most.
 pub const ROWS: usize = 8;
-/// Target elements a row of a block spans at most: four `floatv4` or two `floatv8`.
+/// Target elements below which a tile's rows always run on into the next where they can
+/// (four `floatv4` or two `floatv8`).
 pub const ROW_LANES: usize = 16;
-/// Accumulators of a block, at most: as many as a block of four rows of `ROW_LANES` on
-/// SW26010, enough independent multiply-adds to cover the floating-point latency between
-/// the updates of one accumulator. Blocks of fewer vectors take more rows.
+/// Accumulators of a block, at most: enough independent multiply-adds to cover the
+/// floating-point latency between the updates of one accumulator. A block's row spans up to
+/// this many vectors, as its rows allow: a tile of two rows takes blocks of two rows of up to
+/// eight vectors, where blocks of two vectors would wait on that latency.
 pub const ACCUMULATORS: usize = 16;
 /// Most points of an innermost reduction loop written out step by step (a 3 x 3 or 7 x 7
 /// window's row).
@@ -244,7 +246,6 @@ pub fn blocking(
                 (Some(x), Some(y)) if x || y
             )
     })?;
-    let widest = ROW_LANES.div_ceil(lanes).max(1);
     // Whether the rows of access `i`'s box (subscripts `sub`) are one tile long: no tile loop
     // of its last subscript's loops runs inside the box's depth.
     let tile_rows = |i: usize, sub: &[Vec<(usize, i64)>]| {
@@ -291,12 +292,11 @@ pub fn blocking(
     // costs a whole one).
     let search = |coalesced: Option<usize>| -> Option<(Blocking, f64)> {
         // A block's row spans some of the whole vectors of the longest row of a tile (one when
-        // it has fewer), up to `ROW_LANES`.
+        // it has fewer), within `ACCUMULATORS` and the registers.
         let row_points = longest(lanes_loop) * coalesced.map_or(1, longest);
         let whole = (row_points / lanes).max(1);
-        let aligned = |access: usize, sub: &[Vec<(usize, i64)>]| {
-            coalesced.is_none() && aligned(k, s, access, sub, lanes_loop, lanes)
-        };
+        let aligned =
+            |access: usize, sub: &[Vec<(usize, i64)>]| aligned(k, s, access, sub, lanes_loop, coalesced, lanes);
         let factor = |access: usize, sub: &[Vec<(usize, i64)>], rows: Option<usize>| {
             let along_lanes = lane_step(sub, lanes_loop) == Some(true);
             Factor {
@@ -342,7 +342,7 @@ pub fn blocking(
         // its single rows. Wider blocks come first, and a narrower one is taken only when
         // faster.
         let mut best: Option<(usize, Option<usize>, usize, Steps, f64)> = None;
-        for v in (1..=whole.min(widest)).rev() {
+        for v in (1..=whole.min(ACCUMULATORS)).rev() {
             let mut consider = |rows_loop: Option<usize>, n: usize, steps: Steps, cost: f64| {
                 if best.as_ref().is_none_or(|b| cost < b.4) {
                     best = Some((v, rows_loop, n, steps, cost));
@@ -417,15 +417,30 @@ pub fn blocking(
 ///   vectors start at the tile's first point and every `lanes` points after it;
 /// - every tile's extent along the lanes loop is a multiple of the lanes (so is each
 ///   dimension's distance between elements but the last's, a product of extents that includes
-///   the last's, and no tail vector runs).
-fn aligned(k: &Kernel, s: &Schedule, i: usize, sub: &[Vec<(usize, i64)>], lanes_loop: usize, lanes: usize) -> bool {
+///   the last's, and no tail vector runs);
+/// - or, when the lanes run through the `coalesced` loop as well, every tile's extent along
+///   both loops together is (the box's rows of such a tile follow one another, and each
+///   joined row then starts at a multiple of the lanes).
+fn aligned(
+    k: &Kernel,
+    s: &Schedule,
+    i: usize,
+    sub: &[Vec<(usize, i64)>],
+    lanes_loop: usize,
+    coalesced: Option<usize>,
+    lanes: usize,
+) -> bool {
     let vector_bytes = lanes * DType::F32.size_bytes();
     let buffer = &s.buffers[i];
     let last_moves_by_lanes = sub
         .last()
         .is_some_and(|d| d.contains(&(lanes_loop, 1)) && d.iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1));
-    let whole_tiles =
-        extent_values(k, s, lanes_loop).is_some_and(|ns| !ns.is_empty() && ns.iter().all(|&n| n % lanes == 0));
+    // Tiles along the coalesced loop, where known (else rows of whole vectors suffice).
+    let rows = coalesced
+        .and_then(|l| extent_values(k, s, l))
+        .unwrap_or_else(|| vec![1]);
+    let whole_tiles = extent_values(k, s, lanes_loop)
+        .is_some_and(|ns| !ns.is_empty() && ns.iter().all(|&n| rows.iter().all(|&r| (n * r) % lanes == 0)));
     // A buffer starts aligned; so does a double buffer's second half.
     let halves_aligned = !buffer.double || (buffer.capacity() * buffer.elem_bytes) % vector_bytes == 0;
     LDM_BUFFER_ALIGN % vector_bytes == 0 && halves_aligned && last_moves_by_lanes && whole_tiles
