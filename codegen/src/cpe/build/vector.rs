@@ -5,16 +5,16 @@
 //! element (a factor that does not move along it is broadcast); another parallel loop may give
 //! a block several *rows* that share the factors not moving along it. When the loop outside
 //! the lanes loop moves every factor along the lanes by a whole tile row, and the lanes loop's
-//! tiles are shorter than a block's lanes or end in a partly filled vector that this fills
+//! tiles are shorter than 16 points or end in a partly filled vector that this fills
 //! better, the lanes run through both loops as one longer row (*coalesced*): the target's and
 //! the factors' rows follow one another in their boxes, so each block's indices are those of
 //! the row group's first point plus its position. The other parallel loops run outside, and
 //! the reduction loops innermost, in their order (a loop of one point, a 1 x 1 window's, is
 //! set once, not run; an innermost loop whose tiles all have the same few points, a 3 x 3
 //! window's row, is written out step by step, without loop control). A block's row spans
-//! some of the whole vectors of a tile's row, up to 16 lanes, and a block takes up to 8 rows
-//! within 16 accumulators, enough independent multiply-adds to cover the latency of each
-//! accumulator's previous one: the shape that takes the fewest cycles per multiply-add (fewer
+//! some of the whole vectors of a tile's row, and a block takes up to 8 rows within 16
+//! accumulators and the registers, enough independent multiply-adds to cover the latency of
+//! each accumulator's previous one: the shape that takes the fewest cycles per multiply-add (fewer
 //! vectors and more rows merge fewer unaligned loads per multiply-add), which the scheduler
 //! finds ([`Blocking`]) and its estimate charges:
 //! ```text
