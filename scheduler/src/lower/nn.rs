@@ -198,8 +198,9 @@ fn conv_kernel(
     loops.extend(axes.iter().enumerate().map(|(i, a)| par(format!("o{i}"), a.outputs)));
     loops.push(red("c", cg));
     let c = loops.len() - 1;
-    // The tap loops, one per axis; with phases, the last axis's phase loop comes before its
-    // tap loop, so that the innermost loop walks the taps of one phase.
+    // The tap loops, one per axis (`tap[i]` is axis `i`'s); with phases, the last axis's
+    // phase loop `p` comes just before its tap loop, so that the innermost loop walks the taps
+    // of one phase.
     let (l, stride) = (axes.len() - 1, axes[axes.len() - 1].input.1);
     let p = c + 1 + l;
     let mut tap = Vec::with_capacity(axes.len());
