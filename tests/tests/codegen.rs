@@ -90,8 +90,8 @@ fn hostile_names_build_and_run() {
 }
 
 /// Strided convolutions whose inputs are read split into phases (7x7 at stride 2, 11x11 at
-/// stride 4 with uneven padding), with weights that differ from tap to tap, as the generated C
-/// runs them on both targets.
+/// stride 4 with uneven padding, one-dimensional, three-dimensional at stride 3, grouped), with
+/// weights that differ from tap to tap, as the generated C runs them on both targets.
 #[test]
 fn phase_split_convolutions_build_and_run() {
     let g = parse(
@@ -102,8 +102,20 @@ fn phase_split_convolutions_build_and_run() {
   %v: f32[1,2,47,51] = input
   %u: f32[4,2,11,11] = input
   %z: f32[1,4,10,11] = conv(%v, %u) {strides=[4,4], dilations=[1,1], pads=[2,1,2,2], groups=1}
+  %s: f32[2,3,41] = input
+  %t: f32[4,3,5] = input
+  %st: f32[2,4,20] = conv(%s, %t) {strides=[2], dilations=[1], pads=[2,1], groups=1}
+  %d: f32[1,2,9,11,13] = input
+  %e: f32[3,2,3,3,5] = input
+  %de: f32[1,3,4,5,5] = conv(%d, %e) {strides=[2,2,3], dilations=[1,1,1], pads=[0,0,1,0,0,2], groups=1}
+  %g: f32[1,4,10,21] = input
+  %h: f32[4,1,3,7] = input
+  %gh: f32[1,4,8,6] = conv(%g, %h) {strides=[1,3], dilations=[1,1], pads=[0,0,0,0], groups=4}
   output "y" = %y
   output "z" = %z
+  output "st" = %st
+  output "de" = %de
+  output "gh" = %gh
 }"#,
     )
     .unwrap();
