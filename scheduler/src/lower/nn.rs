@@ -199,10 +199,9 @@ fn conv_kernel(
     loops.push(red("c", cg));
     let c = loops.len() - 1;
     // The tap loops, one per axis (`tap[i]` is axis `i`'s); with phases, the last axis's
-    // phase loop `p` comes just before its tap loop, so that the innermost loop walks the taps
-    // of one phase.
+    // phase loop comes just before its tap loop, so that the innermost loop walks the taps of
+    // one phase.
     let (l, stride) = (axes.len() - 1, axes[axes.len() - 1].input.1);
-    let p = c + 1 + l;
     let mut tap = Vec::with_capacity(axes.len());
     for (i, a) in axes.iter().enumerate() {
         let taps = match last {
@@ -215,6 +214,8 @@ fn conv_kernel(
         tap.push(loops.len());
         loops.push(red(format!("k{i}"), taps));
     }
+    // The phase loop, where there is one.
+    let p = tap[l] - 1;
     let grouped = |base: usize, per: usize| match g {
         Some(g) => Affine::var(base).plus(g, per as i64),
         None => Affine::var(base),

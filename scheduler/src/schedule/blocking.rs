@@ -11,9 +11,9 @@
 //! they are longer (a row of 28 points in vectors of 8 fills its last vector half, seven rows
 //! of 28 as one row fill all but the last). A block's row spans some of the whole vectors of
 //! a tile's row, and a block takes up to [`ROWS`] rows within [`ACCUMULATORS`] accumulators
-//! and the registers: the shape that takes the fewest cycles per multiply-add,
-//! each reduction step of a block taking the longest of its multiply-adds with the merges of
-//! its unaligned loads (P0), its loads (P1), and a multiply-add's latency.
+//! and the registers: the shape that takes the fewest cycles per multiply-add, each reduction
+//! step of a block taking the longest of its multiply-adds with the merges of its unaligned
+//! loads (P0), its loads (P1), and a multiply-add's latency.
 
 use swflow_frontend::ir::{BinaryOp, DType, ReduceKind};
 

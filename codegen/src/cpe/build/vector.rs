@@ -14,9 +14,9 @@
 //! window's row, is written out step by step, without loop control). A block's row spans
 //! some of the whole vectors of a tile's row, and a block takes up to 8 rows within 16
 //! accumulators and the registers, enough independent multiply-adds to cover the latency of
-//! each accumulator's previous one: the shape that takes the fewest cycles per multiply-add (fewer
-//! vectors and more rows merge fewer unaligned loads per multiply-add), which the scheduler
-//! finds ([`Blocking`]) and its estimate charges:
+//! each accumulator's previous one: the shape that takes the fewest cycles per multiply-add
+//! (fewer vectors and more rows merge fewer unaligned loads per multiply-add), which the
+//! scheduler finds ([`Blocking`]) and its estimate charges:
 //! ```text
 //! for outer points:
 //!   for row blocks of R rows, then single rows:
