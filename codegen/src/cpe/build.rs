@@ -970,9 +970,15 @@ impl Gen<'_> {
             // One loop with a unit step spans exactly that loop's tile; a window spreads
             // past it.
             let spread = self.all[i].spread(d) as i64;
-            let span = match x.terms.as_slice() {
-                [(l, c)] if c.abs() == 1 && spread == 0 => at(*l).1,
-                [(l, c)] if c.abs() == 1 => {
+            let to_end = match is_written(self.k, i) {
+                true => None,
+                false => self.all[i].stride_to_end(d, &self.s.tiles, &self.k.extents(), self.shape(i)[d]),
+            };
+            let span = match (to_end, x.terms.as_slice()) {
+                // A strided read whose tiles are its whole loops reads on to the dimension's end.
+                (Some(rest), _) => Int::Const(rest as i64),
+                (None, [(l, c)]) if c.abs() == 1 && spread == 0 => at(*l).1,
+                (None, [(l, c)]) if c.abs() == 1 => {
                     ops += int(1);
                     at(*l).1 + Int::Const(spread)
                 }

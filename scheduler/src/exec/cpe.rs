@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use swflow_frontend::ir::{strides, Data, Tensor};
 
 use super::eval::{affine_place, Locate, PatternCache, Place, Target};
-use super::walk::{count, target_read_first, walk, Event, Moves, Traffic};
+use super::walk::{self, count, target_read_first, walk, Event, Moves, Traffic};
 use super::{eval_statement, fill, get_clipped, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::clip::Clipped;
@@ -39,10 +39,7 @@ pub struct KernelStats {
 /// tensor moves in layers.
 pub fn kernel_stats(p: &Program, k: &Kernel, s: &Schedule, machine: &Machine) -> KernelStats {
     let all = accesses(k);
-    let shapes: Vec<Vec<usize>> = all
-        .iter()
-        .map(|a| p.tensor(k.operands[a.operand]).ty.shape.clone())
-        .collect();
+    let shapes = walk::shapes(p, k);
     let at = p.kernels.iter().position(|x| x.name == k.name);
     let moves: Vec<Moves> = (0..all.len())
         .map(|i| match (&p.tape, at) {
@@ -261,7 +258,7 @@ fn run_cpe(
     let dense = k.target_is_dense();
     let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
     let mut cache = PatternCache::default();
-    walk(k, s, cpe, &mut |e| {
+    walk(k, &walk::shapes(p, k), s, cpe, &mut |e| {
         match e {
             Event::Fill {
                 access: i,

@@ -3,7 +3,7 @@
 //! The executor ([`super::cpe`]) moves data on these events; [`count`] only tallies the DMA
 //! they imply, so reports of a schedule's traffic come from the same walk that runs it.
 
-use crate::loops::{Access, Index, Kernel, LoopKind};
+use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::schedule::clip::Clipped;
 use crate::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 use crate::tape::stream::Layering;
@@ -66,9 +66,20 @@ pub fn span(a: &Access, origin: &[usize], extent: &[usize]) -> (Vec<i64>, Vec<us
         .unzip()
 }
 
-/// Walks CPE `cpe`'s partition points and tiles, calling `f` for every event in order.
+/// The shape of the tensor of each access of kernel `k` (in [`accesses`] order).
+pub fn shapes(p: &Program, k: &Kernel) -> Vec<Vec<usize>> {
+    accesses(k)
+        .iter()
+        .map(|a| p.tensor(k.operands[a.operand]).ty.shape.clone())
+        .collect()
+}
+
+/// Walks CPE `cpe`'s partition points and tiles, calling `f` for every event in order. The
+/// shape of each access's tensor (in [`accesses`] order) bounds a strided read's box
+/// ([`Access::stride_to_end`]).
 pub fn walk(
     k: &Kernel,
+    shapes: &[Vec<usize>],
     s: &Schedule,
     cpe: usize,
     f: &mut impl FnMut(Event) -> Result<(), String>,
@@ -110,7 +121,14 @@ pub fn walk(
                 if b.residence != Residence::Buffer || (step > 0 && b.depth <= changed_from) {
                     continue;
                 }
-                let (start, ext) = span(&all[i], &origin, &box_ext);
+                let (start, mut ext) = span(&all[i], &origin, &box_ext);
+                if !is_written(k, i) {
+                    for (d, e) in ext.iter_mut().enumerate() {
+                        if let Some(rest) = all[i].stride_to_end(d, &s.tiles, &extents, shapes[i][d]) {
+                            *e = rest;
+                        }
+                    }
+                }
                 if i == 0 {
                     if let Some((ps, pe)) = held_target.take() {
                         write_back(f, keep.filter(|_| finished), &ps, &pe)?;
@@ -235,7 +253,7 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                 _ => Layering::new(0),
             })
             .collect();
-        let counted = walk(k, s, cpe, &mut |e| {
+        let counted = walk(k, shapes, s, cpe, &mut |e| {
             let mut layer = |access: usize, extent: &[usize]| {
                 if let Moves::Layers { .. } = moves[access] {
                     layers[access].add(extent.iter().product());

@@ -243,6 +243,35 @@ impl Access {
         self.spread.get(d).copied().unwrap_or(0)
     }
 
+    /// The extent along dimension `d` of the box this read spans over a tile, when it reads
+    /// the rest of the dimension instead of its tile's span: the subscript strides (its
+    /// largest coefficient `c` is at least 2, every coefficient positive: `2*o0` for a
+    /// subsampling, `2*o0 + k0` for a pooling window), the tiles `tiles` of its loops are
+    /// whole, and the span ends less than `c` elements before the dimension does (of
+    /// `shape_d` elements). The elements between the span's end and the dimension's are never
+    /// read; with them the box's rows run on into the next ones, so that each channel's plane
+    /// moves as one block instead of a row at a time.
+    pub fn stride_to_end(&self, d: usize, tiles: &[usize], extents: &[usize], shape_d: usize) -> Option<usize> {
+        if self.pad.is_some() {
+            return None;
+        }
+        let Index::Affine(x) = &self.index[d] else { return None };
+        let stride = x.terms.iter().map(|t| t.1).max()?;
+        let whole = x.terms.iter().all(|&(l, c)| c > 0 && tiles[l] == extents[l]);
+        if stride < 2 || !whole || x.offset < 0 {
+            return None;
+        }
+        let span = x
+            .terms
+            .iter()
+            .map(|&(l, c)| c as usize * (extents[l] - 1))
+            .sum::<usize>()
+            + 1
+            + self.spread(d);
+        let rest = shape_d.checked_sub(x.offset as usize)?;
+        (rest > span && rest - span < stride as usize).then_some(rest)
+    }
+
     /// When this access is the window holding load `a` ([`Stmt::windows`]): per dimension,
     /// how far `a`'s subscript lies past the window's (from 0 to the spread).
     pub fn displacement(&self, a: &Access) -> Option<Vec<usize>> {

@@ -12,7 +12,7 @@
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::target::Target;
 
-use super::sizing::{buffer_dims, is_direct};
+use super::sizing::{box_dims, is_direct};
 use super::{accesses, Buffer, Residence, Schedule};
 
 /// Number of tile loops (outermost first in `order`) that must enclose an access's transfers:
@@ -36,9 +36,10 @@ fn used_loops(index: &[Index]) -> Vec<usize> {
 pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Vec<Buffer> {
     let mut buffers: Vec<Buffer> = accesses(k)
         .iter()
-        .map(|a| {
+        .enumerate()
+        .map(|(i, a)| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
-            let dims = buffer_dims(a, &s.tiles);
+            let dims = box_dims(k, p, i, &s.tiles);
             let residence = if is_direct(a, dims.as_deref(), &ty.shape) {
                 Residence::Direct
             } else {

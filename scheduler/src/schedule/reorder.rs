@@ -15,7 +15,7 @@
 
 use crate::loops::{Kernel, LoopKind, Program};
 
-use super::sizing::{buffer_dims, is_direct};
+use super::sizing::{box_dims, is_direct};
 
 /// DMA traffic of one order, per partition point.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -55,7 +55,7 @@ pub fn access_traffic(
     let mut out = Vec::new();
     for (i, a) in super::accesses(k).iter().enumerate() {
         let ty = &p.tensor(k.operands[a.operand]).ty;
-        let dims = buffer_dims(a, tiles);
+        let dims = box_dims(k, p, i, tiles);
         if is_direct(a, dims.as_deref(), &ty.shape) {
             continue;
         }

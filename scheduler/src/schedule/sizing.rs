@@ -11,8 +11,10 @@
 //! Tiles are their starting value, a power of two below it, or a loop's full range.
 //!
 //! A buffer holds, for each dimension, the span of its subscript over the tile:
-//! `Σ |coef| * (tile - 1) + 1` (so `oh*stride + kh` spans `(T_oh-1)*stride + T_kh`). A
-//! buffer whose innermost dimension (ignoring dimensions of extent 1 in the tensor) would be
+//! `Σ |coef| * (tile - 1) + 1` (so `oh*stride + kh` spans `(T_oh-1)*stride + T_kh`); a
+//! strided read whose tiles are its whole loops reads on to the end of its dimension when that
+//! end lies less than a stride past its span ([`Access::stride_to_end`]), so its rows join
+//! into one contiguous block ([`box_dims`]). A buffer whose innermost dimension (ignoring dimensions of extent 1 in the tensor) would be
 //! a single element is not allocated: the access goes to main memory directly.
 
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
@@ -57,6 +59,25 @@ pub fn buffer_dims(a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// Per-dimension extent of the box access `i` of kernel `k` moves over a tile: its span
+/// ([`buffer_dims`]), or for a strided read whose tiles are its whole loops, the rest of the
+/// dimension ([`Access::stride_to_end`]); `None` for gathered accesses.
+pub fn box_dims(k: &Kernel, p: &Program, i: usize, tiles: &[usize]) -> Option<Vec<usize>> {
+    let all = super::accesses(k);
+    let a = &all[i];
+    let mut dims = buffer_dims(a, tiles)?;
+    if !super::is_written(k, i) {
+        let shape = &p.tensor(k.operands[a.operand]).ty.shape;
+        let extents = k.extents();
+        for (d, e) in dims.iter_mut().enumerate() {
+            if let Some(rest) = a.stride_to_end(d, tiles, &extents, shape[d]) {
+                *e = rest;
+            }
+        }
+    }
+    Some(dims)
+}
+
 /// Whether access `a`, with these buffer dimensions, is served directly from main memory:
 /// gathers, and tiles whose innermost dimension would be one element. A guarded read always
 /// has a buffer, which holds its padding.
@@ -74,9 +95,10 @@ pub fn is_direct(a: &Access, dims: Option<&[usize]>, shape: &[usize]) -> bool {
 pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
     super::accesses(k)
         .iter()
-        .map(|a| {
+        .enumerate()
+        .map(|(i, a)| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
-            let dims = buffer_dims(a, tiles);
+            let dims = box_dims(k, p, i, tiles);
             if is_direct(a, dims.as_deref(), &ty.shape) {
                 0
             } else {

@@ -497,7 +497,7 @@ fn per_cpe_elements(p: &Program, producer: usize, tensor: TensorId, cpes: usize)
     (0..cpes)
         .map(|cpe| {
             let mut n = 0;
-            let walked = crate::exec::walk::walk(k, s, cpe, &mut |e| {
+            let walked = crate::exec::walk::walk(k, &crate::exec::walk::shapes(p, k), s, cpe, &mut |e| {
                 if let crate::exec::walk::Event::WriteBack { access, extent, .. } = e {
                     if access == i {
                         n += extent.iter().product::<usize>();

@@ -229,7 +229,7 @@ pub fn layers(p: &Program, producer: usize, tensor: TensorId, half: usize, cpes:
     (0..cpes)
         .map(|cpe| {
             let mut layering = Layering::new(half);
-            let walked = crate::exec::walk::walk(k, s, cpe, &mut |e| {
+            let walked = crate::exec::walk::walk(k, &crate::exec::walk::shapes(p, k), s, cpe, &mut |e| {
                 if let crate::exec::walk::Event::WriteBack { access, extent, .. } = e {
                     if access == i {
                         layering.add(extent.iter().product());
