@@ -324,8 +324,12 @@ pub(super) fn layer_norm(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
 }
 
 /// `x / (bias + alpha/size * Σ x²)^beta`, the sum over a window of `size` channels centred
-/// on each channel. The windowed sum is a size-1-stride average pool over the channel axis
-/// (padding counted), times `size`.
+/// on each channel, zeros past the first and the last. `x`, padded with those zeros along the
+/// channels (whose squares are the zeros the sum takes), is read in `size` slices shifted one
+/// channel apart, each squared and summed in channel order: one kernel reads each channel's
+/// window of `x` and computes the squares and their sum, with no pass of its own for the
+/// squares and no division by `size` (which an average pool would do before the scaling by
+/// `alpha`: `alpha/size` is one constant, as in the operator's definition).
 pub(super) fn lrn(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let x = cx.input(0)?;
     let shape = cx.shape(x);
@@ -339,26 +343,28 @@ pub(super) fn lrn(cx: &mut Cx) -> Result<Vec<NodeId>, String> {
     let alpha = cx.attrs.float("alpha", 1e-4)? as f64;
     let beta = cx.attrs.float("beta", 0.75)? as f64;
     let bias = cx.attrs.float("bias", 1.0)? as f64;
-    let rest: usize = shape[2..].iter().product();
-    let sq = cx.binary(BinaryOp::Mul, x, x)?;
-    let planes = cx.reshape(sq, vec![shape[0], 1, shape[1], rest])?;
-    let pool = PoolAttrs {
-        kind: PoolKind::Avg {
-            count_include_pad: true,
-        },
-        kernel: vec![size, 1],
-        strides: vec![1, 1],
-        dilations: vec![1, 1],
-        pads: vec![(size - 1) / 2, 0, size / 2, 0],
-        ceil_mode: false,
+    let rank = shape.len();
+    let mut pads = vec![0; 2 * rank];
+    pads[1] = (size - 1) / 2;
+    pads[rank + 1] = size / 2;
+    let padded = match pads.iter().any(|&p| p > 0) {
+        true => cx.op(Op::Pad { pads, value: 0.0 }, &[x])?,
+        false => x,
     };
-    let avg = cx.op(Op::Pool(pool), &[planes])?;
-    let avg = cx.reshape(avg, shape)?;
-    let scaled = cx.with_scalar(BinaryOp::Mul, avg, alpha)?;
+    let square = |cx: &mut Cx, k: usize| -> Result<NodeId, String> {
+        let tap = cx.slice_axis(padded, 1, k, shape[1])?;
+        cx.binary(BinaryOp::Mul, tap, tap)
+    };
+    let mut sum = square(cx, 0)?;
+    for k in 1..size {
+        let next = square(cx, k)?;
+        sum = cx.binary(BinaryOp::Add, sum, next)?;
+    }
+    let scaled = cx.with_scalar(BinaryOp::Mul, sum, alpha / size as f64)?;
     let base = cx.with_scalar(BinaryOp::Add, scaled, bias)?;
     // The usual beta of 0.75 by square roots: `x / base^0.75 = x * sqrt(sqrt(base)) / base`
     // costs two square roots and a division where pow costs a library call and a division,
-    // and agrees with it to a few ulp where the base is finite and not negative, as a mean of
+    // and agrees with it to a few ulp where the base is finite and not negative, as a sum of
     // squares scaled and shifted by a non-negative alpha and bias is unless the squares
     // overflow (then pow gives 0 and this NaN).
     if beta == 0.75 && alpha >= 0.0 && bias >= 0.0 {
