@@ -168,6 +168,47 @@ fn a_pinned_schedule_is_replayed() {
     );
 }
 
+/// A strided read whose box takes whole dimensions ([`Access::spans_dimension`]) under a
+/// chunked partition whose chunks (11 points) end and start inside the rows of its innermost
+/// loop (7 points, one whole tile): every part of a row reads from the same box, from the
+/// dimension's start, and the copy comes out exact.
+#[test]
+fn whole_dimension_boxes_hold_partial_chunks() {
+    let g = swflow_frontend::ir::parse(
+        r#"graph "subsample" {
+  %x: f32[1,96,14,14] = input
+  %s: f32[1,96,7,7] = slice(%x) {starts=[0,0,0,0], steps=[1,1,2,2], sizes=[1,96,7,7]}
+  output "s" = %s
+}"#,
+    )
+    .unwrap();
+    let mut p = lower(&g).unwrap();
+    let target = Target::sw26010();
+    schedule_program(&mut p, &target).unwrap();
+    let printed = print_kernel(&p.kernels[0], &p);
+    let head = &printed[..printed.find("  partition").unwrap()];
+    let text = format!(
+        "{head}  partition [d1, d2] 672 points, 11 per CPE
+  tiles d0:1, d1:1, d2:7, d3:7
+  order []
+  ldm s: buffer 1x1x7x7 at depth 0
+  ldm x: buffer 1x1x14x14 at depth 0
+}}
+"
+    );
+    let k = parse_kernel(&text, &p).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    verify_schedule(&k, &p, k.schedule.as_ref().unwrap(), &target).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let x = &k.stmt.windows()[0];
+    let extents = k.extents();
+    let tiles = &k.schedule.as_ref().unwrap().tiles;
+    assert!(x.spans_dimension(2, tiles, &extents, 14) && x.spans_dimension(3, tiles, &extents, 14));
+    p.kernels[0] = k;
+    let inputs = vec![random_tensor(&p.tensor(p.inputs[0]).ty, 3, 0)];
+    let (got, _) = run_program(&p, &inputs, &target).unwrap();
+    let want = run_reference(&p, &inputs).unwrap();
+    assert!(got[0].bit_eq(&want[0]));
+}
+
 /// A matrix product with a shift and ReLU as its epilogue that keeps the product itself, with
 /// a reduction long enough to be split into tiles.
 fn kept_product() -> Program {

@@ -953,39 +953,13 @@ impl Gen<'_> {
             let Index::Affine(x) = idx else {
                 unreachable!("buffered accesses have affine subscripts")
             };
-            let mut lo: Vec<(i64, Int)> = Vec::new();
-            let mut span: Vec<(i64, Int)> = Vec::new();
-            for &(l, c) in &x.terms {
-                let (o, n) = at(l);
-                lo.push((c, o));
-                let last = n - Int::Const(1);
-                if c < 0 {
-                    lo.push((c, last.clone()));
-                    ops += int(1);
-                }
-                span.push((c.abs(), last));
-            }
-            ops += int(linear_ops(&lo, x.offset)) + stores;
-            let lo = linear(lo, x.offset);
-            // One loop with a unit step spans exactly that loop's tile; a window spreads
-            // past it.
-            let spread = self.all[i].spread(d) as i64;
-            let to_end = match is_written(self.k, i) {
-                true => None,
-                false => self.all[i].stride_to_end(d, &self.s.tiles, &self.k.extents(), self.shape(i)[d]),
-            };
-            let span = match (to_end, x.terms.as_slice()) {
-                // A strided read whose tiles are its whole loops reads on to the dimension's end.
-                (Some(rest), _) => Int::Const(rest as i64),
-                (None, [(l, c)]) if c.abs() == 1 && spread == 0 => at(*l).1,
-                (None, [(l, c)]) if c.abs() == 1 => {
-                    ops += int(1);
-                    at(*l).1 + Int::Const(spread)
-                }
-                _ => {
-                    ops += int(span.len() as u32 + linear_ops(&span, 1 + spread));
-                    linear(span, 1 + spread)
-                }
+            // A strided read whose tiles are its whole loops takes the whole dimension.
+            let whole = !is_written(self.k, i)
+                && self.all[i].spans_dimension(d, &self.s.tiles, &self.k.extents(), self.shape(i)[d]);
+            ops += stores;
+            let (lo, span) = match whole {
+                true => (Int::Const(0), Int::Const(self.shape(i)[d] as i64)),
+                false => self.span_of(x, i, d, at, &mut ops),
             };
             out.push(Stmt::SetElem(v.start, index(d), lo));
             if let Some(org) = v.origin {
@@ -1003,6 +977,41 @@ impl Gen<'_> {
             out.push(Stmt::SetElem(v.extent, index(d), span));
         }
         ops
+    }
+
+    /// The first index and the extent along dimension `d` (subscript `x`) of the box access
+    /// `i` spans over the tile, with loop `l`'s origin and extent given by `at`; adds the
+    /// operations that compute them to `ops`.
+    fn span_of(&self, x: &Affine, i: usize, d: usize, at: &dyn Fn(usize) -> (Int, Int), ops: &mut Ops) -> (Int, Int) {
+        let mut lo: Vec<(i64, Int)> = Vec::new();
+        let mut span: Vec<(i64, Int)> = Vec::new();
+        for &(l, c) in &x.terms {
+            let (o, n) = at(l);
+            lo.push((c, o));
+            let last = n - Int::Const(1);
+            if c < 0 {
+                lo.push((c, last.clone()));
+                *ops += int(1);
+            }
+            span.push((c.abs(), last));
+        }
+        *ops += int(linear_ops(&lo, x.offset));
+        let lo = linear(lo, x.offset);
+        // One loop with a unit step spans exactly that loop's tile; a window spreads
+        // past it.
+        let spread = self.all[i].spread(d) as i64;
+        let span = match x.terms.as_slice() {
+            [(l, c)] if c.abs() == 1 && spread == 0 => at(*l).1,
+            [(l, c)] if c.abs() == 1 => {
+                *ops += int(1);
+                at(*l).1 + Int::Const(spread)
+            }
+            _ => {
+                *ops += int(span.len() as u32 + linear_ops(&span, 1 + spread));
+                linear(span, 1 + spread)
+            }
+        };
+        (lo, span)
     }
 
     /// The box DMA of access `i` (`put` for a write-back) with its box in row `row`. A box of a

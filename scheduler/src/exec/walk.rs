@@ -75,8 +75,8 @@ pub fn shapes(p: &Program, k: &Kernel) -> Vec<Vec<usize>> {
 }
 
 /// Walks CPE `cpe`'s partition points and tiles, calling `f` for every event in order. The
-/// shape of each access's tensor (in [`accesses`] order) bounds a strided read's box
-/// ([`Access::stride_to_end`]).
+/// shape of each access's tensor (in [`accesses`] order) gives a strided read's box that
+/// takes whole dimensions ([`Access::spans_dimension`]).
 pub fn walk(
     k: &Kernel,
     shapes: &[Vec<usize>],
@@ -121,11 +121,11 @@ pub fn walk(
                 if b.residence != Residence::Buffer || (step > 0 && b.depth <= changed_from) {
                     continue;
                 }
-                let (start, mut ext) = span(&all[i], &origin, &box_ext);
+                let (mut start, mut ext) = span(&all[i], &origin, &box_ext);
                 if !is_written(k, i) {
-                    for (d, e) in ext.iter_mut().enumerate() {
-                        if let Some(rest) = all[i].stride_to_end(d, &s.tiles, &extents, shapes[i][d]) {
-                            *e = rest;
+                    for d in 0..ext.len() {
+                        if all[i].spans_dimension(d, &s.tiles, &extents, shapes[i][d]) {
+                            (start[d], ext[d]) = (0, shapes[i][d]);
                         }
                     }
                 }

@@ -243,23 +243,21 @@ impl Access {
         self.spread.get(d).copied().unwrap_or(0)
     }
 
-    /// The extent along dimension `d` of the box this read spans over a tile, when it reads
-    /// the rest of the dimension instead of its tile's span: the subscript strides (its
-    /// largest coefficient `c` is at least 2, every coefficient positive: `2*o0` for a
-    /// subsampling, `2*o0 + k0` for a pooling window), the tiles `tiles` of its loops are
-    /// whole, and the span ends less than `c` elements before the dimension does (of
-    /// `shape_d` elements). The elements between the span's end and the dimension's are never
+    /// Whether the box this read spans over a tile takes the whole of dimension `d` (of
+    /// `shape_d` elements) instead of its span there: the subscript strides (its largest
+    /// coefficient `c` is at least 2, every coefficient positive: `2*o0` for a subsampling,
+    /// `2*o0 + k0` for a pooling window), the tiles `tiles` of its loops are whole, and the
+    /// span leaves fewer than `c` elements of the dimension out. Those elements are never
     /// read; with them the box's rows run on into the next ones, so that each channel's plane
-    /// moves as one block instead of a row at a time.
-    pub fn stride_to_end(&self, d: usize, tiles: &[usize], extents: &[usize], shape_d: usize) -> Option<usize> {
-        if self.pad.is_some() {
-            return None;
-        }
-        let Index::Affine(x) = &self.index[d] else { return None };
-        let stride = x.terms.iter().map(|t| t.1).max()?;
+    /// moves as one block instead of a row at a time. The box is then the same for every
+    /// tile, and holds what any part of those loops reads (a chunk of a partition that runs
+    /// along one of them may take part of it).
+    pub fn spans_dimension(&self, d: usize, tiles: &[usize], extents: &[usize], shape_d: usize) -> bool {
+        let Index::Affine(x) = &self.index[d] else { return false };
+        let stride = x.terms.iter().map(|t| t.1).max().unwrap_or(0);
         let whole = x.terms.iter().all(|&(l, c)| c > 0 && tiles[l] == extents[l]);
-        if stride < 2 || !whole || x.offset < 0 {
-            return None;
+        if self.pad.is_some() || stride < 2 || !whole || x.offset < 0 {
+            return false;
         }
         let span = x
             .terms
@@ -268,8 +266,7 @@ impl Access {
             .sum::<usize>()
             + 1
             + self.spread(d);
-        let rest = shape_d.checked_sub(x.offset as usize)?;
-        (rest > span && rest - span < stride as usize).then_some(rest)
+        (span < shape_d && shape_d - span < stride as usize) && x.offset as usize + span <= shape_d
     }
 
     /// When this access is the window holding load `a` ([`Stmt::windows`]): per dimension,

@@ -12,10 +12,11 @@
 //!
 //! A buffer holds, for each dimension, the span of its subscript over the tile:
 //! `Σ |coef| * (tile - 1) + 1` (so `oh*stride + kh` spans `(T_oh-1)*stride + T_kh`); a
-//! strided read whose tiles are its whole loops reads on to the end of its dimension when that
-//! end lies less than a stride past its span ([`Access::stride_to_end`]), so its rows join
-//! into one contiguous block ([`box_dims`]). A buffer whose innermost dimension (ignoring dimensions of extent 1 in the tensor) would be
-//! a single element is not allocated: the access goes to main memory directly.
+//! strided read whose tiles are its whole loops takes the whole dimension when its span leaves
+//! less than a stride of it out ([`Access::spans_dimension`]), so that its rows join into one
+//! contiguous block ([`box_dims`]). A buffer whose innermost dimension (ignoring dimensions of
+//! extent 1 in the tensor) would be a single element is not allocated: the access goes to
+//! main memory directly.
 
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
@@ -60,8 +61,8 @@ pub fn buffer_dims(a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
 }
 
 /// Per-dimension extent of the box access `i` of kernel `k` moves over a tile: its span
-/// ([`buffer_dims`]), or for a strided read whose tiles are its whole loops, the rest of the
-/// dimension ([`Access::stride_to_end`]); `None` for gathered accesses.
+/// ([`buffer_dims`]), or for a strided read whose tiles are its whole loops, the whole
+/// dimension ([`Access::spans_dimension`]); `None` for gathered accesses.
 pub fn box_dims(k: &Kernel, p: &Program, i: usize, tiles: &[usize]) -> Option<Vec<usize>> {
     let all = super::accesses(k);
     let a = &all[i];
@@ -70,8 +71,8 @@ pub fn box_dims(k: &Kernel, p: &Program, i: usize, tiles: &[usize]) -> Option<Ve
         let shape = &p.tensor(k.operands[a.operand]).ty.shape;
         let extents = k.extents();
         for (d, e) in dims.iter_mut().enumerate() {
-            if let Some(rest) = a.stride_to_end(d, tiles, &extents, shape[d]) {
-                *e = rest;
+            if a.spans_dimension(d, tiles, &extents, shape[d]) {
+                *e = shape[d];
             }
         }
     }
