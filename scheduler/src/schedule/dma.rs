@@ -39,7 +39,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
         .enumerate()
         .map(|(i, a)| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
-            let dims = box_dims(k, p, i, &s.tiles);
+            let dims = box_dims(k, p, i, a, &s.tiles);
             let residence = if is_direct(a, dims.as_deref(), &ty.shape) {
                 Residence::Direct
             } else {

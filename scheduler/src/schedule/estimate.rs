@@ -244,7 +244,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let transfer = |i: usize, tiles: &[usize]| -> (f64, f64, usize) {
         let a = &all[i];
         let ty = &p.tensor(k.operands[a.operand]).ty;
-        let dims = box_dims(k, p, i, tiles).unwrap_or_default();
+        let dims = box_dims(k, p, i, a, tiles).unwrap_or_default();
         let (n, block) = blocks(&dims, &ty.shape);
         let e = ty.dtype.size_bytes() as f64;
         let lines = 1.0 + (block as f64 * e - e) / line;
@@ -260,7 +260,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let finishing = |i: usize, tiles: &[usize], ranges: &[usize]| -> f64 {
         let a = &all[i];
         let shape = &p.tensor(k.operands[a.operand]).ty.shape;
-        let dims = box_dims(k, p, i, tiles).unwrap_or_default();
+        let dims = box_dims(k, p, i, a, tiles).unwrap_or_default();
         let across = match a.index.last() {
             Some(Index::Affine(last)) => last.terms.iter().map(|&(l, _)| ranges[l].div_ceil(tiles[l])).product(),
             _ => 1,
@@ -271,7 +271,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         .filter(|&i| {
             let a = &all[i];
             let ty = &p.tensor(k.operands[a.operand]).ty;
-            is_direct(a, box_dims(k, p, i, tiles).as_deref(), &ty.shape)
+            is_direct(a, box_dims(k, p, i, a, tiles).as_deref(), &ty.shape)
         })
         .collect();
     // An access served directly is loaded from main memory at each of its loads in the

@@ -475,7 +475,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
                  or a target whose boxes are written whole and never revisited, can be"
             ));
         }
-        let Some(span) = sizing::box_dims(k, p, i, &s.tiles) else {
+        let Some(span) = sizing::box_dims(k, p, i, a, &s.tiles) else {
             if b.residence != Residence::Direct {
                 return Err(format!("gathered access to '{tensor}' must be direct"));
             }

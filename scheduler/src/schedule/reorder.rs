@@ -55,7 +55,7 @@ pub fn access_traffic(
     let mut out = Vec::new();
     for (i, a) in super::accesses(k).iter().enumerate() {
         let ty = &p.tensor(k.operands[a.operand]).ty;
-        let dims = box_dims(k, p, i, tiles);
+        let dims = box_dims(k, p, i, a, tiles);
         if is_direct(a, dims.as_deref(), &ty.shape) {
             continue;
         }

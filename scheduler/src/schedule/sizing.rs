@@ -60,12 +60,11 @@ pub fn buffer_dims(a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
-/// Per-dimension extent of the box access `i` of kernel `k` moves over a tile: its span
-/// ([`buffer_dims`]), or for a strided read whose tiles are its whole loops, the whole
-/// dimension ([`Access::spans_dimension`]); `None` for gathered accesses.
-pub fn box_dims(k: &Kernel, p: &Program, i: usize, tiles: &[usize]) -> Option<Vec<usize>> {
-    let all = super::accesses(k);
-    let a = &all[i];
+/// Per-dimension extent of the box access `a` (the `i`-th of [`super::accesses`]) of kernel
+/// `k` moves over a tile: its span ([`buffer_dims`]), or for a strided read whose tiles are
+/// its whole loops, the whole dimension ([`Access::spans_dimension`]); `None` for gathered
+/// accesses.
+pub fn box_dims(k: &Kernel, p: &Program, i: usize, a: &Access, tiles: &[usize]) -> Option<Vec<usize>> {
     let mut dims = buffer_dims(a, tiles)?;
     if !super::is_written(k, i) {
         let shape = &p.tensor(k.operands[a.operand]).ty.shape;
@@ -99,7 +98,7 @@ pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
         .enumerate()
         .map(|(i, a)| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
-            let dims = box_dims(k, p, i, tiles);
+            let dims = box_dims(k, p, i, a, tiles);
             if is_direct(a, dims.as_deref(), &ty.shape) {
                 0
             } else {
