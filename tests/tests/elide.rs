@@ -125,3 +125,13 @@ fn squeezenet_expands_write_their_concatenation() {
     assert_eq!(removed, 16);
     assert!(left.is_empty(), "copies left: {left:?}");
 }
+
+/// The two ResNet blocks whose projected shortcut joins their last convolution (the others'
+/// filled weights would move more bytes than they save) read a concatenation of the branch
+/// and the shortcut's input, which their producers write.
+#[test]
+fn resnet_shortcuts_write_their_concatenation() {
+    let (removed, left) = elide_light("resnet50");
+    assert_eq!(removed, 4);
+    assert!(left.is_empty(), "copies left: {left:?}");
+}

@@ -59,7 +59,7 @@ fn per_channel(c: &Tensor, shape: &[usize], axis: usize) -> Option<Vec<f64>> {
 
 /// One step of a chain: how `a * y + b` changes when node `step` applies its constant to it.
 /// `from` is the chain's value among the step's operands.
-fn compose(g: &Graph, step: NodeId, from: NodeId, axis: usize, a: &mut [f64], b: &mut [f64]) -> Option<()> {
+pub(super) fn compose(g: &Graph, step: NodeId, from: NodeId, axis: usize, a: &mut [f64], b: &mut [f64]) -> Option<()> {
     let node = g.node(step);
     let Op::Binary(op) = node.op else { return None };
     let [x, y] = node.inputs[..] else { return None };

@@ -6,7 +6,10 @@
 //! 2. [`cse`]: common subexpressions. Two nodes of the same op on the same operands become one.
 //! 3. [`affine`]: per-channel scales and shifts (inference batch normalisation, biases, constant
 //!    scales) after a convolution or a matrix product fold into its weights and one bias.
-//! 4. [`transpose`]: a transposed matrix product becomes a product of transposes, and two
+//! 4. [`sums`]: the sum of two convolutions over one output (a ResNet block's last
+//!    convolution and its projected shortcut) becomes one convolution of their inputs'
+//!    concatenation.
+//! 5. [`transpose`]: a transposed matrix product becomes a product of transposes, and two
 //!    transposes in a row one; then a reduction of an elementwise value that a product reads
 //!    transposed reduces the transposed copy, which fusion stores anyway.
 //!
@@ -18,6 +21,7 @@
 pub mod affine;
 pub mod cse;
 pub mod fold;
+pub mod sums;
 pub mod transpose;
 
 use std::collections::HashSet;
@@ -30,6 +34,7 @@ pub fn simplify(g: &Graph) -> Graph {
     let g = fold::fold_constants(g);
     let g = cse::eliminate(&g);
     let g = affine::fold_into_weights(&g);
+    let g = sums::join_convolution_sums(&g);
     let g = transpose::transpose_products(&g);
     transpose::reductions_read_transposes(&g)
 }
