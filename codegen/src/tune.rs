@@ -141,7 +141,8 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         if tuned.measured >= budget || seen.contains(s) {
             return None;
         }
-        if estimate::estimate(k, p, s, target).cycles() > OUT_OF_REACH * fastest {
+        let e = estimate::estimate(k, p, s, target);
+        if e.cycles() > OUT_OF_REACH * fastest {
             return None;
         }
         seen.push(s.clone());
@@ -151,7 +152,15 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         let program = jit::compile(&q, target).ok()?;
         let run = program.run(&q, target, &inputs).ok()?;
         let cycles = run.stats.values().next().map(|s| s.time.modelled_cycles)?;
-        tracing::trace!("{}: {cycles:.0} cycles under\n{}", k.name, s.describe(k, p).trim_end());
+        tracing::trace!(
+            "{}: {cycles:.0} cycles (estimated {:.0}: queue {:.0}, CPE {:.0}, stalled {:.0}) under\n{}",
+            k.name,
+            e.cycles(),
+            e.queue,
+            e.cpe,
+            e.stalled,
+            s.describe(k, p).trim_end()
+        );
         Some(cycles)
     };
     let Some(first) = measure(&current, &mut tuned, f64::INFINITY) else {

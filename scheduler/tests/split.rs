@@ -1,7 +1,8 @@
 //! Reductions with fewer outputs than CPEs are cut into per-CPE partials and their sum, when
 //! that pays for the second launch, and so are reductions with a few outputs per CPE over a
-//! long reduction, when the scheduler's estimate says so; the result equals the
-//! interpreter's, exactly where the fold is exact (max), and is the same from run to run.
+//! long reduction, and, after scheduling, those whose schedules refetch their operands, when
+//! the scheduler's estimate says so; the result equals the interpreter's, exactly where the
+//! fold is exact (max), and is the same from run to run.
 
 use swflow_frontend::interp;
 use swflow_frontend::ir::{BinaryOp, ConvAttrs, DType, Graph, Op, Output, ReduceKind, TensorType};
@@ -145,4 +146,37 @@ fn wide_window(co: usize) -> Graph {
 fn a_few_outputs_per_cpe_over_a_long_reduction_are_split_by_the_estimate() {
     assert_eq!(check(&wide_window(6), Comparison::Tolerance), ["y.partials", "y"]);
     assert_eq!(check(&wide_window(64), Comparison::Tolerance), ["y"]);
+}
+
+/// A 1x1 convolution of `x: [1, c, h, h]` to `co` channels.
+fn pointwise(c: usize, co: usize, h: usize) -> Graph {
+    let mut g = Graph::new("pointwise");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let x = g.add_input("x", ty(vec![1, c, h, h]));
+    let w = g.add_input("w", ty(vec![co, c, 1, 1]));
+    let attrs = ConvAttrs {
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![0; 4],
+        groups: 1,
+    };
+    let y = g.add_node("y", Op::Conv(attrs), vec![x, w], None).unwrap();
+    g.outputs.push(Output {
+        name: "y".into(),
+        node: y,
+    });
+    g
+}
+
+/// Light Inception-v1's last `5x5_reduce`, 832 channels to 48 over 6 x 6 points (27 outputs
+/// per CPE): its schedule reads every channel's six-element rows as blocks of their own, or
+/// the whole input once per CPE, so it is split after scheduling. The same channels over
+/// 28 x 28 points read rows long enough, and are not.
+#[test]
+fn a_narrow_convolution_of_a_small_image_is_split_after_scheduling() {
+    assert_eq!(
+        check(&pointwise(832, 48, 6), Comparison::Tolerance),
+        ["y.partials", "y"]
+    );
+    assert_eq!(check(&pointwise(832, 48, 28), Comparison::Tolerance), ["y"]);
 }

@@ -21,11 +21,16 @@
 //! are counted one after another too. So the saving is a lower bound, against the cost. One
 //! with more is split as [`plan_by_estimate`] finds it pays, by the scheduler's estimate of
 //! the kernels each way.
+//!
+//! After scheduling, [`split_refetching`] splits the same way a reduction with more target
+//! elements per CPE whose schedule fetches its operands many times over.
 
 use std::collections::HashSet;
 
 use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Stmt, TensorInfo, TensorKind};
 use crate::target::Target;
+
+use super::ScheduleError;
 use swflow_emulator::timing::Timing;
 use swflow_frontend::ir::{BinaryOp, UnaryOp};
 
@@ -121,17 +126,10 @@ fn plan_by_estimate(p: &Program, k: &Kernel, target: &Target) -> Option<Split> {
     if outputs < target.cpes || outputs.div_ceil(target.cpes) > FEW_PER_CPE {
         return None;
     }
-    let cycles = |k: &Kernel, p: &Program| -> Option<f64> {
-        let s = super::schedule_kernel(k, p, target).ok()?;
-        Some(super::estimate::estimate(k, p, &s, target).cycles())
-    };
-    let whole = cycles(k, p)?;
+    let s = super::schedule_kernel(k, p, target).ok()?;
+    let whole = super::estimate::estimate(k, p, &s, target).cycles();
     let mut scratch = p.clone();
     let tensors = scratch.tensors.len();
-    // What one more kernel costs beyond its estimate: its launch, and the latency of its last
-    // put, which the kernel waits for before it returns.
-    let t = &target.timing;
-    let launch = t.spawn_cycles + t.join_cycles + t.dma.put_latency_cycles;
     let mut best: Option<(f64, Split)> = None;
     for (loop_, l) in k.loops.iter().enumerate() {
         if l.kind != LoopKind::Reduce {
@@ -139,10 +137,7 @@ fn plan_by_estimate(p: &Program, k: &Kernel, target: &Target) -> Option<Split> {
         }
         for parts in (2..=l.extent.min(target.cpes)).filter(|d| l.extent % d == 0) {
             let split = Split { loop_, parts };
-            let (first, second) = apply(&mut scratch, &mut HashSet::new(), k.clone(), split);
-            let total = cycles(&first, &scratch)
-                .zip(cycles(&second, &scratch))
-                .map(|(a, b)| a + b + launch);
+            let total = split_cycles(&mut scratch, k, split, f64::INFINITY, target);
             scratch.tensors.truncate(tensors);
             if let Some(t) = total.filter(|&t| best.is_none_or(|(b, _)| t < b)) {
                 best = Some((t, split));
@@ -151,6 +146,123 @@ fn plan_by_estimate(p: &Program, k: &Kernel, target: &Target) -> Option<Split> {
     }
     let (cycles, split) = best?;
     (cycles < SPLIT_MARGIN * whole).then_some(split)
+}
+
+/// How many times its compulsory transfers (each operand read once, the target written
+/// once) a scheduled reduction's DMA queue must be estimated busy for
+/// [`split_refetching`] to try splitting it. Such a kernel's CPEs fetch the operands that
+/// their target elements share again and again: a 1x1 convolution with few output channels
+/// over a small image reads its input once per CPE, or every channel's short rows as blocks
+/// of their own. A split reads them about once. On the nine light models every split that
+/// paid was of a kernel at more than four times its compulsory transfers; of the kernels
+/// below three times, none paid.
+const REFETCHED: f64 = 4.0;
+
+/// Splits, after scheduling, the reductions whose schedules refetch their operands (their
+/// transfers bound them, at [`REFETCHED`] times their compulsory transfers or more), when a
+/// split pays by the estimate as [`plan_by_estimate`] judges one: each kernel of the split
+/// scheduled as the scheduler schedules it, the pair with the second kernel's fixed costs
+/// under [`SPLIT_MARGIN`] of the kernel's estimate. Every reduce loop is tried in the powers
+/// of two that divide it, from two up while each estimates faster than the one before and
+/// while the split's transfers alone (the operands read once, the partials written and read
+/// back: [`partial_cycles`]) stay under the margin. The kernels of a split are scheduled;
+/// the others keep their schedules.
+pub fn split_refetching(p: &mut Program, target: &Target) -> Result<(), ScheduleError> {
+    let mut names: HashSet<String> = p.kernels.iter().map(|k| k.name.clone()).collect();
+    let mut kernels = Vec::with_capacity(p.kernels.len());
+    for k in std::mem::take(&mut p.kernels) {
+        match refetching_split(p, &k, target) {
+            Some(split) => {
+                let (mut first, mut second) = apply(p, &mut names, k, split);
+                first.schedule = Some(super::schedule_kernel(&first, p, target)?);
+                second.schedule = Some(super::schedule_kernel(&second, p, target)?);
+                kernels.push(first);
+                kernels.push(second);
+            }
+            None => kernels.push(k),
+        }
+    }
+    p.kernels = kernels;
+    Ok(())
+}
+
+/// The split [`split_refetching`] makes of scheduled kernel `k`, if any.
+fn refetching_split(p: &Program, k: &Kernel, target: &Target) -> Option<Split> {
+    k.stmt.reduce?;
+    let whole = super::estimate::estimate(k, p, k.schedule.as_ref()?, target);
+    let d = &target.timing.dma;
+    let reads: f64 = k.operands[1..]
+        .iter()
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .map(|&t| p.tensor(t).ty.size_bytes() as f64 / d.get_bytes_per_cycle)
+        .sum();
+    let write = p.tensor(k.operands[0]).ty.size_bytes() as f64 / d.put_bytes_per_cycle;
+    if extents(k, LoopKind::Parallel) < target.cpes
+        || whole.queue < whole.cpe
+        || whole.queue < REFETCHED * (reads + write)
+    {
+        return None;
+    }
+    let whole = whole.cycles();
+    let launch = launch_cycles(target);
+    let mut scratch = p.clone();
+    let tensors = scratch.tensors.len();
+    let mut best: Option<(f64, Split)> = None;
+    for (loop_, l) in k.loops.iter().enumerate().filter(|(_, l)| l.kind == LoopKind::Reduce) {
+        let powers = std::iter::successors(Some(2), |&n| Some(n * 2));
+        let mut before = whole;
+        for parts in powers.take_while(|&n| n <= l.extent.min(target.cpes) && l.extent % n == 0) {
+            if reads + partial_cycles(k, p, parts, target) + launch >= SPLIT_MARGIN * whole {
+                break;
+            }
+            let split = Split { loop_, parts };
+            let total = split_cycles(&mut scratch, k, split, before, target);
+            scratch.tensors.truncate(tensors);
+            match total {
+                Some(t) if t < before => before = t,
+                _ => break,
+            }
+            if best.is_none_or(|(b, _)| before < b) {
+                best = Some((before, split));
+            }
+        }
+    }
+    let (cycles, split) = best?;
+    (cycles < SPLIT_MARGIN * whole).then_some(split)
+}
+
+/// The queue cycles a split of `k` in `parts` parts spends at least on its partials, which
+/// the first kernel writes and the second reads back.
+fn partial_cycles(k: &Kernel, p: &Program, parts: usize, target: &Target) -> f64 {
+    let d = &target.timing.dma;
+    let element = p.tensor(k.operands[0]).ty.dtype.size_bytes();
+    let bytes = (parts * extents(k, LoopKind::Parallel) * element) as f64;
+    bytes / d.put_bytes_per_cycle + bytes / d.get_bytes_per_cycle
+}
+
+/// What one more kernel costs beyond its estimate: its launch, and the latency of its last
+/// put, which the kernel waits for before it returns.
+fn launch_cycles(target: &Target) -> f64 {
+    let t = &target.timing;
+    t.spawn_cycles + t.join_cycles + t.dma.put_latency_cycles
+}
+
+/// The estimated cycles of `split` of `k`, its kernels applied to `scratch` (whose new
+/// tensors the caller drops) and scheduled as the scheduler schedules them, with the second
+/// kernel's fixed costs; `None` when a kernel cannot be scheduled, or when the first kernel
+/// alone takes `beyond` cycles or more (the second is not scheduled then).
+fn split_cycles(scratch: &mut Program, k: &Kernel, split: Split, beyond: f64, target: &Target) -> Option<f64> {
+    let (first, second) = apply(scratch, &mut HashSet::new(), k.clone(), split);
+    let cycles = |k: &Kernel, p: &Program| -> Option<f64> {
+        let s = super::schedule_kernel(k, p, target).ok()?;
+        Some(super::estimate::estimate(k, p, &s, target).cycles())
+    };
+    let first = cycles(&first, scratch)? + launch_cycles(target);
+    if first >= beyond {
+        return None;
+    }
+    Some(first + cycles(&second, scratch)?)
 }
 
 /// Cycles per point of the statement, at least: one per operation and for the fold, and a
