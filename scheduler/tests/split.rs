@@ -117,14 +117,12 @@ fn a_long_plain_sum_is_split_for_its_fold_latency() {
     assert_eq!(check(&one_sum(4000, false), Comparison::Tolerance), ["r.partials", "r"]);
 }
 
-/// `conv(x, w)` of `x: [1, 4, 32, 32]` with `w: [co, 4, 28, 28]`: `co x 5 x 5` outputs, each
-/// over 4 x 28 x 28 points, like a small convolution's weight gradient (whose window is the
-/// output gradient).
-fn wide_window(co: usize) -> Graph {
-    let mut g = Graph::new("wide_window");
+/// `y = conv(x, w)` of inputs of shapes `x` and `w`, at stride 1 without padding.
+fn conv(name: &str, x: Vec<usize>, w: Vec<usize>) -> Graph {
+    let mut g = Graph::new(name);
     let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
-    let x = g.add_input("x", ty(vec![1, 4, 32, 32]));
-    let w = g.add_input("w", ty(vec![co, 4, 28, 28]));
+    let x = g.add_input("x", ty(x));
+    let w = g.add_input("w", ty(w));
     let attrs = ConvAttrs {
         strides: vec![1, 1],
         dilations: vec![1, 1],
@@ -137,6 +135,13 @@ fn wide_window(co: usize) -> Graph {
         node: y,
     });
     g
+}
+
+/// `conv(x, w)` of `x: [1, 4, 32, 32]` with `w: [co, 4, 28, 28]`: `co x 5 x 5` outputs, each
+/// over 4 x 28 x 28 points, like a small convolution's weight gradient (whose window is the
+/// output gradient).
+fn wide_window(co: usize) -> Graph {
+    conv("wide_window", vec![1, 4, 32, 32], vec![co, 4, 28, 28])
 }
 
 /// With 150 outputs, about 2 per CPE, every CPE would fetch nearly all of `x` and its rows of
@@ -150,22 +155,7 @@ fn a_few_outputs_per_cpe_over_a_long_reduction_are_split_by_the_estimate() {
 
 /// A 1x1 convolution of `x: [1, c, h, h]` to `co` channels.
 fn pointwise(c: usize, co: usize, h: usize) -> Graph {
-    let mut g = Graph::new("pointwise");
-    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
-    let x = g.add_input("x", ty(vec![1, c, h, h]));
-    let w = g.add_input("w", ty(vec![co, c, 1, 1]));
-    let attrs = ConvAttrs {
-        strides: vec![1, 1],
-        dilations: vec![1, 1],
-        pads: vec![0; 4],
-        groups: 1,
-    };
-    let y = g.add_node("y", Op::Conv(attrs), vec![x, w], None).unwrap();
-    g.outputs.push(Output {
-        name: "y".into(),
-        node: y,
-    });
-    g
+    conv("pointwise", vec![1, c, h, h], vec![co, c, 1, 1])
 }
 
 /// Light Inception-v1's last `5x5_reduce`, 832 channels to 48 over 6 x 6 points (27 outputs
