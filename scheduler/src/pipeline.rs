@@ -3,8 +3,10 @@
 //! `SWFLOW_DUMP=<pass>` (or `all`) prints the graph or program after that pass to stderr;
 //! passes are `simplify` (the graph), `fuse` (the fusion plan: which nodes each kernel holds),
 //! `lower`, `split` (reductions cut into per-CPE partials and their sum), `elide` (copies into
-//! a concatenation's slices removed, with the default fusion and no tape), `schedule` and, for
-//! a gradient program with tape options, `tape` (the saved tensors and the mirrored readers).
+//! a concatenation's slices removed, with the default fusion and no tape), `schedule` (every
+//! kernel scheduled, then, without a tape, the reductions whose schedules refetch their
+//! operands split as `split` splits) and, for a gradient program with tape options, `tape`
+//! (the saved tensors and the mirrored readers).
 //! The loop-IR verifier runs after lowering and every schedule is verified as it is made.
 
 use swflow_frontend::fuse::{plan, print_plan, unfused};
