@@ -171,15 +171,16 @@ fn counters_and_cycles_equal(g: &Graph, name: &str) {
 /// A matrix product whose kernel takes a shift and ReLU as its epilogue and keeps the
 /// product, an output too, through the C path and the JIT, with the schedule's reduction tile
 /// loop moved outside the target's so that every target box is revisited with partial sums:
-/// the kept value leaves once per box, complete. Outputs are bit-identical between the two
+/// the kept value leaves once per box, complete (256 columns: with 128, the scheduler would
+/// split the product into per-CPE partials). Outputs are bit-identical between the two
 /// paths and within tolerance of the interpreter; the emulator's counters equal the walk's.
 #[test]
 fn a_kept_value_through_c_and_the_jit() {
     let mut g = Graph::new("keep");
     let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
     let a = g.add_input("a", ty(vec![64, 8192]));
-    let b = g.add_input("b", ty(vec![8192, 128]));
-    let c = g.add_input("c", ty(vec![128]));
+    let b = g.add_input("b", ty(vec![8192, 256]));
+    let c = g.add_input("c", ty(vec![256]));
     let mm = g.add_node("mm", Op::MatMul, vec![a, b], None).unwrap();
     let y = g.add_node("y", Op::Binary(BinaryOp::Sub), vec![mm, c], None).unwrap();
     let z = g.add_node("z", Op::Unary(UnaryOp::Relu), vec![y], None).unwrap();
