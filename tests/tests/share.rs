@@ -37,10 +37,10 @@ fn matmul() -> Graph {
     g
 }
 
-/// The program of `g` with its kernel split by `grid` over (m, n), its tiles sized for it and
-/// its buffers shared where the mesh allows (none without `share`).
+/// The program of `g` (lowered: one kernel) with its kernel split by `grid` over (m, n), its
+/// tiles sized for it and its buffers shared where the mesh allows (none without `share`).
 fn with_grid(g: &Graph, target: &Target, grid: Vec<usize>, share: bool) -> Program {
-    let mut p = swflow_scheduler::pipeline::compile(g, target).unwrap();
+    let mut p = swflow_scheduler::lower::lower(g).unwrap();
     let k = &p.kernels[0];
     assert_eq!((k.loops[0].extent, k.loops[1].extent), (M, N));
     let sizes: Vec<usize> = grid.iter().zip([M, N]).map(|(&g, e)| e.div_ceil(g)).collect();

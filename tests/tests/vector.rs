@@ -20,7 +20,9 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, scalar_folds_exec
 /// SW26010-Pro, where each would end in a half-filled vector; the 7x7 stride-2 and 11x11
 /// stride-4 convolutions read their input split into phases, with the weight's zero padding
 /// as the taps past the last (one in eight and one in twelve); the 1x1 convolution with 8-wide
-/// rows runs them as one, each joined row starting aligned.
+/// rows runs them as one, each joined row starting aligned. (The 11x11 convolution has 16
+/// output channels: with 5, its schedule would refetch its input, and the scheduler would
+/// split it into partials and their sum, which is not a product.)
 const MODEL: &str = r#"graph "products" {
   %a: f32[37,45] = input
   %b: f32[45,50] = input
@@ -56,8 +58,8 @@ const MODEL: &str = r#"graph "products" {
   %iw: f32[9,3,7,7] = input
   %iy: f32[1,9,19,23] = conv(%i, %iw) {strides=[2,2], dilations=[1,1], pads=[3,3,3,3], groups=1}
   %j: f32[1,3,47,51] = input
-  %jw: f32[5,3,11,11] = input
-  %jy: f32[1,5,10,11] = conv(%j, %jw) {strides=[4,4], dilations=[1,1], pads=[2,1,2,2], groups=1}
+  %jw: f32[16,3,11,11] = input
+  %jy: f32[1,16,10,11] = conv(%j, %jw) {strides=[4,4], dilations=[1,1], pads=[2,1,2,2], groups=1}
   %n: f32[1,8,6,8] = input
   %nw: f32[12,8,1,1] = input
   %ny: f32[1,12,6,8] = conv(%n, %nw) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}
