@@ -48,8 +48,7 @@ struct Term {
 /// Two terms to join, and the geometry of the joined convolution.
 struct Join {
     terms: [Term; 2],
-    /// Each term's input, as a node of the old graph, with the strides it is subsampled by
-    /// (all 1 when it is read as it is).
+    /// The strides each term's input is subsampled by (all 1 when it is read as it is).
     subsample: [Vec<usize>; 2],
     attrs: ConvAttrs,
     /// Whether both terms read the same input: their weights add instead of concatenating.
