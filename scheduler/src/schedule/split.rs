@@ -25,7 +25,7 @@
 //! After scheduling, [`split_refetching`] splits the same way a reduction with more target
 //! elements per CPE whose schedule fetches its operands many times over.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, LoopKind, Program, Stmt, TensorInfo, TensorKind};
 use crate::target::Target;
@@ -167,12 +167,17 @@ const REFETCHED: f64 = 4.0;
 /// of two that divide it, from two up while each estimates faster than the one before and
 /// while the split's transfers alone (the operands read once, the partials written and read
 /// back: [`partial_cycles`]) stay under the margin. The kernels of a split are scheduled;
-/// the others keep their schedules.
+/// the others keep their schedules. Kernels alike but for their names and tensors' names
+/// (a DenseNet block's layers, a ShuffleNet stage's units) are judged once.
 pub fn split_refetching(p: &mut Program, target: &Target) -> Result<(), ScheduleError> {
     let mut names: HashSet<String> = p.kernels.iter().map(|k| k.name.clone()).collect();
+    let mut judged: HashMap<String, Option<Split>> = HashMap::new();
     let mut kernels = Vec::with_capacity(p.kernels.len());
     for k in std::mem::take(&mut p.kernels) {
-        match refetching_split(p, &k, target) {
+        let split = *judged
+            .entry(likeness(p, &k))
+            .or_insert_with(|| refetching_split(p, &k, target));
+        match split {
             Some(split) => {
                 let (mut first, mut second) = apply(p, &mut names, k, split);
                 first.schedule = Some(super::schedule_kernel(&first, p, target)?);
@@ -185,6 +190,21 @@ pub fn split_refetching(p: &mut Program, target: &Target) -> Result<(), Schedule
     }
     p.kernels = kernels;
     Ok(())
+}
+
+/// What decides a split of scheduled kernel `k` of `p`, as text: its loops, statement and
+/// schedule, and each operand's type and kind, with the first operand slot that names the
+/// same tensor (a kernel that reads the tensor it writes differs from one that does not).
+fn likeness(p: &Program, k: &Kernel) -> String {
+    let operands: Vec<_> = k
+        .operands
+        .iter()
+        .map(|&t| {
+            let first = k.operands.iter().position(|&u| u == t);
+            (&p.tensor(t).ty, &p.tensor(t).kind, first)
+        })
+        .collect();
+    format!("{:?} {:?} {:?} {:?}", k.loops, k.stmt, k.schedule, operands)
 }
 
 /// The split [`split_refetching`] makes of scheduled kernel `k`, if any.
