@@ -9,7 +9,7 @@
 //! A node is inlined only when every one of its uses is a consumer the table admits and it is
 //! not a graph output. A node with several uses is computed once per use, so it is inlined
 //! only when that moves fewer bytes than storing it once and reading it back per use (see
-//! [`Plan::reads`]).
+//! [`Plan::sources`]).
 //!
 //! Then, a reduction (a contraction or a reduce) takes an elementwise consumer as its
 //! epilogue when the reduced values flow into that consumer, unchanged in shape and type,
@@ -167,13 +167,21 @@ pub struct Plan {
     /// The pattern each node plays as a producer: its op's, except that data movement of a
     /// value computed by joined elementwise producers is elementwise itself.
     pub patterns: Vec<Pattern>,
-    /// Main-memory bytes a consumer reads to compute the node's value where it needs it: the
-    /// node's own size when it is stored, else the reads of its operands (for data movement
-    /// at most its own size, since it reads only the part it moves).
-    pub reads: Vec<usize>,
+    /// The stored tensors a consumer reads to compute the node's value where it needs it, with
+    /// the bytes it reads of each: the node itself when it is stored, else its operands'
+    /// sources, each tensor once however many of the joined nodes read it (a kernel reads a
+    /// tensor into one LDM buffer, which a window's shifted reads share), and for data
+    /// movement at most the node's own size, since it reads only the part it moves.
+    pub sources: Vec<Vec<(NodeId, usize)>>,
 }
 
 impl Plan {
+    /// Main-memory bytes a consumer reads to compute node `id`'s value: the sum over its
+    /// [`Plan::sources`].
+    pub fn reads(&self, id: NodeId) -> usize {
+        self.sources[id.index()].iter().map(|&(_, bytes)| bytes).sum()
+    }
+
     pub fn decision(&self, id: NodeId) -> Decision {
         self.decisions[id.index()]
     }
@@ -189,7 +197,7 @@ pub fn unfused(g: &Graph) -> Plan {
     Plan {
         decisions: vec![Decision::Own; n],
         patterns: g.nodes().iter().map(|n| Pattern::of(&n.op)).collect(),
-        reads: g.nodes().iter().map(|n| n.ty.size_bytes()).collect(),
+        sources: g.ids().map(|id| vec![(id, g.node(id).ty.size_bytes())]).collect(),
     }
 }
 
@@ -211,12 +219,9 @@ pub fn plan(g: &Graph) -> Plan {
             plan.patterns[i] = Elementwise;
         }
         let size = node.ty.size_bytes();
-        let operand_reads: usize = node.inputs.iter().map(|x| plan.reads[x.index()]).sum();
-        let reads = if own == Movement {
-            operand_reads.min(size)
-        } else {
-            operand_reads
-        };
+        let cap = if own == Movement { size } else { usize::MAX };
+        let sources = joined_sources(node.inputs.iter().map(|x| &plan.sources[x.index()]), cap);
+        let reads: usize = sources.iter().map(|&(_, bytes)| bytes).sum();
         let uses = &consumers[i];
         if outputs[i] || uses.is_empty() || node.ty.numel() == 0 {
             continue;
@@ -241,7 +246,7 @@ pub fn plan(g: &Graph) -> Plan {
             continue;
         }
         plan.decisions[i] = Decision::Joined;
-        plan.reads[i] = reads;
+        plan.sources[i] = sources;
     }
     let mut taken = vec![false; g.nodes().len()];
     for id in g.ids() {
@@ -258,6 +263,20 @@ pub fn plan(g: &Graph) -> Plan {
         }
     }
     plan
+}
+
+/// The sources of a node computed from operands with sources `operands`: each stored tensor
+/// once, at the most bytes any operand reads of it, and at most `cap` bytes.
+fn joined_sources<'a>(operands: impl Iterator<Item = &'a Vec<(NodeId, usize)>>, cap: usize) -> Vec<(NodeId, usize)> {
+    let mut sources: Vec<(NodeId, usize)> = Vec::new();
+    for &(tensor, bytes) in operands.flatten() {
+        let bytes = bytes.min(cap);
+        match sources.iter_mut().find(|(t, _)| *t == tensor) {
+            Some((_, b)) => *b = (*b).max(bytes),
+            None => sources.push((tensor, bytes)),
+        }
+    }
+    sources
 }
 
 /// Whether elementwise `op` holds a CPE for many cycles per element: a library routine (`exp`,

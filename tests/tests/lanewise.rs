@@ -20,8 +20,10 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, scalar
 /// leaves out the padding (its epilogue divides by each pixel's count) and a maximum along a
 /// middle axis; and a convolution
 /// whose epilogue adds a bias and applies ReLU, and another that also keeps its reduced value
-/// for a later reader; and a three-point stencil, whose taps share one window of their
-/// operand. The normalisation's rows run on through its 9 x 30 pixels (270 points), which
+/// for a later reader; a three-point stencil, whose taps share one window of their
+/// operand; and a local response normalisation, whose sum of squares over a window of
+/// channels is read twice (by its square root and by the division) and computed once per
+/// vector. The normalisation's rows run on through its 9 x 30 pixels (270 points), which
 /// every buffer lays out one after the other; the maps, and the pools (whose nests hold their
 /// whole windows, so their vectors start from the fold's initial value), store the lanes
 /// left after their vectors as one more vector, the row's last; the epilogues that read
@@ -65,6 +67,21 @@ const MODEL: &str = r#"graph "lanewise" {
   %u2: f32[3,1028] = slice(%u) {starts=[0,2], steps=[1,1], sizes=[3,1028]}
   %us: f32[3,1028] = add(%u0, %u1)
   %ut: f32[3,1028] = max(%us, %u2)
+  %lx: f32[1,8,12,40] = input
+  %lk: f32[1,1,1,1] = const [1.0]
+  %lp: f32[1,10,12,40] = pad(%lx) {pads=[0,1,0,0,0,1,0,0], value=0.0}
+  %l0: f32[1,8,12,40] = slice(%lp) {starts=[0,0,0,0], steps=[1,1,1,1], sizes=[1,8,12,40]}
+  %l1: f32[1,8,12,40] = slice(%lp) {starts=[0,1,0,0], steps=[1,1,1,1], sizes=[1,8,12,40]}
+  %l2: f32[1,8,12,40] = slice(%lp) {starts=[0,2,0,0], steps=[1,1,1,1], sizes=[1,8,12,40]}
+  %lm0: f32[1,8,12,40] = mul(%l0, %l0)
+  %lm1: f32[1,8,12,40] = mul(%l1, %l1)
+  %lm2: f32[1,8,12,40] = mul(%l2, %l2)
+  %lm01: f32[1,8,12,40] = add(%lm0, %lm1)
+  %lm: f32[1,8,12,40] = add(%lm01, %lm2)
+  %ls: f32[1,8,12,40] = add(%lm, %lk)
+  %lr: f32[1,8,12,40] = sqrt(%ls)
+  %ln: f32[1,8,12,40] = mul(%lx, %lr)
+  %lo: f32[1,8,12,40] = div(%ln, %ls)
   output "r" = %h
   output "p" = %p
   output "v" = %v
@@ -76,6 +93,7 @@ const MODEL: &str = r#"graph "lanewise" {
   output "kr" = %kr
   output "ks" = %ks
   output "ut" = %ut
+  output "lo" = %lo
 }"#;
 
 fn model() -> Graph {
@@ -111,14 +129,16 @@ fn vectors_compute_what_scalars_compute() {
     let want = interp::run(&g, &inputs).unwrap();
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
-        let windows: Vec<_> = p
+        let spreads: Vec<_> = p
             .kernels
             .iter()
             .flat_map(|k| k.stmt.windows())
             .filter(|w| !w.spread.is_empty())
+            .map(|w| w.spread.clone())
             .collect();
-        assert_eq!(windows.len(), 1, "the stencil's three taps are one window");
-        assert_eq!(windows[0].spread, [0, 2]);
+        // The stencil's three taps are one window, and so are the normalisation's three
+        // channels (read through a pad).
+        assert_eq!(spreads, [vec![0, 2], vec![0, 2, 0, 0]]);
         let mut vectorised = 0;
         let jitted = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
             vectorised += usize::from(lanewise_kernels(f));
@@ -128,8 +148,8 @@ fn vectors_compute_what_scalars_compute() {
         .unwrap();
         // The normalisation with its ReLU and square root, the maximum pools, the average
         // pool's sum with its division, the reduction, the division with its minimum, the
-        // convolutions' epilogues, and the stencil.
-        assert_eq!(vectorised, 10, "{}: lane-wise kernels", target.name);
+        // convolutions' epilogues, the stencil and the normalisation.
+        assert_eq!(vectorised, 11, "{}: lane-wise kernels", target.name);
         let plain = scalar(&target);
         let ps = swflow_scheduler::pipeline::compile(&g, &plain).unwrap();
         let scalar_run = jit::compile(&ps, &plain).unwrap().run(&ps, &plain, &inputs).unwrap();
@@ -176,6 +196,7 @@ fn value_fp(v: &Value) -> u32 {
             value_fp(a)
                 + match op {
                     UnaryOp::Relu | UnaryOp::Neg | UnaryOp::Abs => 1,
+                    UnaryOp::Sqrt => 0,
                     other => panic!("no count for {other:?}"),
                 }
         }

@@ -1748,7 +1748,7 @@ impl Gen<'_> {
                 }
             }
         }
-        let (value, _, value_ops) = self.expr(&k.stmt.value);
+        let (value, _, value_ops) = self.value(&k.stmt.value);
         let (statement, ops) = match k.stmt.reduce {
             Some(r) => {
                 let carried = k.loops.last().is_some_and(|l| l.kind == LoopKind::Reduce);
@@ -1801,7 +1801,7 @@ impl Gen<'_> {
             .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
             .collect();
         let (target, target_ops) = self.access_ref(0);
-        let (value, _, value_ops) = self.expr(e);
+        let (value, _, value_ops) = self.value(e);
         let store = Ops {
             store: u32::from(self.buffered(0)),
             ..Ops::default()
@@ -1994,7 +1994,45 @@ impl Gen<'_> {
         let (product, d, _) = self.expr(value);
         super::fused_product(kind, self.dtype(0), &product)?;
         let ((_, da, oa), (_, db, ob)) = (self.expr(a), self.expr(b));
-        (da == d && db == d).then_some(oa + ob)
+        let flops = self.distinct_flops(&[a, b]);
+        (da == d && db == d).then_some(Ops { flops, ..oa + ob })
+    }
+
+    /// [`Self::expr`] of a statement's value, its flops counting each distinct subexpression
+    /// once: the computation's, which the lane-wise vector code performs once however often
+    /// the value repeats it (an inlined window sum read by a square root and by a division),
+    /// while the scalar code, evaluating the tree as written, issues every repeat.
+    fn value(&self, e: &Expr) -> (Value, DType, Ops) {
+        let (value, d, ops) = self.expr(e);
+        let flops = self.distinct_flops(&[e]);
+        (value, d, Ops { flops, ..ops })
+    }
+
+    /// Flops of the operators of the expressions `roots`, each distinct subexpression once.
+    fn distinct_flops<'e>(&self, roots: &[&'e Expr]) -> u32 {
+        let mut seen: Vec<&'e Expr> = Vec::new();
+        let mut stack = roots.to_vec();
+        let mut flops = 0;
+        while let Some(e) = stack.pop() {
+            if seen.contains(&e) {
+                continue;
+            }
+            seen.push(e);
+            let dtype = |a: &Expr| self.expr(a).1;
+            flops += match e {
+                Expr::Unary(op, a) => cost::unary(*op, dtype(a)).flops,
+                Expr::Binary(op, a, _) => cost::binary(*op, dtype(a)).flops,
+                Expr::Cast(to, a) => cost::cast(dtype(a), *to).flops,
+                Expr::Load(_) | Expr::Acc | Expr::Const(_) | Expr::Select(..) => 0,
+            };
+            match e {
+                Expr::Unary(_, a) | Expr::Cast(_, a) => stack.push(a),
+                Expr::Binary(_, a, b) => stack.extend([&**a, &**b]),
+                Expr::Select(c, a, b) => stack.extend([&**c, &**a, &**b]),
+                Expr::Load(_) | Expr::Acc | Expr::Const(_) => {}
+            }
+        }
+        flops
     }
 
     /// An expression's value, its type, and the operations that evaluate it.

@@ -69,6 +69,27 @@ impl Node {
     fn shared(&self) -> bool {
         matches!(self, Node::Const(_) | Node::Load { stride: 0, .. })
     }
+
+    /// Whether both nodes compute the same value: the same load, a constant of the same bits
+    /// (+0 and -0 differ), or the same operation of the same nodes.
+    fn same(&self, other: &Node) -> bool {
+        match (self, other) {
+            (Node::Load { access: a, load: x, .. }, Node::Load { access: b, load: y, .. }) => a == b && x == y,
+            (Node::Const(a), Node::Const(b)) => a.to_bits() == b.to_bits(),
+            (Node::Unary(f, a), Node::Unary(g, b)) => f == g && a == b,
+            (Node::Binary(f, a, x), Node::Binary(g, b, y)) => f == g && a == b && x == y,
+            _ => false,
+        }
+    }
+
+    /// The nodes whose values this one reads.
+    fn operands(&self) -> Vec<usize> {
+        match *self {
+            Node::Unary(_, a) => vec![a],
+            Node::Binary(_, a, b) => vec![a, b],
+            Node::Load { .. } | Node::Const(_) => Vec::new(),
+        }
+    }
 }
 
 /// How each lane's value joins its target element.
@@ -379,16 +400,33 @@ fn finish(
     })
 }
 
-/// Vector registers a block of `v` vectors holds: each vector a register per node not
-/// shared, and an accumulator; one per shared node.
+/// Vector registers a block of `v` vectors holds: one per shared node, and each vector the
+/// most values of nodes not shared that are live at once as its nodes are evaluated in order
+/// (a value from its node until its last use; a fold's factors or value until the fold), and
+/// an accumulator.
 fn registers(nodes: &[Node], fold: Fold, v: usize) -> usize {
     let shared = nodes.iter().filter(|n| n.shared()).count();
-    let per_vector = nodes.len() - shared + usize::from(!matches!(fold, Fold::Store));
-    shared + v * per_vector
+    let end = nodes.len();
+    let mut last: Vec<usize> = (0..end).collect();
+    for (i, n) in nodes.iter().enumerate() {
+        for a in n.operands() {
+            last[a] = i;
+        }
+    }
+    match fold {
+        Fold::Fma(a, b) => (last[a], last[b]) = (end, end),
+        Fold::Store | Fold::Op(_) => last[end - 1] = end,
+    }
+    let live = (0..end)
+        .map(|i| (0..=i).filter(|&j| !nodes[j].shared() && last[j] >= i).count())
+        .max()
+        .unwrap_or(0);
+    shared + v * (live + usize::from(!matches!(fold, Fold::Store)))
 }
 
-/// Appends the nodes of `e` (operands first) and returns the index of its value's node, when
-/// every operation has a vector form. An epilogue's `acc` is the target's element (access 0).
+/// Appends the nodes of `e` (operands first; a node computing the value of one already there
+/// is not added again) and returns the index of its value's node, when every operation has a
+/// vector form. An epilogue's `acc` is the target's element (access 0).
 fn add_nodes(e: &Expr, all: &[Cow<'_, Access>], nodes: &mut Vec<Node>) -> Option<usize> {
     let node = match e {
         Expr::Load(a) => {
@@ -422,6 +460,9 @@ fn add_nodes(e: &Expr, all: &[Cow<'_, Access>], nodes: &mut Vec<Node>) -> Option
         }
         _ => return None,
     };
+    if let Some(at) = nodes.iter().position(|n| n.same(&node)) {
+        return Some(at);
+    }
     nodes.push(node);
     Some(nodes.len() - 1)
 }
