@@ -21,7 +21,9 @@ use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, each_body, scalar
 /// middle axis; and a convolution
 /// whose epilogue adds a bias and applies ReLU, and another that also keeps its reduced value
 /// for a later reader; a three-point stencil, whose taps share one window of their
-/// operand; and a local response normalisation, whose sum of squares over a window of
+/// operand; a grouped convolution, whose output channel `8*g + m` is written whole in tiles of
+/// one group, so that its box is not read first and its epilogue runs as vectors; and a
+/// local response normalisation, whose sum of squares over a window of
 /// channels is read twice (by its square root and by the division) and computed once per
 /// vector. The normalisation's rows run on through its 9 x 30 pixels (270 points), which
 /// every buffer lays out one after the other; the maps, and the pools (whose nests hold their
@@ -82,6 +84,12 @@ const MODEL: &str = r#"graph "lanewise" {
   %lr: f32[1,8,12,40] = sqrt(%ls)
   %ln: f32[1,8,12,40] = mul(%lx, %lr)
   %lo: f32[1,8,12,40] = div(%ln, %ls)
+  %gx: f32[1,32,14,28] = input
+  %gw: f32[32,8,1,1] = input
+  %gb: f32[1,32,1,1] = input
+  %gy: f32[1,32,14,28] = conv(%gx, %gw) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=4}
+  %ga: f32[1,32,14,28] = add(%gy, %gb)
+  %gr: f32[1,32,14,28] = relu(%ga)
   output "r" = %h
   output "p" = %p
   output "v" = %v
@@ -94,6 +102,7 @@ const MODEL: &str = r#"graph "lanewise" {
   output "ks" = %ks
   output "ut" = %ut
   output "lo" = %lo
+  output "gr" = %gr
 }"#;
 
 fn model() -> Graph {
@@ -148,8 +157,8 @@ fn vectors_compute_what_scalars_compute() {
         .unwrap();
         // The normalisation with its ReLU and square root, the maximum pools, the average
         // pool's sum with its division, the reduction, the division with its minimum, the
-        // convolutions' epilogues, the stencil and the normalisation.
-        assert_eq!(vectorised, 11, "{}: lane-wise kernels", target.name);
+        // convolutions' epilogues (the grouped one's too), the stencil and the normalisation.
+        assert_eq!(vectorised, 12, "{}: lane-wise kernels", target.name);
         let plain = scalar(&target);
         let ps = swflow_scheduler::pipeline::compile(&g, &plain).unwrap();
         let scalar_run = jit::compile(&ps, &plain).unwrap().run(&ps, &plain, &inputs).unwrap();

@@ -464,7 +464,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
                 next_top,
             }
         });
-        fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense();
+        fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense(&s.tiles);
         bufs.push(Some(BufVars {
             buf,
             start,
@@ -1553,7 +1553,7 @@ impl Gen<'_> {
             out.extend(self.dma(0, false, Half::Single, None));
             out.push(self.wait(0));
         };
-        if !k.target_is_dense() {
+        if !k.target_is_dense(&self.s.tiles) {
             get_and_wait(out);
             return;
         }
@@ -1719,7 +1719,7 @@ impl Gen<'_> {
         let (target, target_ops) = self.access_ref(0);
         let buffered = u32::from(self.buffered(0));
         if let Some(r) = k.stmt.reduce {
-            if !(self.buffered(0) && k.target_is_dense()) {
+            if !(self.buffered(0) && k.target_is_dense(&self.s.tiles)) {
                 let parallel: Vec<usize> = (0..k.loops.len())
                     .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
                     .collect();

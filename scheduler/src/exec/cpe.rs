@@ -255,7 +255,7 @@ fn run_cpe(
                 .then(|| Data::zeros(p.tensor(k.operands[a.operand]).ty.dtype, b.elements()))
         })
         .collect();
-    let dense = k.target_is_dense();
+    let dense = k.target_is_dense(&s.tiles);
     let mut held: Vec<Option<(Vec<i64>, Vec<usize>)>> = vec![None; all.len()];
     let mut cache = PatternCache::default();
     walk(k, &walk::shapes(p, k), s, cpe, &mut |e| {
@@ -298,7 +298,7 @@ fn run_cpe(
                         }
                         None => get_box(src, shapes[i], start, extent, buf),
                     }
-                } else if target_read_first(k, first_visit) {
+                } else if target_read_first(k, &s.tiles, first_visit) {
                     get_box(target, shapes[0], start, extent, buf);
                 } else if let Some(r) = k.stmt.reduce {
                     // Dense and visited for the first time: every element starts from init.

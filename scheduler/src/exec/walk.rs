@@ -187,8 +187,8 @@ fn write_back(
 /// Whether the target's box is read before a tile is computed: a box the kernel writes only
 /// in part (the rest must survive the write-back), or partial sums of a revisited reduction
 /// tile.
-pub fn target_read_first(k: &Kernel, first_visit: bool) -> bool {
-    !k.target_is_dense() || (k.stmt.reduce.is_some() && !first_visit)
+pub fn target_read_first(k: &Kernel, tiles: &[usize], first_visit: bool) -> bool {
+    !k.target_is_dense(tiles) || (k.stmt.reduce.is_some() && !first_visit)
 }
 
 /// DMA operations needed to move a box of a row-major tensor. The innermost dimensions the
@@ -275,7 +275,7 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                     if let Some(c) = clipped {
                         t.gets += c.transfers(&shapes[access], extent).len();
                         t.get_bytes += c.extent.iter().product::<usize>() * s.buffers[access].elem_bytes;
-                    } else if !is_written(k, access) || (access == 0 && target_read_first(k, first_visit)) {
+                    } else if !is_written(k, access) || (access == 0 && target_read_first(k, &s.tiles, first_visit)) {
                         layer(access, extent);
                         t.gets += transfers(access, extent);
                         t.get_bytes += extent.iter().product::<usize>() * s.buffers[access].elem_bytes;

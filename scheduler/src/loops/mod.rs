@@ -618,14 +618,19 @@ impl Kernel {
             )
     }
 
-    /// Whether writing the target's whole tile box writes every element of it (each target
-    /// subscript is one loop with step ±1, or constant), so the box need not be read first.
-    pub fn target_is_dense(&self) -> bool {
-        self.stmt
-            .target
-            .index
-            .iter()
-            .all(|i| matches!(i, Index::Affine(x) if x.terms.len() <= 1 && x.terms.iter().all(|t| t.1.abs() == 1)))
+    /// Whether writing the target's whole tile box writes every element of it, for tiles of
+    /// `tiles[l]` points along each loop `l` (a CPE's part of a partition loop holds no more
+    /// points than its tile), so the box need not be read first: in each target subscript at
+    /// most one loop takes more than one point in a tile, with step ±1. A grouped
+    /// convolution's output channel `34*g + m` is dense in tiles of one group.
+    pub fn target_is_dense(&self, tiles: &[usize]) -> bool {
+        self.stmt.target.index.iter().all(|i| match i {
+            Index::Affine(x) => {
+                let mut varying = x.terms.iter().filter(|t| tiles[t.0] > 1);
+                varying.clone().count() <= 1 && varying.all(|t| t.1.abs() == 1)
+            }
+            Index::Gathered { .. } => false,
+        })
     }
 
     /// The least main-memory traffic the kernel can have: the footprint of its target (and of

@@ -66,7 +66,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
     let mut s2 = s.clone();
     // The read buffers first, then the target.
     for i in (1..buffers.len()).chain(0..1) {
-        if buffers[i].residence != Residence::Buffer || !super::may_double(k, i, &buffers[i], &s.order) {
+        if buffers[i].residence != Residence::Buffer || !super::may_double(k, i, &buffers[i], &s.tiles, &s.order) {
             continue;
         }
         buffers[i].double = true;

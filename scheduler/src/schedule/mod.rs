@@ -299,21 +299,21 @@ pub fn is_written(k: &Kernel, i: usize) -> bool {
     i == 0 || keep_index(k) == Some(i)
 }
 
-/// Whether buffer `b` of access `i` may be double-buffered under the tile loop `order`: a
-/// read buffer inside a tile loop, or the target as [`target_may_double`] says.
-pub fn may_double(k: &Kernel, i: usize, b: &Buffer, order: &[usize]) -> bool {
+/// Whether buffer `b` of access `i` may be double-buffered with tiles `tiles` under the tile
+/// loop `order`: a read buffer inside a tile loop, or the target as [`target_may_double`] says.
+pub fn may_double(k: &Kernel, i: usize, b: &Buffer, tiles: &[usize], order: &[usize]) -> bool {
     match i {
-        0 => target_may_double(k, b, order),
+        0 => target_may_double(k, b, tiles, order),
         _ => !is_written(k, i) && b.depth > 0,
     }
 }
 
-/// Whether the target's buffer `b` may be double-buffered under the tile loop `order`, so
-/// that a tile's put overlaps the next tile's compute: it lies inside a tile loop, the kernel
-/// writes every element of each box, and every loop around its transfers is one of the
+/// Whether the target's buffer `b` may be double-buffered with tiles `tiles` under the tile
+/// loop `order`, so that a tile's put overlaps the next tile's compute: it lies inside a tile
+/// loop, the kernel writes every element of each box ([`Kernel::target_is_dense`]), and every loop around its transfers is one of the
 /// target's subscripts. Then no box is visited twice, and no put can be in flight while a
 /// later tile reads or writes the same elements in main memory.
-pub fn target_may_double(k: &Kernel, b: &Buffer, order: &[usize]) -> bool {
+pub fn target_may_double(k: &Kernel, b: &Buffer, tiles: &[usize], order: &[usize]) -> bool {
     let used = |l: usize| {
         k.stmt
             .target
@@ -323,7 +323,7 @@ pub fn target_may_double(k: &Kernel, b: &Buffer, order: &[usize]) -> bool {
     };
     b.residence == Residence::Buffer
         && b.depth > 0
-        && k.target_is_dense()
+        && k.target_is_dense(tiles)
         && order[..b.depth.min(order.len())].iter().all(|&l| used(l))
 }
 
@@ -469,7 +469,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
     }
     for (i, (a, b)) in all.iter().zip(&s.buffers).enumerate() {
         let tensor = &p.tensor(k.operands[a.operand]).name;
-        if b.double && b.residence == Residence::Buffer && !may_double(k, i, b, &s.order) {
+        if b.double && b.residence == Residence::Buffer && !may_double(k, i, b, &s.tiles, &s.order) {
             return Err(format!(
                 "buffer of '{tensor}' is double-buffered, which only a read buffer inside a tile loop, \
                  or a target whose boxes are written whole and never revisited, can be"

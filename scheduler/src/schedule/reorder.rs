@@ -74,7 +74,7 @@ pub fn access_traffic(
         let (gets, puts) = if super::keep_index(k) == Some(i) {
             (0, visits / reductions)
         } else if i == 0 {
-            let reads = match (k.target_is_dense(), k.stmt.reduce.is_some()) {
+            let reads = match (k.target_is_dense(tiles), k.stmt.reduce.is_some()) {
                 (false, _) => visits,
                 (true, true) => visits - visits / reductions,
                 (true, false) => 0,

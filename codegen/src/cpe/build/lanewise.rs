@@ -252,7 +252,7 @@ fn lanes_of<'k>(
     buffered: &[bool],
     touched: &[usize],
 ) -> Option<(Vec<Cow<'k, Access>>, Vec<bool>, usize, Vec<usize>)> {
-    if lanes < 2 || !k.target_is_dense() {
+    if lanes < 2 || !k.target_is_dense(&s.tiles) {
         return None;
     }
     let all = swflow_scheduler::schedule::accesses(k);
