@@ -95,7 +95,7 @@ pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Prog
     verify_program(&p)?;
     dump("split", &p);
     if options.fuse == Fuse::Default && options.tape.is_none() {
-        elide_copies(&mut p);
+        elide_copies(&mut p, target);
         verify_program(&p)?;
         dump("elide", &p);
     }

@@ -98,7 +98,7 @@ impl FileTest {
             }
             "elide" => {
                 let mut p = lower_fused(&g, &plan(&g)).map_err(|e| format!("lowering the fused graph: {e}"))?;
-                let removed = elide_copies(&mut p);
+                let removed = elide_copies(&mut p, &Target::sw26010());
                 verify_program(&p).map_err(|e| format!("the loop IR after eliding copies does not verify: {e}"))?;
                 format!("copies removed: {removed}\n{}", print_program(&p))
             }
