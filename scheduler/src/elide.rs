@@ -159,38 +159,41 @@ fn can_elide(p: &Program, at: usize, c: &Copy) -> bool {
     if writers.iter().any(|&w| w > at || p.kernels[w].stmt.keep.is_some()) {
         return false;
     }
-    let slice: Vec<(i64, i64)> = p
-        .tensor(x)
-        .ty
-        .shape
-        .iter()
-        .zip(&c.offset)
-        .map(|(&e, &o)| (o, o + e as i64 - 1))
-        .collect();
-    let untouched = |k: &Kernel, writes_only: bool| {
-        let accesses = crate::schedule::accesses(k);
-        let extents = k.extents();
-        accesses
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| !writes_only || is_written(k, i))
-            .all(|(_, a)| {
-                let t = k.operands[a.operand];
-                p.storage(t) != out
-                    || (t == out && !footprints_overlap(&a.footprint(&extents, &p.tensor(out).ty.shape), &slice))
-            })
-    };
-    let before = (first..at)
-        .filter(|w| !writers.contains(w))
-        .all(|w| untouched(&p.kernels[w], false));
-    let after = p.kernels[at + 1..].iter().all(|k| untouched(k, true));
     let movable = p.kernels.iter().enumerate().filter(|&(w, _)| w != at).all(|(_, k)| {
         crate::schedule::accesses(k)
             .into_iter()
             .filter(|a| k.operands[a.operand] == x)
             .all(|a| can_move(&a, k, p, c))
     });
-    before && after && movable
+    movable && places_untouched(p, at, c, first, &writers)
+}
+
+/// Whether no kernel but `writers` touches the places in `out` that copy `c` (kernel `at`)
+/// fills, from the first writer, `first`, until the copy, and none writes them after it.
+fn places_untouched(p: &Program, at: usize, c: &Copy, first: usize, writers: &[usize]) -> bool {
+    let (xs, out) = (&p.tensor(c.x).ty.shape, c.out);
+    let places: Vec<(i64, i64)> = c
+        .dims
+        .iter()
+        .zip(&c.offset)
+        .map(|(&e, &o)| (o, o + xs[e] as i64 - 1))
+        .collect();
+    let untouched = |k: &Kernel, writes_only: bool| {
+        let extents = k.extents();
+        crate::schedule::accesses(k)
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !writes_only || is_written(k, i))
+            .all(|(_, a)| {
+                let t = k.operands[a.operand];
+                p.storage(t) != out
+                    || (t == out && !footprints_overlap(&a.footprint(&extents, &p.tensor(out).ty.shape), &places))
+            })
+    };
+    let before = (first..at)
+        .filter(|w| !writers.contains(w))
+        .all(|w| untouched(&p.kernels[w], false));
+    before && p.kernels[at + 1..].iter().all(|k| untouched(k, true))
 }
 
 /// Whether `a`, an access to `x`, stays exact when it reads or writes `out` at the offset.
@@ -246,30 +249,7 @@ fn can_elide_transpose(p: &Program, at: usize, c: &Copy) -> bool {
             (false, false) => touches.is_empty(),
         }
     });
-    let xs = &p.tensor(x).ty.shape;
-    let slice: Vec<(i64, i64)> = c
-        .dims
-        .iter()
-        .zip(&c.offset)
-        .map(|(&e, &o)| (o, o + xs[e] as i64 - 1))
-        .collect();
-    let untouched = |k: &Kernel, writes_only: bool| {
-        let extents = k.extents();
-        crate::schedule::accesses(k)
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| !writes_only || is_written(k, i))
-            .all(|(_, a)| {
-                let t = k.operands[a.operand];
-                p.storage(t) != out
-                    || (t == out && !footprints_overlap(&a.footprint(&extents, &p.tensor(out).ty.shape), &slice))
-            })
-    };
-    let before = (first..at)
-        .filter(|w| !writers.contains(w))
-        .all(|w| untouched(&p.kernels[w], false));
-    let after = p.kernels[at + 1..].iter().all(|k| untouched(k, true));
-    alone && before && after
+    alone && places_untouched(p, at, c, first, &writers)
 }
 
 /// Whether removing the transposing copy `c` takes less of `target`'s DMA queue than keeping

@@ -80,15 +80,21 @@ fn first_and_last_axes() {
     let (removed, left) = elide("axes", &g, &inputs);
     assert_eq!(removed, 4);
     assert!(left.is_empty(), "copies left: {left:?}");
-    let want = interp::run(&g, &inputs).unwrap();
+    on_every_engine("axes", &g, &inputs, "concat");
+}
+
+/// Compiles `g` for both targets, where no kernel of op `gone` is left; the JIT computes what
+/// the interpreter does on `inputs`, and the generated C what the JIT does.
+fn on_every_engine(name: &str, g: &Graph, inputs: &[swflow_frontend::ir::Tensor], gone: &str) {
+    let want = interp::run(g, inputs).unwrap();
     for target in [Target::sw26010(), Target::sw26010pro()] {
-        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
-        assert!(p.kernels.iter().all(|k| k.op != "concat"), "{}", target.name);
-        let jitted = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
-        let dir = cbuild::scratch(&format!("elide-{}", target.name), "axes");
+        let p = swflow_scheduler::pipeline::compile(g, &target).unwrap();
+        assert!(p.kernels.iter().all(|k| k.op != gone), "{}", target.name);
+        let jitted = jit::compile(&p, &target).unwrap().run(&p, &target, inputs).unwrap();
+        let dir = cbuild::scratch(&format!("elide-{}", target.name), name);
         cbuild::generate(&p, &target, &dir).unwrap();
         cbuild::make(&dir, &[]).unwrap();
-        let built = cbuild::run_model(&dir, &g, &inputs, &[]).unwrap();
+        let built = cbuild::run_model(&dir, g, inputs, &[]).unwrap();
         for (k, ((j, c), w)) in jitted.outputs.iter().zip(&built).zip(&want).enumerate() {
             compare(j, w, Comparison::Tolerance)
                 .unwrap_or_else(|m| panic!("{}: JIT output {k}: {}", target.name, m.message));
@@ -122,21 +128,7 @@ fn a_channel_shuffle_is_written_in_place() {
     let (removed, left) = elide("shuffle", &g, &inputs);
     assert_eq!(removed, 1);
     assert!(left.is_empty(), "copies left: {left:?}");
-    let want = interp::run(&g, &inputs).unwrap();
-    for target in [Target::sw26010(), Target::sw26010pro()] {
-        let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
-        assert!(p.kernels.iter().all(|k| k.op != "transpose"), "{}", target.name);
-        let jitted = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
-        let dir = cbuild::scratch(&format!("elide-{}", target.name), "shuffle");
-        cbuild::generate(&p, &target, &dir).unwrap();
-        cbuild::make(&dir, &[]).unwrap();
-        let built = cbuild::run_model(&dir, &g, &inputs, &[]).unwrap();
-        compare(&jitted.outputs[0], &want[0], Comparison::Tolerance)
-            .unwrap_or_else(|m| panic!("{}: JIT: {}", target.name, m.message));
-        compare(&built[0], &jitted.outputs[0], Comparison::Exact)
-            .unwrap_or_else(|m| panic!("{}: C: {}", target.name, m.message));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
+    on_every_engine("shuffle", &g, &inputs, "transpose");
 }
 
 /// Every one of light ShuffleNet's 16 units shuffles its channels after its first grouped
