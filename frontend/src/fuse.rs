@@ -176,12 +176,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Main-memory bytes a consumer reads to compute node `id`'s value: the sum over its
-    /// [`Plan::sources`].
-    pub fn reads(&self, id: NodeId) -> usize {
-        self.sources[id.index()].iter().map(|&(_, bytes)| bytes).sum()
-    }
-
     pub fn decision(&self, id: NodeId) -> Decision {
         self.decisions[id.index()]
     }
