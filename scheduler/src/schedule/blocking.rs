@@ -22,7 +22,7 @@ use crate::loops::{Access, Expr, Index, Kernel, LoopKind, Program};
 use super::{Schedule, LDM_BUFFER_ALIGN};
 
 /// Rows of a block, at most.
-pub const ROWS: usize = 8;
+pub const ROWS: usize = 16;
 /// Target elements below which a tile's rows always run on into the next where they can
 /// (four `floatv4` or two `floatv8`).
 pub const ROW_LANES: usize = 16;

@@ -12,7 +12,7 @@
 //! the reduction loops innermost, in their order (a loop of one point, a 1 x 1 window's, is
 //! set once, not run; an innermost loop whose tiles all have the same few points, a 3 x 3
 //! window's row, is written out step by step, without loop control). A block's row spans
-//! some of the whole vectors of a tile's row, and a block takes up to 8 rows within 16
+//! some of the whole vectors of a tile's row, and a block takes up to 16 rows within 16
 //! accumulators and the registers, enough independent multiply-adds to cover the latency of
 //! each accumulator's previous one: the shape that takes the fewest cycles per multiply-add
 //! (fewer vectors and more rows merge fewer unaligned loads per multiply-add), which the
