@@ -222,6 +222,76 @@ fn a_double_buffered_target_puts_while_the_next_tile_computes() {
     }
 }
 
+/// A double buffer inside two tile loops prefetches across the outer one: the box of the
+/// outer loop's next tile is fetched while the inner loop's last tile computes, so a CPE
+/// waits for a get at its first tile only. With the convolution [`CONV`] in tiles of two
+/// output rows (the outer loop, each tile's put at its end) and four input channels (the
+/// inner loop), on a target without vectors (compute far longer than any CPE's gets), each
+/// CPE waits for its input and weights before its first compute and never again before its
+/// last, where a get issued at each outer tile's start would wait (behind the puts of the
+/// tile before) every time.
+#[test]
+fn a_double_buffer_prefetches_across_the_outer_tile_loops() {
+    let g = swflow_frontend::ir::parse(CONV).unwrap();
+    for base in [Target::sw26010(), Target::sw26010pro()] {
+        let target = Target {
+            f32_vector_lanes: 1,
+            ..base
+        };
+        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let k = p.kernels[0].clone();
+        let mut s = k.schedule.clone().unwrap();
+        let at = |l: &str| k.loops.iter().position(|x| x.name == l).unwrap();
+        for (l, tile) in [("m", 16), ("o0", 2), ("o1", 64), ("c", 4)] {
+            s.tiles[at(l)] = tile.min(s.ranges[at(l)]);
+        }
+        s.order = vec![at("o0"), at("c")];
+        s.buffers = swflow_scheduler::schedule::dma::plan_buffers(&k, &p, &s, &target);
+        swflow_scheduler::schedule::verify_schedule(&k, &p, &s, &target).unwrap();
+        let outer_tiles = s.ranges[at("o0")] / 2;
+        assert!(outer_tiles >= 2, "several outer tiles per CPE: {s:?}");
+        for b in &s.buffers[1..] {
+            assert!(
+                b.double && b.depth == 2,
+                "input and weights double-buffered inside both loops: {s:?}"
+            );
+        }
+        p.kernels[0].schedule = Some(s);
+        let dir = scratch("timing", &format!("prefetch-across-{}", target.name));
+        let trace = dir.with_extension("json");
+        build_and_run(&p, &target, &dir, &[("SWFLOW_TRACE", trace.to_str().unwrap())]);
+        let events: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+        std::fs::remove_file(trace).unwrap();
+        for cpe in 0..target.cpes as u64 {
+            let on = |name: &str| -> Vec<(f64, f64)> {
+                events
+                    .iter()
+                    .filter(|e| e["ph"] == "X" && e["tid"] == cpe && e["name"] == name)
+                    .map(|e| (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+                    .collect()
+            };
+            // The tiles' computes are the long ones: from the first tile's on, no wait until
+            // the last (the final puts' drain comes after it).
+            let computes = on("compute");
+            let longest = computes.iter().map(|c| c.1).fold(0.0, f64::max);
+            let first = computes
+                .iter()
+                .filter(|c| c.1 > longest / 2.0)
+                .map(|c| c.0)
+                .fold(f64::INFINITY, f64::min);
+            let last = computes.iter().map(|c| c.0).fold(0.0, f64::max);
+            let waits = on("DMA wait");
+            let between = waits.iter().filter(|w| w.1 > 0.0 && w.0 > first && w.0 < last).count();
+            assert_eq!(
+                between, 0,
+                "CPE {cpe} on {} waits for DMA {between} times between its first tile's compute and its last \
+                 ({outer_tiles} outer tiles)",
+                target.name
+            );
+        }
+    }
+}
+
 /// Two runs of the same program give byte-identical statistics, whatever order the CPE
 /// threads ran in; the untimed run computes the same numbers and reports no time.
 #[test]

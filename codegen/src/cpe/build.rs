@@ -1381,44 +1381,30 @@ impl Gen<'_> {
                 self.stream_box(out, i);
             } else if self.double(i) {
                 let h = self.buf_vars(i).half.expect("a double buffer has a half");
-                let l = self.s.order[depth - 1];
-                let (lo, hi) = self.bounds(l);
-                let t = Int::Const(self.s.tiles[l] as i64);
+                let chain = self.prefetch_chain(depth);
+                let names: Vec<&str> = chain.iter().map(|&l| self.loop_names[l].as_str()).collect();
                 out.push(Stmt::Comment(format!(
-                    "'{tensor}': double-buffered over {} tiles.",
-                    self.loop_names[l]
+                    "'{tensor}': double-buffered over the tiles of {}.",
+                    names.join(" within ")
                 )));
                 let mut first = vec![Stmt::Set(h, Int::Const(0))];
                 let ops = self.box_lines(&mut first, i, Some(Int::Const(0)), &here);
                 charge_once(&mut first, ops);
                 first.extend(self.owner_only(i, self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0)))));
                 out.push(Stmt::If {
-                    cond: Cond::Eq(self.origin(l), lo),
+                    cond: Cond::All(
+                        chain
+                            .iter()
+                            .map(|&l| Cond::Eq(self.origin(l), self.bounds(l).0))
+                            .collect(),
+                    ),
                     then: first,
                     otherwise: Vec::new(),
                 });
                 let mut arrived = vec![self.wait(i)];
                 arrived.extend(self.pad(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
                 out.extend(self.arrive(i, arrived, Half::At(Int::Var(h)), Some(Int::Var(h))));
-                let next = self.origin(l) + t.clone();
-                let next_n = Int::min(hi.clone() - next.clone(), t);
-                let at = |m: usize| {
-                    if m == l {
-                        (next.clone(), next_n.clone())
-                    } else {
-                        here(m)
-                    }
-                };
-                let other = Int::Const(1) - Int::Var(h);
-                let mut prefetch = Vec::new();
-                let ops = self.box_lines(&mut prefetch, i, Some(other.clone()), &at);
-                charge_once(&mut prefetch, ops + int(3) + branch(1));
-                prefetch.extend(self.owner_only(i, self.dma(i, false, Half::At(other.clone()), Some(other))));
-                out.push(Stmt::If {
-                    cond: Cond::Lt(next, hi),
-                    then: prefetch,
-                    otherwise: Vec::new(),
-                });
+                out.extend(self.prefetch_next(i, &chain, &here));
             } else {
                 out.push(Stmt::Comment(format!("'{tensor}'")));
                 let ops = self.box_lines(out, i, None, &here);
@@ -1430,6 +1416,66 @@ impl Gen<'_> {
             }
         }
         out.extend(arrivals);
+    }
+
+    /// The tile loops a double buffer filled at `depth` prefetches along, innermost first: the
+    /// loop at `depth` and the loops around it, out to the first that runs backwards (a
+    /// stream's reader) or the outermost. The buffer's boxes follow one another over all of
+    /// them, so only the first box of the segment is fetched and waited for at once, and the
+    /// box of an outer loop's next tile arrives while this one's last tile computes (before
+    /// that tile's puts, which would otherwise queue ahead of it).
+    fn prefetch_chain(&self, depth: usize) -> Vec<usize> {
+        let inner = self.s.order[depth - 1];
+        let mut chain = vec![inner];
+        if self.tile_r[inner].is_none() {
+            chain.extend(
+                self.s.order[..depth - 1]
+                    .iter()
+                    .rev()
+                    .take_while(|&&l| self.tile_r[l].is_none()),
+            );
+        }
+        chain
+    }
+
+    /// The get of access `i`'s box on the tile after this one along `chain` (see
+    /// [`Gen::prefetch_chain`]) into the other half: the next tile of the innermost loop that
+    /// has one, the loops inside it back at their first tiles. None after the last tile.
+    fn prefetch_next(&self, i: usize, chain: &[usize], here: &dyn Fn(usize) -> (Int, Int)) -> Vec<Stmt> {
+        let h = self.buf_vars(i).half.expect("a double buffer has a half");
+        let other = Int::Const(1) - Int::Var(h);
+        let first = |m: usize| {
+            let (lo, hi) = self.bounds(m);
+            (lo.clone(), Int::min(hi - lo, Int::Const(self.s.tiles[m] as i64)))
+        };
+        let mut out = Vec::new();
+        for (j, &l) in chain.iter().enumerate().rev() {
+            let (_, hi) = self.bounds(l);
+            let t = Int::Const(self.s.tiles[l] as i64);
+            let next = self.origin(l) + t.clone();
+            let next_n = Int::min(hi.clone() - next.clone(), t);
+            let at = |m: usize| {
+                if m == l {
+                    (next.clone(), next_n.clone())
+                } else if chain[..j].contains(&m) {
+                    first(m)
+                } else {
+                    here(m)
+                }
+            };
+            let mut then = Vec::new();
+            let ops = self.box_lines(&mut then, i, Some(other.clone()), &at);
+            // The tests that led here, and the first tiles of the loops inside.
+            let tests = (int(3) + branch(1)) * (j as u32 + 1) + int(2) * j as u32;
+            charge_once(&mut then, ops + tests);
+            then.extend(self.owner_only(i, self.dma(i, false, Half::At(other.clone()), Some(other.clone()))));
+            out = vec![Stmt::If {
+                cond: Cond::Lt(next, hi),
+                then,
+                otherwise: out,
+            }];
+        }
+        out
     }
 
     /// `stmts` (a shared buffer's DMA), on the owner of its mesh line only, with the test's
