@@ -62,6 +62,10 @@ pub(super) struct Plan {
     short_vectors: bool,
     /// The parts of the nest that run (found last, from the rest of the plan).
     parts: Parts,
+    /// The blocks start from indices set once per row group ([`Vars::base`]): with a
+    /// coalesced loop, or when a tile's row holds two blocks or more, where that saves each
+    /// block computing its subscripts.
+    bases: bool,
 }
 
 /// The plan for kernel `k` under schedule `s` for `target`, when its compute nest is a sum of
@@ -81,10 +85,12 @@ pub(super) fn plan(
     let short_vectors =
         shape.coalesced.is_none() && holds(0) && shape.factors.iter().all(|f| !f.along_lanes || holds(f.access));
     let vectors = shape.vectors;
+    let bases = shape.coalesced.is_some() || s.tiles[shape.lanes_loop] >= 2 * vectors * lanes;
     let mut plan = Plan {
         shape,
         short_vectors,
         parts: Parts::every(vectors),
+        bases,
     };
     plan.parts = parts(k, s, &plan);
     // Without short rows no block reads past a row, and no reach is kept.
@@ -146,11 +152,13 @@ pub(super) struct Vars {
     plan: Plan,
     /// With a coalesced loop: the position along the lanes of both loops together.
     flat: Option<Var>,
-    /// With a coalesced loop: the index, at position 0 and the reduction loops' origins, of
-    /// the target's first row and of each factor's first stream, set once per row group. A
-    /// block's indices are these plus its position (a factor's that does not move along the
-    /// lanes, its base), since the rows of the target's and the moving factors' boxes are as
-    /// long as the lanes loop's tile.
+    /// Where the plan has bases ([`Plan::bases`]): the index, at the lanes variable's start
+    /// and the reduction loops' origins, of the target's first row and of each factor's first
+    /// stream, less that start for those moving along the lanes; set once per row group. A
+    /// block's indices are these plus the lanes variable (a factor's that does not move along
+    /// the lanes, its base): the target and the moving factors take one element per point of
+    /// the lanes loop, and with a coalesced loop the rows of their boxes are as long as the
+    /// lanes loop's tile.
     base: Option<[Var; 3]>,
     /// Index of each row's first target element in a block.
     target: Vec<Var>,
@@ -184,9 +192,8 @@ impl Vars {
         };
         let flat = plan.shape.coalesced.map(|_| var(f, format!("{prefix}lane")));
         let base = plan
-            .shape
-            .coalesced
-            .map(|_| ["t", "a", "b"].map(|name| var(f, format!("{prefix}{name}_base"))));
+            .bases
+            .then(|| ["t", "a", "b"].map(|name| var(f, format!("{prefix}{name}_base"))));
         let target = (0..plan.shape.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
         let target_row = plan.shape.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
         let mut row_stride = [None, None];
@@ -648,14 +655,16 @@ impl Gen<'_> {
         out
     }
 
-    /// A block's start: the reduction loops at their origins, the index of every row's first
-    /// target element and of every factor stream's first element.
+    /// A block's start: the index of every row's first target element and of every factor
+    /// stream's first element, from the row group's bases ([`Self::block_bases`]) and the
+    /// block's place along the lanes, or else from the subscripts with the reduction loops at
+    /// their origins.
     fn block_indices(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
         let p = &v.plan;
         let mut out = Vec::new();
-        let from_base = v.base.zip(v.flat);
-        match from_base {
-            Some(([t, _, _], flat)) => out.push(Stmt::Set(v.target[0], Int::Var(t) + Int::Var(flat))),
+        let lane = self.lane_range(v).0;
+        match v.base {
+            Some(base) => out.push(Stmt::Set(v.target[0], Int::Var(base[0]) + Int::Var(lane))),
             None => {
                 for &l in p.shape.reduce.iter().chain(&p.shape.fixed) {
                     out.push(Stmt::Set(self.point[l], self.origin(l)));
@@ -668,9 +677,9 @@ impl Gen<'_> {
             out.push(Stmt::Set(v.target[i], Int::Var(v.target[i - 1]) + Int::Var(row)));
         }
         for (x, fac) in p.shape.factors.iter().enumerate() {
-            let first = match from_base {
-                Some((base, flat)) if fac.along_lanes => Int::Var(base[x + 1]) + Int::Var(flat),
-                Some((base, _)) => Int::Var(base[x + 1]),
+            let first = match v.base {
+                Some(base) if fac.along_lanes => Int::Var(base[x + 1]) + Int::Var(lane),
+                Some(base) => Int::Var(base[x + 1]),
                 None => ldm_index(&self.access_ref(fac.access).0),
             };
             out.push(Stmt::Set(v.walk[x][0][0], first));
@@ -685,25 +694,39 @@ impl Gen<'_> {
         out
     }
 
-    /// With a coalesced loop, the indices [`Self::block_indices`] starts from, set at the
-    /// start of each row group's lanes loops: the coalesced and lanes loops and the reduction
-    /// loops at their origins, and the target's and each factor's index there.
+    /// The indices [`Self::block_indices`] starts from, set at the start of each row group's
+    /// lanes loops: with the lanes loop (and a coalesced loop) and the reduction loops at
+    /// their origins, the target's and each factor's index there, less the lanes variable's
+    /// start for those that move along the lanes (a coalesced row's position starts at 0), so
+    /// that a block's first index is one add away.
     fn block_bases(&self, v: &Vars) -> Vec<Stmt> {
         let p = &v.plan;
-        let (Some(base), Some(outer)) = (v.base, p.shape.coalesced) else {
-            return Vec::new();
-        };
+        let Some(base) = v.base else { return Vec::new() };
         let mut out = Vec::new();
-        for &l in [outer, p.shape.lanes_loop]
+        for &l in p
+            .shape
+            .coalesced
             .iter()
+            .chain([&p.shape.lanes_loop])
             .chain(&p.shape.reduce)
             .chain(&p.shape.fixed)
         {
             out.push(Stmt::Set(self.point[l], self.origin(l)));
         }
-        out.push(Stmt::Set(base[0], ldm_index(&self.access_ref(0).0)));
+        // The lanes variable's start: the lanes loop's origin, or 0 with a coalesced loop.
+        let start = p.shape.coalesced.is_none().then(|| self.origin(p.shape.lanes_loop));
+        let less_start = |index: Int| match &start {
+            Some(o) => index - o.clone(),
+            None => index,
+        };
+        out.push(Stmt::Set(base[0], less_start(ldm_index(&self.access_ref(0).0))));
         for (x, fac) in p.shape.factors.iter().enumerate() {
-            out.push(Stmt::Set(base[x + 1], ldm_index(&self.access_ref(fac.access).0)));
+            let index = ldm_index(&self.access_ref(fac.access).0);
+            let index = match fac.along_lanes {
+                true => less_start(index),
+                false => index,
+            };
+            out.push(Stmt::Set(base[x + 1], index));
         }
         out
     }
@@ -711,9 +734,14 @@ impl Gen<'_> {
     /// The operations of [`Self::block_bases`].
     fn base_ops(&self, v: &Vars) -> Ops {
         let p = &v.plan;
-        let mut ops = int((2 + p.shape.reduce.len() + p.shape.fixed.len()) as u32) + self.access_ref(0).1;
+        let points = p.shape.coalesced.iter().count() + 1 + p.shape.reduce.len() + p.shape.fixed.len();
+        let mut ops = int(points as u32) + self.access_ref(0).1;
         for fac in &p.shape.factors {
             ops += self.access_ref(fac.access).1;
+        }
+        // The lanes loop's start taken from the indices that move along it.
+        if p.shape.coalesced.is_none() {
+            ops += int(1 + p.shape.factors.iter().filter(|f| f.along_lanes).count() as u32);
         }
         ops
     }
