@@ -1356,8 +1356,9 @@ impl Gen<'_> {
     /// Fills of the buffers placed at `depth`.
     fn fills(&self, out: &mut Vec<Stmt>, depth: usize) {
         let here = |l: usize| (self.origin(l), self.extent(l));
-        // The single buffers' gets are all issued first, so that their latencies overlap,
-        // and then waited for (padded, broadcast) one by one.
+        // The gets of the single buffers and the first gets of the double buffers are all
+        // issued first, so that their latencies overlap, and then waited for (padded,
+        // broadcast) one by one, each double buffer's followed by its prefetch.
         let mut arrivals = Vec::new();
         for i in 0..self.all.len() {
             if !self.buffered(i) || self.s.buffers[i].depth != depth {
@@ -1403,8 +1404,8 @@ impl Gen<'_> {
                 });
                 let mut arrived = vec![self.wait(i)];
                 arrived.extend(self.pad(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
-                out.extend(self.arrive(i, arrived, Half::At(Int::Var(h)), Some(Int::Var(h))));
-                out.extend(self.prefetch_next(i, &chain, &here));
+                arrivals.extend(self.arrive(i, arrived, Half::At(Int::Var(h)), Some(Int::Var(h))));
+                arrivals.extend(self.prefetch_next(i, &chain, &here));
             } else {
                 out.push(Stmt::Comment(format!("'{tensor}'")));
                 let ops = self.box_lines(out, i, None, &here);

@@ -8,8 +8,9 @@
 //!   bandwidth (a block of `b` bytes of `e`-byte elements at a random element alignment
 //!   touches `1 + (b - e) / line` lines on average);
 //! - a CPE waits a get's latency for every visit of the single buffers filled at one depth
-//!   (their gets are issued together) and for a double buffer's first get (its later gets
-//!   are issued a tile ahead, and their latency is taken as hidden),
+//!   (their gets are issued together, with the first get of the double buffers there; a
+//!   double buffer's later gets are issued a tile ahead, and their latency is taken as
+//!   hidden),
 //!   and, as the CPEs walk their tiles in step, for the queue to serve every CPE's gets into
 //!   single buffers: the queue time of those gets adds to the CPEs' own time instead of
 //!   overlapping it;
@@ -369,8 +370,9 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 }
                                 e.stalled += w;
                             } else {
-                                // A double buffer's first get is waited for too.
-                                waited += a.gets.min(1);
+                                // A double buffer's first get is waited for too, issued
+                                // with the single buffers' gets at its depth.
+                                single(a.gets.min(1));
                             }
                         }
                     }
