@@ -8,6 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 use swflow_frontend::ir::{DType, Graph, Op, Output, TensorType};
 use swflow_scheduler::loops::Program;
+use swflow_scheduler::schedule::Schedule;
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{emulator_lib, make_reusing_runtime, scratch};
 use swflow_tests::workspace_root;
@@ -170,6 +171,36 @@ const CONV: &str = r#"graph "conv" {
   output "y" = %y
 }"#;
 
+/// [`CONV`] compiled for `base` without vectors, and a schedule of its kernel with the
+/// scheduler's partition, `tiles` (by loop name; each at most its range), the tile loops in
+/// `order` (by name; the best order when empty), its buffers planned and verified.
+fn conv_tiled(base: Target, tiles: &[(&str, usize)], order: &[&str]) -> (Target, Program, Schedule) {
+    let target = Target {
+        f32_vector_lanes: 1,
+        ..base
+    };
+    let g = swflow_frontend::ir::parse(CONV).unwrap();
+    let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    let k = &p.kernels[0];
+    let mut s = k.schedule.clone().unwrap();
+    for &(l, tile) in tiles {
+        let i = conv_loop(&p, l);
+        s.tiles[i] = tile.min(s.ranges[i]);
+    }
+    s.order = match order.is_empty() {
+        true => swflow_scheduler::schedule::reorder::best_order(k, &p, &s.tiles, &s.ranges).order,
+        false => order.iter().map(|l| conv_loop(&p, l)).collect(),
+    };
+    s.buffers = swflow_scheduler::schedule::dma::plan_buffers(k, &p, &s, &target);
+    swflow_scheduler::schedule::verify_schedule(k, &p, &s, &target).unwrap();
+    (target, p, s)
+}
+
+/// The position of the loop named `name` in the kernel of [`CONV`] compiled as `p`.
+fn conv_loop(p: &Program, name: &str) -> usize {
+    p.kernels[0].loops.iter().position(|x| x.name == name).unwrap()
+}
+
 /// A double-buffered target leaves each tile's put in flight while the next tile computes.
 /// With the convolution [`CONV`] cut into tiles of one output row, every CPE puts several
 /// rows; with the target double-buffered it waits for each put only before writing its half
@@ -178,22 +209,10 @@ const CONV: &str = r#"graph "conv" {
 /// may not be double-buffered: a later get of the box could overtake the put in flight.
 #[test]
 fn a_double_buffered_target_puts_while_the_next_tile_computes() {
-    let g = swflow_frontend::ir::parse(CONV).unwrap();
     for base in [Target::sw26010(), Target::sw26010pro()] {
-        let target = Target {
-            f32_vector_lanes: 1,
-            ..base
-        };
-        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let (target, mut p, s) = conv_tiled(base, &[("m", 16), ("o0", 1), ("o1", 64), ("c", 8)], &[]);
         let k = p.kernels[0].clone();
-        let mut s = k.schedule.clone().unwrap();
-        let at = |l: &str| k.loops.iter().position(|x| x.name == l).unwrap();
-        for (l, tile) in [("m", 16), ("o0", 1), ("o1", 64), ("c", 8)] {
-            s.tiles[at(l)] = tile.min(s.ranges[at(l)]);
-        }
-        s.order = swflow_scheduler::schedule::reorder::best_order(&k, &p, &s.tiles, &s.ranges).order;
-        s.buffers = swflow_scheduler::schedule::dma::plan_buffers(&k, &p, &s, &target);
-        swflow_scheduler::schedule::verify_schedule(&k, &p, &s, &target).unwrap();
+        let at = |l: &str| conv_loop(&p, l);
         assert!(
             s.buffers[0].double && s.buffers[0].depth > 0,
             "the output's tile is double-buffered: {s:?}"
@@ -232,23 +251,10 @@ fn a_double_buffered_target_puts_while_the_next_tile_computes() {
 /// tile before) every time.
 #[test]
 fn a_double_buffer_prefetches_across_the_outer_tile_loops() {
-    let g = swflow_frontend::ir::parse(CONV).unwrap();
     for base in [Target::sw26010(), Target::sw26010pro()] {
-        let target = Target {
-            f32_vector_lanes: 1,
-            ..base
-        };
-        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
-        let k = p.kernels[0].clone();
-        let mut s = k.schedule.clone().unwrap();
-        let at = |l: &str| k.loops.iter().position(|x| x.name == l).unwrap();
-        for (l, tile) in [("m", 16), ("o0", 2), ("o1", 64), ("c", 4)] {
-            s.tiles[at(l)] = tile.min(s.ranges[at(l)]);
-        }
-        s.order = vec![at("o0"), at("c")];
-        s.buffers = swflow_scheduler::schedule::dma::plan_buffers(&k, &p, &s, &target);
-        swflow_scheduler::schedule::verify_schedule(&k, &p, &s, &target).unwrap();
-        let outer_tiles = s.ranges[at("o0")] / 2;
+        let tiles = [("m", 16), ("o0", 2), ("o1", 64), ("c", 4)];
+        let (target, mut p, s) = conv_tiled(base, &tiles, &["o0", "c"]);
+        let outer_tiles = s.ranges[conv_loop(&p, "o0")] / 2;
         assert!(outer_tiles >= 2, "several outer tiles per CPE: {s:?}");
         for b in &s.buffers[1..] {
             assert!(
