@@ -110,14 +110,22 @@ pub const DMA_MOVE_HEAD_OPS: Ops = Ops {
     ..Ops::ZERO
 };
 
-/// Once per moved row of f32 elements shorter than a vector whose padding after it takes the
-/// vector's other lanes (`swflow_move_up` on a machine with vectors): its one unaligned load
-/// and store, the test and its addresses, the instructions of a longer row's first vector.
-pub const DMA_MOVE_SHORT_OPS: Ops = DMA_MOVE_HEAD_OPS;
+/// Once per moved row of f32 elements shorter than a vector whose padding before and after it
+/// takes the vector's other lanes (`swflow_move_up` on a machine with vectors): its one
+/// unaligned load and store, the test, how far the vector starts before the row, and its
+/// addresses.
+pub const DMA_MOVE_SHORT_OPS: Ops = Ops {
+    load: 2,
+    store: 2,
+    fp: 2,
+    integer: 4,
+    branch: 2,
+    ..Ops::ZERO
+};
 
 /// Per element of a row moved one element at a time (`swflow_move_up`: rows shorter than a
-/// vector whose padding after them cannot take its other lanes, and every row on a machine
-/// without vectors).
+/// vector whose padding cannot take its other lanes, and every row on a machine without
+/// vectors).
 pub const DMA_MOVE_OPS: Ops = Ops {
     load: 1,
     store: 1,

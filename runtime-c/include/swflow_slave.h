@@ -267,10 +267,13 @@ static inline void swflow_move_vectors_up(float *to, const float *from, long n, 
  * a time. When the row is not whole vectors, its first vector is loaded before anything moves
  * and stored last: it covers the elements the vectors from the end leave, and stores again
  * those it shares with the last of them, with the same values. A shorter row of f32 elements
- * moves as one vector when the `room` elements after its end at `to` may take its other lanes
- * (padding, set after the move); its load reads as many elements past the row at `from`, which
- * lie before the store's end. Other rows and types move one element at a time. */
-static inline void swflow_move_up(char *to, const char *from, long n, long elem, long room)
+ * moves as one vector when the `before` elements before its start at `to` and the `room`
+ * elements after its end may take its other lanes (padding, set after the move): the vector
+ * starts as few elements before the row as the room after it leaves, at both places. Its load
+ * reads as many elements around the row at `from`: those before it lie after the start of the
+ * packed box (whose first row's place holds `before` elements ahead of it), those after it
+ * before the store's end. Other rows and types move one element at a time. */
+static inline void swflow_move_up(char *to, const char *from, long n, long elem, long before, long room)
 {
     long i;
 #if SWFLOW_F32_LANES > 1
@@ -291,15 +294,20 @@ static inline void swflow_move_up(char *to, const char *from, long n, long elem,
         }
         return;
     }
-    if (elem == 4 && n > 0 && n + room >= SWFLOW_F32_LANES) {
+    if (elem == 4 && n > 0 && before + n + room >= SWFLOW_F32_LANES) {
+        long shift = SWFLOW_F32_LANES - n - room;
         swflow_f32v_t v;
-        /* The vector: its load and store, the test and its addresses. */
-        SWFLOW_CHARGE(1, .fp = 2, .load = 2, .store = 2, .integer = 2, .branch = 1);
-        simd_loadu(v, (const float *)from);
-        simd_storeu(v, (float *)to);
+        /* The vector: its load and store, the test, how far it starts before the row and its
+         * addresses. */
+        SWFLOW_CHARGE(1, .fp = 2, .load = 2, .store = 2, .integer = 4, .branch = 2);
+        if (shift < 0)
+            shift = 0;
+        simd_loadu(v, (const float *)from - shift);
+        simd_storeu(v, (float *)to - shift);
         return;
     }
 #else
+    (void)before;
     (void)room;
 #endif
     SWFLOW_CHARGE(n, .load = 1, .store = 1, .integer = 2, .branch = 1);
@@ -541,7 +549,7 @@ static inline void swflow_pad_box(void *ldm, int rank, const long *shape, const 
             SWFLOW_CHARGE(rows, .integer = 5, .branch = 2);
             for (r = rows - 1; r >= 0; r--) {
                 if (r > 0 || plane > 0)
-                    swflow_move_up(to, from, n, elem, width - at[rank - 1] - n);
+                    swflow_move_up(to, from, n, elem, at[rank - 1], width - at[rank - 1] - n);
                 swflow_pad_row(to - at[rank - 1] * elem, 0, at[rank - 1], elem, pad);
                 swflow_pad_row(to, n, width - at[rank - 1], elem, pad);
                 to -= lpitch[inner];

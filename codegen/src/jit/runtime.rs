@@ -464,13 +464,13 @@ pub unsafe extern "C" fn swflow_jit_pad_box(
             charged
         };
         for m in c.moves(&boxed) {
-            // A row shorter than a vector moves as one when the padding after it takes the
+            // A row shorter than a vector moves as one when the padding around it takes the
             // vector's other lanes: they are set to the padding next, as if copied.
             let charged = match vectors {
                 l if l > 0 && m.len >= l => {
                     charge(&DMA_MOVE_VECTOR_OPS, m.len / l) && charge(&DMA_MOVE_HEAD_OPS, usize::from(m.len % l != 0))
                 }
-                l if l > 0 && m.len > 0 && m.len + after >= l => charge(&DMA_MOVE_SHORT_OPS, 1),
+                l if l > 0 && m.len > 0 && width >= l => charge(&DMA_MOVE_SHORT_OPS, 1),
                 _ => charge(&DMA_MOVE_OPS, m.len),
             };
             if !charged {

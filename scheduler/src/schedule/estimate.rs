@@ -43,7 +43,7 @@
 //! time with the stalls on single-buffered gets and the last puts.
 
 use swflow_emulator::charges::{
-    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_VECTOR_OPS, DMA_PAD_FILL_OPS, DMA_SPREAD_ROW_OPS,
+    DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_SHORT_OPS, DMA_MOVE_VECTOR_OPS, DMA_PAD_FILL_OPS, DMA_SPREAD_ROW_OPS,
 };
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::ReduceKind;
@@ -181,10 +181,11 @@ fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, 
     let cycles = |ops: &Ops| target.timing.cycles(ops);
     let lanes = target.f32_vector_lanes.max(1);
     // Per row moved: its control, and its vectors (the first apart when the row is not whole
-    // vectors; a row shorter than a vector as one, as where the padding after it takes the
+    // vectors; a row shorter than a vector as one, as where the padding around it takes the
     // vector's other lanes), or its elements one at a time without vectors.
     let elements = match lanes {
         1 => inside as f64 * cycles(&DMA_MOVE_OPS),
+        _ if inside < lanes => cycles(&DMA_MOVE_SHORT_OPS),
         _ => {
             let head = if inside % lanes == 0 {
                 0.0
