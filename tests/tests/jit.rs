@@ -24,6 +24,21 @@ fn scheduled(g: &Graph, target: &Target) -> Program {
     swflow_scheduler::pipeline::compile(g, target).unwrap()
 }
 
+/// Runs `g` through the JIT on both targets on `inputs`: every output must equal the
+/// interpreter's bit for bit (`what` names the case in a failure).
+fn jit_is_exact(g: &Graph, inputs: &[Tensor], what: &str) {
+    let want = interp::run(g, inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let p = scheduled(g, &target);
+        let run = jit::compile(&p, &target).unwrap().run(&p, &target, inputs).unwrap();
+        assert_eq!(run.outputs.len(), want.len(), "{what} on {}", target.name);
+        for (got, want) in run.outputs.iter().zip(&want) {
+            compare(got, want, Comparison::Exact)
+                .unwrap_or_else(|m| panic!("{what} on {}: {}", target.name, m.message));
+        }
+    }
+}
+
 /// The C build of `g` run on `inputs`: its outputs, and the emulator's report of its run on
 /// the inputs the program makes itself (seed 0), as JSON.
 fn c_run(g: &Graph, target: &Target, name: &str, inputs: &[Tensor]) -> (Vec<Tensor>, Value) {
@@ -74,14 +89,7 @@ fn transposes_are_exact() {
             name: "y".into(),
             node: y,
         });
-        let inputs = inputs_of(&g);
-        let want = interp::run(&g, &inputs).unwrap();
-        for target in [Target::sw26010(), Target::sw26010pro()] {
-            let p = scheduled(&g, &target);
-            let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
-            compare(&run.outputs[0], &want[0], Comparison::Exact)
-                .unwrap_or_else(|m| panic!("{shape:?} by {perm:?} on {}: {}", target.name, m.message));
-        }
+        jit_is_exact(&g, &inputs_of(&g), &format!("{shape:?} by {perm:?}"));
     }
 }
 
@@ -132,16 +140,7 @@ fn padding_is_exact() {
                 node,
             });
         }
-        let inputs = inputs_of(&g);
-        let want = interp::run(&g, &inputs).unwrap();
-        for target in [Target::sw26010(), Target::sw26010pro()] {
-            let p = scheduled(&g, &target);
-            let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
-            for (got, want) in run.outputs.iter().zip(&want) {
-                compare(got, want, Comparison::Exact)
-                    .unwrap_or_else(|m| panic!("{shape:?} padded {pads:?} on {}: {}", target.name, m.message));
-            }
-        }
+        jit_is_exact(&g, &inputs_of(&g), &format!("{shape:?} padded {pads:?}"));
     }
 }
 
@@ -273,14 +272,7 @@ fn short_rows_move_into_the_padding_on_both_sides() {
             name: "y".into(),
             node: y,
         });
-        let inputs = seeded_inputs(&g, 0);
-        let want = interp::run(&g, &inputs).unwrap();
-        for target in [Target::sw26010(), Target::sw26010pro()] {
-            let p = scheduled(&g, &target);
-            let run = jit::compile(&p, &target).unwrap().run(&p, &target, &inputs).unwrap();
-            compare(&run.outputs[0], &want[0], Comparison::Exact)
-                .unwrap_or_else(|m| panic!("{width} wide on {}: {}", target.name, m.message));
-        }
+        jit_is_exact(&g, &seeded_inputs(&g, 0), &format!("{width} wide"));
         counters_and_cycles_equal(&g, &format!("short-{width}"));
     }
 }
