@@ -62,9 +62,9 @@ pub(super) struct Plan {
     short_vectors: bool,
     /// The parts of the nest that run (found last, from the rest of the plan).
     parts: Parts,
-    /// The blocks start from indices set once per row group ([`Vars::base`]): with a
-    /// coalesced loop, or when a tile's row holds two blocks or more, where that saves each
-    /// block computing its subscripts.
+    /// The blocks start from indices set once per point of the outer loops ([`Vars::base`]):
+    /// with a coalesced loop, or when a tile's row holds two blocks or more, or its rows two
+    /// row groups or more, where that saves each block computing its subscripts.
     bases: bool,
 }
 
@@ -85,7 +85,9 @@ pub(super) fn plan(
     let short_vectors =
         shape.coalesced.is_none() && holds(0) && shape.factors.iter().all(|f| !f.along_lanes || holds(f.access));
     let vectors = shape.vectors;
-    let bases = shape.coalesced.is_some() || s.tiles[shape.lanes_loop] >= 2 * vectors * lanes;
+    let bases = shape.coalesced.is_some()
+        || s.tiles[shape.lanes_loop] >= 2 * vectors * lanes
+        || shape.rows_loop.is_some_and(|l| s.tiles[l] > shape.rows);
     let mut plan = Plan {
         shape,
         short_vectors,
@@ -154,11 +156,12 @@ pub(super) struct Vars {
     flat: Option<Var>,
     /// Where the plan has bases ([`Plan::bases`]): the index, at the lanes variable's start
     /// and the reduction loops' origins, of the target's first row and of each factor's first
-    /// stream, less that start for those moving along the lanes; set once per row group. A
-    /// block's indices are these plus the lanes variable (a factor's that does not move along
-    /// the lanes, its base): the target and the moving factors take one element per point of
-    /// the lanes loop, and with a coalesced loop the rows of their boxes are as long as the
-    /// lanes loop's tile.
+    /// stream in the current row group, less that start for those moving along the lanes;
+    /// set once per point of the outer loops, at the rows loop's origin, and advanced by each
+    /// row group's rows. A block's indices are these plus the lanes variable (a factor's that
+    /// does not move along the lanes, its base): the target and the moving factors take one
+    /// element per point of the lanes loop, and with a coalesced loop the rows of their boxes
+    /// are as long as the lanes loop's tile.
     base: Option<[Var; 3]>,
     /// Index of each row's first target element in a block.
     target: Vec<Var>,
@@ -422,7 +425,8 @@ impl Gen<'_> {
         let parts = &p.parts;
         self.charge_blocks(out, v, parts);
         let lanes = |rows: usize| self.lane_loops(v, rows, parts);
-        let rowed = match p.shape.rows_loop {
+        let mut rowed = self.block_bases(v);
+        rowed.extend(match p.shape.rows_loop {
             Some(l) => {
                 let (o, n) = (self.origin(l), self.extent(l));
                 let full = match parts.row_blocks {
@@ -451,7 +455,7 @@ impl Gen<'_> {
                 loops
             }
             None => lanes(1),
-        };
+        });
         out.extend(self.point_loops(&p.shape.outer, rowed));
     }
 
@@ -490,7 +494,7 @@ impl Gen<'_> {
         let (var, o, n) = self.lane_range(v);
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let span = p.shape.vectors * p.shape.lanes;
-        let mut out = self.block_bases(v);
+        let mut out = Vec::new();
         if parts.lane_blocks {
             out.push(Stmt::For {
                 var,
@@ -555,7 +559,38 @@ impl Gen<'_> {
             (true, false) => out.extend(self.short_row(v, rows)),
             (false, _) => out.extend(tail),
         }
+        out.extend(self.advance_bases(v, rows));
         out
+    }
+
+    /// The bases of the row group after one of `rows` rows: the target's and those of the
+    /// factors that move along the rows, each `rows` row strides on.
+    fn advance_bases(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
+        let p = &v.plan;
+        let (Some(base), Some(target_row)) = (v.base, v.target_row) else {
+            return Vec::new();
+        };
+        let by = |row: Var| match rows {
+            1 => Int::Var(row),
+            _ => Int::Var(row) * Int::Const(rows as i64),
+        };
+        let mut out = vec![Stmt::Set(base[0], Int::Var(base[0]) + by(target_row))];
+        for (x, _) in p.shape.factors.iter().enumerate().filter(|(_, f)| f.along_rows) {
+            let row = v.row_stride[x].expect("a factor along the rows has a row stride");
+            out.push(Stmt::Set(base[x + 1], Int::Var(base[x + 1]) + by(row)));
+        }
+        out
+    }
+
+    /// The operations of [`Self::advance_bases`] after a row group of `rows` rows: an add per
+    /// base, and a multiply with several rows.
+    fn advance_ops(&self, v: &Vars, rows: usize) -> Ops {
+        let p = &v.plan;
+        if v.base.is_none() || v.target_row.is_none() {
+            return Ops::default();
+        }
+        let bases = 1 + p.shape.factors.iter().filter(|f| f.along_rows).count() as u32;
+        int(bases * if rows == 1 { 1 } else { 2 })
     }
 
     /// A block over a row shorter than a vector, with its charges: a head vector when its
@@ -656,9 +691,9 @@ impl Gen<'_> {
     }
 
     /// A block's start: the index of every row's first target element and of every factor
-    /// stream's first element, from the row group's bases ([`Self::block_bases`]) and the
-    /// block's place along the lanes, or else from the subscripts with the reduction loops at
-    /// their origins.
+    /// stream's first element, from the row group's bases ([`Vars::base`]) and the block's
+    /// place along the lanes, or else from the subscripts with the reduction loops at their
+    /// origins.
     fn block_indices(&self, v: &Vars, rows: usize) -> Vec<Stmt> {
         let p = &v.plan;
         let mut out = Vec::new();
@@ -694,19 +729,21 @@ impl Gen<'_> {
         out
     }
 
-    /// The indices [`Self::block_indices`] starts from, set at the start of each row group's
-    /// lanes loops: with the lanes loop (and a coalesced loop) and the reduction loops at
-    /// their origins, the target's and each factor's index there, less the lanes variable's
-    /// start for those that move along the lanes (a coalesced row's position starts at 0), so
-    /// that a block's first index is one add away.
+    /// The indices [`Self::block_indices`] starts from, set at each point of the outer loops
+    /// before the rows loop: with the rows loop, the lanes loop (and a coalesced loop) and the
+    /// reduction loops at their origins, the target's and each factor's index there, less the
+    /// lanes variable's start for those that move along the lanes (a coalesced row's position
+    /// starts at 0), so that a block's first index is one add away ([`Self::advance_bases`]
+    /// moves them to each next row group).
     fn block_bases(&self, v: &Vars) -> Vec<Stmt> {
         let p = &v.plan;
         let Some(base) = v.base else { return Vec::new() };
         let mut out = Vec::new();
         for &l in p
             .shape
-            .coalesced
+            .rows_loop
             .iter()
+            .chain(&p.shape.coalesced)
             .chain([&p.shape.lanes_loop])
             .chain(&p.shape.reduce)
             .chain(&p.shape.fixed)
@@ -734,7 +771,11 @@ impl Gen<'_> {
     /// The operations of [`Self::block_bases`].
     fn base_ops(&self, v: &Vars) -> Ops {
         let p = &v.plan;
-        let points = p.shape.coalesced.iter().count() + 1 + p.shape.reduce.len() + p.shape.fixed.len();
+        let points = p.shape.rows_loop.iter().count()
+            + p.shape.coalesced.iter().count()
+            + 1
+            + p.shape.reduce.len()
+            + p.shape.fixed.len();
         let mut ops = int(points as u32) + self.access_ref(0).1;
         for fac in &p.shape.factors {
             ops += self.access_ref(fac.access).1;
@@ -966,6 +1007,9 @@ impl Gen<'_> {
             }
             None => vec![(1, Int::Const(1))],
         };
+        if v.base.is_some() {
+            charge(out, self.base_ops(v), outer_points.clone());
+        }
         let n = self.lane_range(v).2;
         let span = p.shape.vectors * p.shape.lanes;
         // The block of the whole vectors after the full blocks charges itself (`lane_loops`).
@@ -983,10 +1027,11 @@ impl Gen<'_> {
             // each iteration's control is charged with its block.
             let bounds = if p.shape.vectors > 1 { 15 } else { 8 };
             let short_test = u32::from(parts.short && parts.long);
-            charge(out, int(bounds + short_test) + cost::branch(short_test), calls.clone());
-            if v.base.is_some() {
-                charge(out, self.base_ops(v), calls.clone());
-            }
+            charge(
+                out,
+                int(bounds + short_test) + cost::branch(short_test) + self.advance_ops(v, rows),
+                calls.clone(),
+            );
             if parts.tail && !parts.tail_always {
                 charge(out, int(2) + cost::branch(1), calls.clone() * whole.clone());
             }
