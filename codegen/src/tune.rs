@@ -8,8 +8,9 @@
 //! buffer, so it stays near a lower bound and cannot tell apart schedules that differ there.
 //! Tuning asks the judge instead, as autotuners do. For each kernel:
 //! 1. the schedule the scheduler chose is measured first;
-//! 2. then the best schedule of every other partition ([`partition::candidates`], tiles
-//!    sized as the scheduler sizes them), in the order of their estimates;
+//! 2. then the best schedule of every other partition ([`partition::candidates`], and
+//!    [`partition::sparse`], which leave CPEs idle and which the scheduler does not rank;
+//!    tiles sized as the scheduler sizes them), in the order of their estimates;
 //! 3. then, from the fastest so far, schedules that halve or double one tile loop's tile,
 //!    climbing while one is faster.
 //!
@@ -169,7 +170,12 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
     tuned.before = Some(first);
     let mut best_time = first;
     let mut best: Option<Schedule> = None;
-    let candidates = partition::candidates(k, target);
+    let mut candidates = partition::candidates(k, target);
+    for part in partition::sparse(k, target) {
+        if !candidates.contains(&part) {
+            candidates.push(part);
+        }
+    }
     // The best schedule of every other partition, by estimate.
     let mut others: Vec<(f64, Schedule)> = candidates
         .iter()

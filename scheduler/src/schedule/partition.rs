@@ -91,6 +91,27 @@ pub fn candidates(k: &Kernel, target: &Target) -> Vec<Partition> {
     out
 }
 
+/// Partitions that leave CPEs idle: each parallel loop of more than one but fewer iterations
+/// than CPEs, alone, one iteration per CPE. A grouped convolution split by its groups, or a
+/// small matrix product by its rows, may run faster so than spread thinly over the whole
+/// mesh, with every CPE refetching the factors its few points share. The estimate cannot
+/// rank them (its overlap of the DMA queue and the CPEs' work is fitted to kernels that keep
+/// every CPE busy, and it overrates a few CPEs' overlap), so the scheduler leaves them to
+/// tuning, which measures them (`swflow_codegen::tune`).
+pub fn sparse(k: &Kernel, target: &Target) -> Vec<Partition> {
+    k.loops
+        .iter()
+        .enumerate()
+        .filter(|(_, lp)| lp.kind == LoopKind::Parallel && lp.extent > 1 && lp.extent < target.cpes)
+        .map(|(l, lp)| Partition {
+            loops: vec![l],
+            points: lp.extent,
+            chunk: 1,
+            grid: Vec::new(),
+        })
+        .collect()
+}
+
 /// Block partitions of two of the `parallel` loops (in the kernel's order): for every power
 /// of two `a` up to the CPE count, the first loop in as few parts as give the blocks of `a`
 /// parts, and the second in as few as give those of the CPEs left for each (so that no block
