@@ -163,6 +163,9 @@ pub(super) struct Vars {
     /// element per point of the lanes loop, and with a coalesced loop the rows of their boxes
     /// are as long as the lanes loop's tile.
     base: Option<[Var; 3]>,
+    /// The lanes loops' bounds, the same in every row group and set once per tile
+    /// ([`LaneBounds`]).
+    bounds: LaneBounds,
     /// Index of each row's first target element in a block.
     target: Vec<Var>,
     /// Target elements from one row to the next.
@@ -197,6 +200,7 @@ impl Vars {
         let base = plan
             .bases
             .then(|| ["t", "a", "b"].map(|name| var(f, format!("{prefix}{name}_base"))));
+        let bounds = LaneBounds::declare(&plan, f, &mut var, prefix);
         let target = (0..plan.shape.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
         let target_row = plan.shape.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
         let mut row_stride = [None, None];
@@ -247,6 +251,7 @@ impl Vars {
             plan,
             flat,
             base,
+            bounds,
             target,
             target_row,
             row_stride,
@@ -255,6 +260,31 @@ impl Vars {
             walk,
             acc,
             loaded,
+        }
+    }
+}
+
+/// The bounds of a row group's lanes loops that depend only on the lanes' range, each where
+/// the code uses it: the end of the full blocks (a multiple of the blocks' span from the
+/// start), the whole vectors left after them, and the end of the whole vectors (where a tail
+/// may or may not follow).
+struct LaneBounds {
+    blocks_end: Option<Var>,
+    left: Option<Var>,
+    vectors_end: Option<Var>,
+}
+
+impl LaneBounds {
+    /// The bounds plan `p`'s code uses, declared by `var`.
+    fn declare(p: &Plan, f: &mut Func, var: &mut impl FnMut(&mut Func, String) -> Var, prefix: &str) -> LaneBounds {
+        let counts = p.parts.left.iter().filter(|&&r| r > 0).count();
+        let several = p.shape.vectors > 1 && counts > 0;
+        let tested = several && (p.parts.left.contains(&0) || counts > 1);
+        let mut declare = |used: bool, name: &str| used.then(|| var(f, format!("{prefix}{name}")));
+        LaneBounds {
+            blocks_end: declare(p.parts.lane_blocks || several, "blocks_end"),
+            left: declare(tested, "left"),
+            vectors_end: declare(p.parts.tail && !p.parts.tail_always, "vectors_end"),
         }
     }
 }
@@ -420,6 +450,26 @@ impl Gen<'_> {
                 ops += int(7 * p.shape.reduce.len() as u32);
             }
         }
+        // The lanes loops' bounds: a divide, a multiply and an add for each end, a remainder and
+        // a divide for the vectors left.
+        let (_, o, n) = self.lane_range(v);
+        let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
+        let span = p.shape.vectors * p.shape.lanes;
+        let b = &v.bounds;
+        for (var, value, cost) in [
+            (b.blocks_end, multiple(span), 3),
+            (
+                b.left,
+                n.clone() % Int::Const(span as i64) / Int::Const(p.shape.lanes as i64),
+                2,
+            ),
+            (b.vectors_end, multiple(p.shape.lanes), 3),
+        ] {
+            if let Some(var) = var {
+                setup.push(Stmt::Set(var, value));
+                ops += int(cost);
+            }
+        }
         super::charge_once(out, ops);
         out.extend(setup);
         let parts = &p.parts;
@@ -492,14 +542,14 @@ impl Gen<'_> {
     fn lane_loops(&self, v: &Vars, rows: usize, parts: &Parts) -> Vec<Stmt> {
         let p = &v.plan;
         let (var, o, n) = self.lane_range(v);
-        let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
+        let bound = |b: Option<Var>| Int::Var(b.expect("a bound the code uses is set"));
         let span = p.shape.vectors * p.shape.lanes;
         let mut out = Vec::new();
         if parts.lane_blocks {
             out.push(Stmt::For {
                 var,
                 from: o.clone(),
-                to: multiple(span),
+                to: bound(v.bounds.blocks_end),
                 step: Int::Const(span as i64),
                 body: self.block(v, rows, Width::Vectors(p.shape.vectors)),
             });
@@ -508,7 +558,6 @@ impl Gen<'_> {
         // per count that occurs, most vectors first, the last untested when every row leaves
         // some.
         if p.shape.vectors > 1 {
-            let left = n.clone() % Int::Const(span as i64) / Int::Const(p.shape.lanes as i64);
             let counts: Vec<usize> = parts.left.iter().rev().copied().filter(|&r| r > 0).collect();
             let none = parts.left.contains(&0);
             let tests = |t: usize| int(t as u32) + cost::branch(t as u32);
@@ -522,12 +571,12 @@ impl Gen<'_> {
                 super::charge_once(&mut then, tests(if untested { k } else { k + 1 }));
                 let width = Width::Vectors(r);
                 self.charge_width(&mut then, v, rows, width, Int::Const(1), Int::Const(0), false);
-                then.push(Stmt::Set(var, multiple(span)));
+                then.push(Stmt::Set(var, bound(v.bounds.blocks_end)));
                 then.extend(self.block(v, rows, width));
                 otherwise = match untested {
                     true => then,
                     false => vec![Stmt::If {
-                        cond: Cond::Eq(left.clone(), Int::Const(r as i64)),
+                        cond: Cond::Eq(bound(v.bounds.left), Int::Const(r as i64)),
                         then,
                         otherwise,
                     }],
@@ -544,7 +593,7 @@ impl Gen<'_> {
             tail = match parts.tail_always {
                 true => block,
                 false => vec![Stmt::If {
-                    cond: Cond::Lt(multiple(p.shape.lanes), o + n.clone()),
+                    cond: Cond::Lt(bound(v.bounds.vectors_end), o + n.clone()),
                     then: block,
                     otherwise: Vec::new(),
                 }],
@@ -1021,11 +1070,14 @@ impl Gen<'_> {
         widths.push((Width::Tail, whole.clone() * Int::min(remainder.clone(), Int::Const(1))));
         for (rows, groups) in groups {
             let calls = outer_points.clone() * groups;
-            // The lanes loops' bounds (multiples of a block and of a vector, by shifts) and
-            // starts, and the test for a whole vector (where rows of both kinds occur), once
-            // per row group; the test for a remainder after it (where it can go either way);
-            // each iteration's control is charged with its block.
-            let bounds = if p.shape.vectors > 1 { 15 } else { 8 };
+            // The lanes loops' starts (the full blocks' loop, the block of the vectors left
+            // after it) and the end of the lanes for the tail's test, and the test for a whole
+            // vector (where rows of both kinds occur), once per row group (their other bounds
+            // are set once per tile); the test for a remainder after it (where it can go
+            // either way); each iteration's control is charged with its block.
+            let several = p.shape.vectors > 1 && parts.left.iter().any(|&r| r > 0);
+            let bounds =
+                u32::from(parts.lane_blocks) + u32::from(several) + u32::from(parts.tail && !parts.tail_always);
             let short_test = u32::from(parts.short && parts.long);
             charge(
                 out,
