@@ -15,7 +15,8 @@ use crate::target::Target;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Partition {
     /// Parallel loops, outermost first in the fused index, whose iterations reach the CPE
-    /// count (or all of the kernel's, when they do not).
+    /// count (or all of the kernel's, when they do not; or one loop of fewer iterations than
+    /// CPEs, in a partition that leaves CPEs idle: see [`sparse`]).
     pub loops: Vec<usize>,
     /// Iterations of the fused loops.
     pub points: usize,

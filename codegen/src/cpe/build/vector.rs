@@ -451,10 +451,12 @@ impl Gen<'_> {
             }
         }
         // The lanes loops' bounds: a divide, a multiply and an add for each end, a remainder and
-        // a divide for the vectors left.
+        // a divide for the vectors left, and the lanes' extent (a multiply of two extents with a
+        // coalesced loop) in each.
         let (_, o, n) = self.lane_range(v);
         let multiple = |m: usize| o.clone() + n.clone() / Int::Const(m as i64) * Int::Const(m as i64);
         let span = p.shape.vectors * p.shape.lanes;
+        let extent = u32::from(p.shape.coalesced.is_some());
         let b = &v.bounds;
         for (var, value, cost) in [
             (b.blocks_end, multiple(span), 3),
@@ -467,7 +469,7 @@ impl Gen<'_> {
         ] {
             if let Some(var) = var {
                 setup.push(Stmt::Set(var, value));
-                ops += int(cost);
+                ops += int(cost + extent);
             }
         }
         super::charge_once(out, ops);
@@ -1074,11 +1076,13 @@ impl Gen<'_> {
             // after it) and the end of the lanes for the tail's test, and the test for a whole
             // vector (where rows of both kinds occur), once per row group (their other bounds
             // are set once per tile); the test for a remainder after it (where it can go
-            // either way); each iteration's control is charged with its block.
+            // either way); each iteration's control is charged with its block. With a coalesced
+            // loop, the lanes' extent each of those two tests reads is a multiply.
             let several = p.shape.vectors > 1 && parts.left.iter().any(|&r| r > 0);
-            let bounds =
-                u32::from(parts.lane_blocks) + u32::from(several) + u32::from(parts.tail && !parts.tail_always);
+            let tail_test = u32::from(parts.tail && !parts.tail_always);
             let short_test = u32::from(parts.short && parts.long);
+            let extent = u32::from(p.shape.coalesced.is_some()) * (tail_test + short_test);
+            let bounds = u32::from(parts.lane_blocks) + u32::from(several) + tail_test + extent;
             charge(
                 out,
                 int(bounds + short_test) + cost::branch(short_test) + self.advance_ops(v, rows),
