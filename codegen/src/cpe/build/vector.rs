@@ -68,6 +68,14 @@ pub(super) struct Plan {
     bases: bool,
 }
 
+impl Plan {
+    /// Whether some row runs a block of the whole vectors left after its full blocks (see
+    /// `lane_loops`): with several vectors a block, when some row leaves some.
+    fn leftover_block(&self) -> bool {
+        self.shape.vectors > 1 && self.parts.left.iter().any(|&r| r > 0)
+    }
+}
+
 /// The plan for kernel `k` under schedule `s` for `target`, when its compute nest is a sum of
 /// products that [`blocking`] blocks. `buffered` and `streamed` tell, per access, whether it
 /// is in an LDM buffer and whether that buffer is a tape arena.
@@ -278,7 +286,7 @@ impl LaneBounds {
     /// The bounds plan `p`'s code uses, declared by `var`.
     fn declare(p: &Plan, f: &mut Func, var: &mut impl FnMut(&mut Func, String) -> Var, prefix: &str) -> LaneBounds {
         let counts = p.parts.left.iter().filter(|&&r| r > 0).count();
-        let several = p.shape.vectors > 1 && counts > 0;
+        let several = p.leftover_block();
         let tested = several && (p.parts.left.contains(&0) || counts > 1);
         let mut declare = |used: bool, name: &str| used.then(|| var(f, format!("{prefix}{name}")));
         LaneBounds {
@@ -1078,7 +1086,7 @@ impl Gen<'_> {
             // are set once per tile); the test for a remainder after it (where it can go
             // either way); each iteration's control is charged with its block. With a coalesced
             // loop, the lanes' extent each of those two tests reads is a multiply.
-            let several = p.shape.vectors > 1 && parts.left.iter().any(|&r| r > 0);
+            let several = p.leftover_block();
             let tail_test = u32::from(parts.tail && !parts.tail_always);
             let short_test = u32::from(parts.short && parts.long);
             let extent = u32::from(p.shape.coalesced.is_some()) * (tail_test + short_test);
