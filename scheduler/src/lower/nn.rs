@@ -1,6 +1,6 @@
 //! Matrix products, convolutions and pooling.
 
-use swflow_frontend::ir::{ConvAttrs, PoolAttrs, PoolKind, ReduceKind, Tensor, TensorType};
+use swflow_frontend::ir::{ConvAttrs, DType, Data, PoolAttrs, PoolKind, ReduceKind, Tensor, TensorType};
 
 use super::elementwise::{fill, reduce_init};
 use super::{load_padded, par, red, target, vars, Lowering, NodeCx};
@@ -502,8 +502,13 @@ fn taps_first(cx: &mut Lowering, n: &NodeCx, groups: usize) -> Result<TensorId, 
 }
 
 /// Windowed max or sum over the input, whose padding reads as a value that never wins (the
-/// lowest value for max, zero for sums), then for averages a division by the number of
-/// counted positions, as the sum's epilogue: one kernel either way.
+/// lowest value for max, zero for sums), then for averages a product with the reciprocal of
+/// the number of counted positions, as the sum's epilogue: one kernel either way.
+///
+/// The reciprocal is rounded once, in the tensor's type, at compile time: a CPE divides one
+/// lane at a time and does not pipeline it, while it multiplies whole vectors in its
+/// pipeline. A power-of-two count gives the division's result exactly; another count a
+/// result within an ulp or so of it, inside the project tolerance.
 pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), String> {
     let x = cx.input(n, 0);
     let in_shape = n.input_ty(0).shape.clone();
@@ -534,24 +539,26 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         return Ok(());
     };
     let counts = p.average_divisors(&in_shape[2..], &out[2..]);
-    let (divisor, operands) = if counts.iter().all(|&c| c == counts[0]) {
-        (Expr::Const(Scalar::of(dtype, counts[0] as f64)), vec![n.out, x])
+    let (reciprocal, operands) = if counts.iter().all(|&c| c == counts[0]) {
+        let r = match dtype {
+            DType::F64 => Scalar::F64(1.0 / counts[0] as f64),
+            _ => Scalar::F32(1.0 / counts[0] as f32),
+        };
+        (Expr::Const(r), vec![n.out, x])
     } else {
+        let shape = out[2..].to_vec();
         let t = match dtype {
-            swflow_frontend::ir::DType::F64 => Tensor::new(
-                out[2..].to_vec(),
-                swflow_frontend::ir::Data::F64(counts.iter().map(|&c| c as f64).collect()),
-            ),
-            _ => Tensor::from_f32(out[2..].to_vec(), counts.iter().map(|&c| c as f32).collect()),
+            DType::F64 => Tensor::new(shape, Data::F64(counts.iter().map(|&c| 1.0 / c as f64).collect())),
+            _ => Tensor::from_f32(shape, counts.iter().map(|&c| 1.0 / c as f32).collect()),
         }
         .map_err(|e| e.0)?;
-        let count = cx.constant(n, "count", t);
+        let reciprocal = cx.constant(n, "reciprocal", t);
         (
             Expr::load(2, (2..2 + nd).map(Affine::var).collect()),
-            vec![n.out, x, count],
+            vec![n.out, x, reciprocal],
         )
     };
-    let average = Expr::binary(BinaryOp::Div, Expr::Acc, divisor);
+    let average = Expr::binary(BinaryOp::Mul, Expr::Acc, reciprocal);
     cx.finished_kernel(
         n,
         "",
