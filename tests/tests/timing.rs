@@ -298,6 +298,50 @@ fn a_double_buffer_prefetches_across_the_outer_tile_loops() {
     }
 }
 
+/// A single buffer's next box is fetched as soon as the tile before has computed, before that
+/// tile's puts: the DMA queue serves a CPE's transfers in the order they are issued, so a get
+/// issued at the start of the next tile would wait for the puts. With the convolution
+/// [`CONV`] in tiles of two output rows, its input and output single-buffered, the input's
+/// get for the next tile comes before the output's put in the tile loop's body (after the
+/// first tile's, issued at the loop's start), and the numbers are those of the double-buffered
+/// schedule.
+#[test]
+fn a_single_buffer_fetches_its_next_box_before_the_tiles_puts() {
+    for base in [Target::sw26010(), Target::sw26010pro()] {
+        let (target, mut p, s) = conv_tiled(base, &[("m", 16), ("o0", 2), ("o1", 64), ("c", 8)], &["o0"]);
+        let mut single = s.clone();
+        for b in &mut single.buffers {
+            b.double = false;
+        }
+        let x = 1 + single.buffers[1..]
+            .iter()
+            .position(|b| b.depth == 1)
+            .expect("a read buffer filled at each output tile");
+        p.kernels[0].schedule = Some(s);
+        let mut p_single = p.clone();
+        p_single.kernels[0].schedule = Some(single);
+
+        let dir = scratch("timing", &format!("early-gets-{}", target.name));
+        let (_, single_out) = build_and_run(&p_single, &target, &dir, &[]);
+        let source = std::fs::read_to_string(dir.join(format!("slave/k_{}_slave.c", p.kernels[0].name))).unwrap();
+        let access = &swflow_scheduler::schedule::accesses(&p.kernels[0])[x];
+        let operand = &p.tensor(p.kernels[0].operands[access.operand]).name;
+        // Its gets, guarded (the convolution's padding) or not.
+        let get = format!("ldm->{operand}, (char *)para.{operand},");
+        let gets: Vec<usize> = source.match_indices(&get).map(|(at, _)| at).collect();
+        let put = source.find("swflow_dma_box(1, ").expect("the output's put");
+        assert!(
+            gets.len() >= 2 && gets[0] < put && gets[1] < put,
+            "{}: the first get at the loop's start, the next before the put: {gets:?}, put at {put}",
+            target.name
+        );
+        assert!(source.contains("once the tile before has computed"));
+
+        let (_, double_out) = build_and_run(&p, &target, &scratch("timing", "early-gets-double"), &[]);
+        assert_eq!(single_out, double_out, "{}: the same numbers", target.name);
+    }
+}
+
 /// Two runs of the same program give byte-identical statistics, whatever order the CPE
 /// threads ran in; the untimed run computes the same numbers and reports no time.
 #[test]

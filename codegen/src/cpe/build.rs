@@ -581,6 +581,11 @@ fn owner(line: MeshLine) -> Cond {
     }
 }
 
+/// The test of [`Gen::at_first_tiles`] on `chain`: a comparison and a branch per loop.
+fn first_tiles_test(chain: &[usize]) -> Ops {
+    int(chain.len() as u32) + branch(chain.len() as u32)
+}
+
 /// Waits for every transfer issued on reply counter `counter` (its index and the variable
 /// counting its transfers).
 fn wait_on(counter: (usize, Var)) -> Stmt {
@@ -900,6 +905,7 @@ impl Gen<'_> {
         charge_once(&mut body, LOOP + int(3 + 2 * bound) + branch(1));
         self.fills(&mut body, pos + 1);
         self.level(&mut body, pos + 1);
+        self.early_gets(&mut body, pos + 1);
         self.write_back(&mut body, pos + 1);
         for i in 0..self.all.len() {
             if self.double(i) && self.s.buffers[i].depth == pos + 1 {
@@ -1392,13 +1398,9 @@ impl Gen<'_> {
                 let ops = self.box_lines(&mut first, i, Some(Int::Const(0)), &here);
                 charge_once(&mut first, ops);
                 first.extend(self.owner_only(i, self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0)))));
+                charge_once(out, first_tiles_test(&chain));
                 out.push(Stmt::If {
-                    cond: Cond::All(
-                        chain
-                            .iter()
-                            .map(|&l| Cond::Eq(self.origin(l), self.bounds(l).0))
-                            .collect(),
-                    ),
+                    cond: self.at_first_tiles(&chain),
                     then: first,
                     otherwise: Vec::new(),
                 });
@@ -1406,6 +1408,24 @@ impl Gen<'_> {
                 arrived.extend(self.pad(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
                 arrivals.extend(self.arrive(i, arrived, Half::At(Int::Var(h)), Some(Int::Var(h))));
                 arrivals.extend(self.prefetch_next(i, &chain, &here));
+            } else if let Some(chain) = self.early_chain(i) {
+                let names: Vec<&str> = chain.iter().map(|&l| self.loop_names[l].as_str()).collect();
+                out.push(Stmt::Comment(format!(
+                    "'{tensor}': each box after the first is fetched once the tile before has computed, over the tiles of {}.",
+                    names.join(" within ")
+                )));
+                // The box is set at every tile (the compute reads it), its get issued here at
+                // the first tile only.
+                let ops = self.box_lines(out, i, None, &here);
+                charge_once(out, ops + first_tiles_test(&chain));
+                out.push(Stmt::If {
+                    cond: self.at_first_tiles(&chain),
+                    then: self.owner_only(i, self.dma(i, false, Half::Single, None)),
+                    otherwise: Vec::new(),
+                });
+                let mut arrived = vec![self.wait(i)];
+                arrived.extend(self.pad(i, Half::Single, None));
+                arrivals.extend(self.arrive(i, arrived, Half::Single, None));
             } else {
                 out.push(Stmt::Comment(format!("'{tensor}'")));
                 let ops = self.box_lines(out, i, None, &here);
@@ -1445,6 +1465,21 @@ impl Gen<'_> {
     fn prefetch_next(&self, i: usize, chain: &[usize], here: &dyn Fn(usize) -> (Int, Int)) -> Vec<Stmt> {
         let h = self.buf_vars(i).half.expect("a double buffer has a half");
         let other = Int::Const(1) - Int::Var(h);
+        self.fetch_next(i, chain, here, Half::At(other.clone()), Some(other))
+    }
+
+    /// The get of access `i`'s box on the tile after this one along `chain` (see
+    /// [`Gen::prefetch_chain`]) into `half`, its box in row `row`: the next tile of the
+    /// innermost loop that has one, the loops inside it back at their first tiles. None after
+    /// the last tile.
+    fn fetch_next(
+        &self,
+        i: usize,
+        chain: &[usize],
+        here: &dyn Fn(usize) -> (Int, Int),
+        half: Half,
+        row: Option<Int>,
+    ) -> Vec<Stmt> {
         let first = |m: usize| {
             let (lo, hi) = self.bounds(m);
             (lo.clone(), Int::min(hi - lo, Int::Const(self.s.tiles[m] as i64)))
@@ -1465,11 +1500,11 @@ impl Gen<'_> {
                 }
             };
             let mut then = Vec::new();
-            let ops = self.box_lines(&mut then, i, Some(other.clone()), &at);
+            let ops = self.box_lines(&mut then, i, row.clone(), &at);
             // The tests that led here, and the first tiles of the loops inside.
             let tests = (int(3) + branch(1)) * (j as u32 + 1) + int(2) * j as u32;
             charge_once(&mut then, ops + tests);
-            then.extend(self.owner_only(i, self.dma(i, false, Half::At(other.clone()), Some(other.clone()))));
+            then.extend(self.owner_only(i, self.dma(i, false, half.clone(), row.clone())));
             out = vec![Stmt::If {
                 cond: Cond::Lt(next, hi),
                 then,
@@ -1477,6 +1512,43 @@ impl Gen<'_> {
             }];
         }
         out
+    }
+
+    /// Whether the loops of `chain` are at their first tiles.
+    fn at_first_tiles(&self, chain: &[usize]) -> Cond {
+        Cond::All(
+            chain
+                .iter()
+                .map(|&l| Cond::Eq(self.origin(l), self.bounds(l).0))
+                .collect(),
+        )
+    }
+
+    /// For a single buffer read at a depth inside a tile loop that runs forwards (not the
+    /// target, a kept value or a stream), the loops its boxes follow one another along (see
+    /// [`Gen::prefetch_chain`]). Each box after the first is fetched at the end of the tile
+    /// before, once that tile has computed and before its puts, rather than at the start of
+    /// its own tile: the DMA queue serves a CPE's transfers in the order they are issued, and
+    /// a get issued after the puts of the tile before waits for every CPE's puts.
+    fn early_chain(&self, i: usize) -> Option<Vec<usize>> {
+        let depth = self.s.buffers[i].depth;
+        let plain = i != 0 && keep_index(self.k) != Some(i) && self.stream(i).is_none() && !self.double(i);
+        (plain && self.buffered(i) && depth > 0 && self.tile_r[self.s.order[depth - 1]].is_none())
+            .then(|| self.prefetch_chain(depth))
+    }
+
+    /// At the end of a tile at `depth`, once it has computed: the gets of the next boxes of
+    /// the single buffers placed there that [`Gen::early_chain`] fetches early.
+    fn early_gets(&self, out: &mut Vec<Stmt>, depth: usize) {
+        let here = |l: usize| (self.origin(l), self.extent(l));
+        for i in 0..self.all.len() {
+            if !self.buffered(i) || self.s.buffers[i].depth != depth {
+                continue;
+            }
+            if let Some(chain) = self.early_chain(i) {
+                out.extend(self.fetch_next(i, &chain, &here, Half::Single, None));
+            }
+        }
     }
 
     /// `stmts` (a shared buffer's DMA), on the owner of its mesh line only, with the test's
