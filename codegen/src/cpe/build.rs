@@ -1414,8 +1414,9 @@ impl Gen<'_> {
                     "'{tensor}': each box after the first is fetched once the tile before has computed, over the tiles of {}.",
                     names.join(" within ")
                 )));
-                // The box is set at every tile (the compute reads it), its get issued here at
-                // the first tile only.
+                // The box is set at every tile, its get issued here at the first tile only.
+                // After the tile before, the arrays already hold this box, but set only on
+                // some paths, which the C compiler takes for maybe uninitialized.
                 let ops = self.box_lines(out, i, None, &here);
                 charge_once(out, ops + first_tiles_test(&chain));
                 out.push(Stmt::If {

@@ -524,20 +524,12 @@ fn conv_weight_grad(b: &mut Builder, c: &ConvAttrs, x: NodeId, w: NodeId, gy: No
 }
 
 /// The gradient of an average pool's input: each output's gradient times the reciprocal of
-/// its divisor (rounded once in the gradient's type, as the forward pool's lowering rounds
-/// it), spread evenly over its window (padding positions dropped), gathered by every input
+/// its divisor ([`PoolAttrs::average_reciprocals`], as the forward pool's lowering), spread evenly over its window (padding positions dropped), gathered by every input
 /// position from the windows that hold it (see [`to_inputs`]).
 fn avg_pool_grad(b: &mut Builder, p: &PoolAttrs, x: NodeId, gy: NodeId) -> Built {
     let (xs, ys) = (b.shape(x), b.shape(gy));
     let d = b.ty(x).dtype;
-    let reciprocals: Vec<f64> = p
-        .average_divisors(&xs[2..], &ys[2..])
-        .into_iter()
-        .map(|c| match d {
-            DType::F64 => 1.0 / c as f64,
-            _ => (1.0 / c as f32) as f64,
-        })
-        .collect();
+    let reciprocals = p.average_reciprocals(&xs[2..], &ys[2..], d);
     let reciprocals = b.constant(float_tensor(d, ys[2..].to_vec(), reciprocals)?);
     let share = b.mul(gy, reciprocals)?;
     to_inputs(b, p, &xs, &[(share, 0.0)], &mut |b, windows, codes| {

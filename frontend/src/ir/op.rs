@@ -187,6 +187,20 @@ impl PoolAttrs {
         }
         counts
     }
+
+    /// The reciprocals of [`PoolAttrs::average_divisors`], each rounded once to `dtype` (f64,
+    /// or else f32) and held exactly in an f64: what an average multiplies its sum by, since
+    /// a CPE divides one lane at a time and does not pipeline it. A power-of-two divisor's
+    /// reciprocal gives the quotient exactly; another's a result within about an ulp of it.
+    pub fn average_reciprocals(&self, input: &[usize], output: &[usize], dtype: DType) -> Vec<f64> {
+        self.average_divisors(input, output)
+            .into_iter()
+            .map(|c| match dtype {
+                DType::F64 => 1.0 / c as f64,
+                _ => f64::from(1.0 / c as f32),
+            })
+            .collect()
+    }
 }
 
 impl UnaryOp {

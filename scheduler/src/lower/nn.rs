@@ -503,12 +503,9 @@ fn taps_first(cx: &mut Lowering, n: &NodeCx, groups: usize) -> Result<TensorId, 
 
 /// Windowed max or sum over the input, whose padding reads as a value that never wins (the
 /// lowest value for max, zero for sums), then for averages a product with the reciprocal of
-/// the number of counted positions, as the sum's epilogue: one kernel either way.
-///
-/// The reciprocal is rounded once, in the tensor's type, at compile time: a CPE divides one
-/// lane at a time and does not pipeline it, while it multiplies whole vectors in its
-/// pipeline. A power-of-two count gives the division's result exactly; another count a
-/// result within an ulp or so of it, inside the project tolerance.
+/// the number of counted positions ([`PoolAttrs::average_reciprocals`], rounded at compile
+/// time: a CPE divides one lane at a time and does not pipeline it, while it multiplies whole
+/// vectors in its pipeline), as the sum's epilogue: one kernel either way.
 pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), String> {
     let x = cx.input(n, 0);
     let in_shape = n.input_ty(0).shape.clone();
@@ -538,18 +535,14 @@ pub(super) fn pool(cx: &mut Lowering, n: &NodeCx, p: &PoolAttrs) -> Result<(), S
         cx.kernel(n, "", loops, vec![n.out, x], target(vars(2 + nd)), xs, reduction)?;
         return Ok(());
     };
-    let counts = p.average_divisors(&in_shape[2..], &out[2..]);
-    let (reciprocal, operands) = if counts.iter().all(|&c| c == counts[0]) {
-        let r = match dtype {
-            DType::F64 => Scalar::F64(1.0 / counts[0] as f64),
-            _ => Scalar::F32(1.0 / counts[0] as f32),
-        };
-        (Expr::Const(r), vec![n.out, x])
+    let reciprocals = p.average_reciprocals(&in_shape[2..], &out[2..], dtype);
+    let (reciprocal, operands) = if reciprocals.iter().all(|&r| r == reciprocals[0]) {
+        (Expr::Const(Scalar::of(dtype, reciprocals[0])), vec![n.out, x])
     } else {
         let shape = out[2..].to_vec();
         let t = match dtype {
-            DType::F64 => Tensor::new(shape, Data::F64(counts.iter().map(|&c| 1.0 / c as f64).collect())),
-            _ => Tensor::from_f32(shape, counts.iter().map(|&c| 1.0 / c as f32).collect()),
+            DType::F64 => Tensor::new(shape, Data::F64(reciprocals)),
+            _ => Tensor::from_f32(shape, reciprocals.iter().map(|&r| r as f32).collect()),
         }
         .map_err(|e| e.0)?;
         let reciprocal = cx.constant(n, "reciprocal", t);
