@@ -87,27 +87,30 @@ typedef volatile int swflow_reply_t;
 #define SWFLOW_CHARGE(n, ...) ((void)0)
 #endif
 
-/* A shared buffer's broadcast along the sender's mesh row (line 0) or column (line 1):
- * SWFLOW_SHARE_SEND sends the `bytes` (a multiple of 32) of LDM at `p` to every other CPE of
- * the line, each of which takes them into its LDM at `p` with SWFLOW_SHARE_RECV of as many
- * bytes. On SW26010 by register communication, one 256-bit register at a time; on
- * SW26010-Pro by the collective remote-LDM broadcast of CRTS, which every CPE of the line
- * calls, the line's first (root) sending. On the emulator each side is one call that moves
- * the whole block (and checks it against the LDM buffers). */
+/* A shared buffer's broadcast along the sender's mesh row (line 0) or column (line 1) from
+ * the CPE at position `root` of it (its column in a row, its row in a column):
+ * SWFLOW_SHARE_SEND, called by that CPE, sends the `bytes` (a multiple of 32) of LDM at `p`
+ * to every other CPE of the line, each of which takes them into its LDM at `p` with
+ * SWFLOW_SHARE_RECV of as many bytes from the same root. On SW26010 by register
+ * communication, one 256-bit register at a time; on SW26010-Pro by the collective
+ * remote-LDM broadcast of CRTS, which every CPE of the line calls with the root. On the
+ * emulator each side is one call that moves the whole block (and checks it against the LDM
+ * buffers); the sender is the CPE that sends. */
 #if defined(SWFLOW_EMULATOR)
-#define SWFLOW_SHARE_SEND(line, p, bytes) swflow_emu_regcomm_send_block((line), (p), (size_t)(bytes))
-#define SWFLOW_SHARE_RECV(line, p, bytes) swflow_emu_regcomm_recv_block((line), (p), (size_t)(bytes))
+#define SWFLOW_SHARE_SEND(line, root, p, bytes) swflow_emu_regcomm_send_block((line), (p), (size_t)(bytes))
+#define SWFLOW_SHARE_RECV(line, root, p, bytes) swflow_emu_regcomm_recv_block((line), (p), (size_t)(bytes))
 #elif defined(SWFLOW_CRTS)
-#define SWFLOW_SHARE_SEND(line, p, bytes)                                      \
-    ((line) == 0 ? CRTS_rma_row_bcast_coll((p), (p), (int)(bytes), 0)          \
-                 : CRTS_rma_col_bcast_coll((p), (p), (int)(bytes), 0))
-#define SWFLOW_SHARE_RECV(line, p, bytes) SWFLOW_SHARE_SEND(line, p, bytes)
+#define SWFLOW_SHARE_SEND(line, root, p, bytes)                                \
+    ((line) == 0 ? CRTS_rma_row_bcast_coll((p), (p), (int)(bytes), (int)(root)) \
+                 : CRTS_rma_col_bcast_coll((p), (p), (int)(bytes), (int)(root)))
+#define SWFLOW_SHARE_RECV(line, root, p, bytes) SWFLOW_SHARE_SEND(line, root, p, bytes)
 #else
-#define SWFLOW_SHARE_SEND(line, p, bytes)                                      \
+#define SWFLOW_SHARE_SEND(line, root, p, bytes)                                \
     do {                                                                       \
         double *swflow_p_ = (double *)(p);                                     \
         long swflow_n_ = (long)(bytes) / 32, swflow_i_;                        \
         doublev4 swflow_v_;                                                    \
+        (void)(root);                                                          \
         for (swflow_i_ = 0; swflow_i_ < swflow_n_; swflow_i_++) {              \
             simd_loadu(swflow_v_, swflow_p_ + 4 * swflow_i_);                  \
             if ((line) == 0)                                                   \
@@ -116,11 +119,12 @@ typedef volatile int swflow_reply_t;
                 simd_putc(swflow_v_, 8);                                       \
         }                                                                      \
     } while (0)
-#define SWFLOW_SHARE_RECV(line, p, bytes)                                      \
+#define SWFLOW_SHARE_RECV(line, root, p, bytes)                                \
     do {                                                                       \
         double *swflow_p_ = (double *)(p);                                     \
         long swflow_n_ = (long)(bytes) / 32, swflow_i_;                        \
         doublev4 swflow_v_ = {0, 0, 0, 0};                                     \
+        (void)(root);                                                          \
         for (swflow_i_ = 0; swflow_i_ < swflow_n_; swflow_i_++) {              \
             swflow_v_ = (line) == 0 ? simd_getr(swflow_v_) : simd_getc(swflow_v_); \
             simd_storeu(swflow_v_, swflow_p_ + 4 * swflow_i_);                 \

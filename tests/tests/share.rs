@@ -5,16 +5,18 @@
 //! The results are those of the same schedule without sharing, bit for bit, through the C and
 //! the JIT; the DMA is the line owners' only, as the walk of the schedule counts it; the C
 //! type-checks against the SDK; and a buffer that a line does not all need cannot be shared.
+//! A padded window's box shared along a line is fetched in slices by every CPE of the line,
+//! with the results of the owner fetching it whole.
 
 use swflow_codegen::jit;
 use swflow_frontend::interp;
-use swflow_frontend::ir::{DType, Graph, Op, Output, Tensor, TensorType};
+use swflow_frontend::ir::{ConvAttrs, DType, Graph, Op, Output, Tensor, TensorType};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::{kernel_stats, run_program};
 use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
 use swflow_scheduler::schedule::partition::Partition;
-use swflow_scheduler::schedule::share::MeshLine;
-use swflow_scheduler::schedule::{split_by, verify_schedule};
+use swflow_scheduler::schedule::share::{split_dim, MeshLine};
+use swflow_scheduler::schedule::{schedule_program, split_by, verify_schedule};
 use swflow_scheduler::target::Target;
 use swflow_tests::cbuild::{generate, make, run_model, run_with_stats, scratch, sdk_check};
 use swflow_tests::{assert_walked_traffic, seeded_inputs};
@@ -184,4 +186,92 @@ fn a_buffer_a_line_does_not_all_need_cannot_be_shared() {
     let parsed = parse_kernel(&edited, &p).unwrap();
     let err = verify_schedule(&parsed, &p, parsed.schedule.as_ref().unwrap(), &target).unwrap_err();
     assert!(err.contains("'a' cannot be shared along columns"), "{err}");
+}
+
+/// `y = x * w`, a 3 x 3 convolution padded by one of `x[1, 64, 14, 14]` by `w[64, 64, 3, 3]`.
+fn padded_conv() -> Graph {
+    let mut g = Graph::new("padded");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let x = g.add_input("x", ty(vec![1, 64, 14, 14]));
+    let w = g.add_input("w", ty(vec![64, 64, 3, 3]));
+    let attrs = ConvAttrs {
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![1; 4],
+        groups: 1,
+    };
+    let y = g.add_node("y", Op::Conv(attrs), vec![x, w], None).unwrap();
+    g.outputs.push(Output {
+        name: "y".into(),
+        node: y,
+    });
+    g
+}
+
+/// A padded window's box shared along a line is split on both targets: each CPE of the line
+/// fetches and finishes a slice of its channels, and the line broadcasts the slices in turn.
+/// The schedule says so in text and reads back; the outputs equal those of the same schedule
+/// with the line's owner fetching whole boxes, bit for bit, through the C and the JIT (and
+/// the interpreter's within tolerance); the DMA is what the walk counts with every CPE
+/// fetching its slice; the same bytes come through the queue in more transfers; and each
+/// tile's box takes a broadcast from each CPE with a slice (the box's channels in units of
+/// eight), received by the seven others.
+#[test]
+fn split_boxes_give_the_owners_results_with_every_cpe_fetching_a_slice() {
+    let g = padded_conv();
+    let inputs = seeded_inputs(&g, 9);
+    let want = interp::run(&g, &inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let label = target.name.clone();
+        let mut p = swflow_scheduler::lower::lower(&g).unwrap();
+        schedule_program(&mut p, &target).unwrap();
+        let k = &p.kernels[0];
+        let s = k.schedule.as_ref().unwrap();
+        let split: Vec<usize> = (0..s.buffers.len()).filter(|&i| s.buffers[i].split).collect();
+        assert_eq!(split.len(), 1, "{label}: {}", print_kernel(k, &p));
+        let i = split[0];
+        assert_eq!(split_dim(k, s, i), Some(1), "{label}");
+        let text = print_kernel(k, &p);
+        assert!(text.contains(" in slices"), "{text}");
+        assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule, "{label}");
+
+        let mut whole = p.clone();
+        whole.kernels[0].schedule.as_mut().unwrap().buffers[i].split = false;
+        let ws = whole.kernels[0].schedule.as_ref().unwrap();
+        verify_schedule(&whole.kernels[0], &whole, ws, &target).unwrap();
+
+        let (out, row) = run_both(&p, &g, &inputs, &target, &format!("{label}-slices"));
+        let (whole_out, whole_row) = run_both(&whole, &g, &inputs, &target, &format!("{label}-whole"));
+        compare(&out, &whole_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+
+        let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+        assert_eq!(count(&row, "get_bytes"), count(&whole_row, "get_bytes"), "{label}");
+        assert!(
+            count(&row, "gets") > count(&whole_row, "gets"),
+            "{label}: {row} {whole_row}"
+        );
+        // Every box spans the tile's channels, in units of 8: a slice per unit, at most one
+        // per CPE of the line.
+        let slices = s.buffers[i].dims[1].div_ceil(8).min(8) as u64;
+        assert!(slices > 1, "{label}");
+        let sends = count(&row, "reg_puts");
+        assert_eq!(sends, slices * count(&whole_row, "reg_puts"), "{label}");
+        assert_eq!(count(&row, "reg_gets"), 7 * sends, "{label}");
+    }
+}
+
+/// A buffer that is not a guarded read's cannot be split: the check names it.
+#[test]
+fn only_a_guarded_reads_shared_box_can_be_split() {
+    let g = matmul();
+    let target = Target::sw26010();
+    let p = with_grid(&g, &target, vec![8, 8], true);
+    let k = &p.kernels[0];
+    let text = print_kernel(k, &p);
+    let edited = text.replace("shared along columns", "shared along columns in slices");
+    assert_ne!(edited, text);
+    let parsed = parse_kernel(&edited, &p).unwrap();
+    let err = verify_schedule(&parsed, &p, parsed.schedule.as_ref().unwrap(), &target).unwrap_err();
+    assert!(err.contains("'b' cannot be fetched in slices"), "{err}");
 }

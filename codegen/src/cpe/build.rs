@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorId};
-use swflow_scheduler::schedule::share::{MeshLine, MESH_SIDE, REGISTER_BYTES};
+use swflow_scheduler::schedule::share::{slice_unit, split_dim, MeshLine, MESH_SIDE, REGISTER_BYTES};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, window_of, Residence, Schedule};
 use swflow_scheduler::target::Target;
 
@@ -102,6 +102,21 @@ struct BufVars {
     record: Option<RecordVars>,
     /// For a streamed tensor: the arena's state (`buf` is then the arena).
     stream: Option<StreamVars>,
+    /// For a split shared buffer: this CPE's slice of each box.
+    slice: Option<SliceVars>,
+}
+
+/// The slice of a split shared buffer's box that this CPE fetches and finishes
+/// (`swflow_scheduler::schedule::share::split_dim`): the box's indices `lo..hi` along
+/// dimension `dim`, in whole units of `unit` indices, and the round variable of the
+/// broadcasts that then give every CPE of the line the others' slices.
+struct SliceVars {
+    dim: usize,
+    unit: i64,
+    /// The slice as a box (per half, for a double buffer).
+    start: Array,
+    extent: Array,
+    round: Var,
 }
 
 /// The state of a streamed tensor's arena in its producer (which pushes layers) or its
@@ -464,6 +479,22 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
                 next_top,
             }
         });
+        let slice = split_dim(k, s, i).filter(|_| shared[i].is_some()).map(|dim| {
+            let unit = slice_unit(b.elem_bytes).expect("a split buffer has a slice unit") as i64;
+            let dims = if b.double { vec![2, rank] } else { vec![rank] };
+            let start = array(&mut f, format!("{name}_slice"), dims.clone(), None);
+            let extent = array(&mut f, format!("{name}_slice_n"), dims, None);
+            let round = var(&mut f, format!("{name}_round"), None);
+            f.decl_lines
+                .push(vec![Local::Array(start), Local::Array(extent), Local::Var(round)]);
+            SliceVars {
+                dim,
+                unit,
+                start,
+                extent,
+                round,
+            }
+        });
         fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense(&s.tiles);
         bufs.push(Some(BufVars {
             buf,
@@ -476,6 +507,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             second,
             record,
             stream,
+            slice,
         }));
     }
     // A reader of a streamed tensor walks the boxes of it backwards: its segments (a grid's
@@ -568,6 +600,16 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     };
     f.body = g.body(f.fields.len(), f.replies);
     Ok(f)
+}
+
+/// This CPE's position along its mesh `line`, a row or a column (`MeshLine::position`).
+fn position(line: MeshLine) -> Int {
+    let side = Int::Const(MESH_SIDE as i64);
+    match line {
+        MeshLine::Row => Int::Cpe % side,
+        MeshLine::Column => Int::Cpe / side,
+        MeshLine::Mesh => unreachable!("a buffer shared across the mesh is not split"),
+    }
 }
 
 /// Whether this CPE is the owner of its mesh `line` (index 0 of it), which fetches the line's
@@ -1047,6 +1089,7 @@ impl Gen<'_> {
                 start: v.start,
                 extent: v.extent,
                 row,
+                offset: None,
                 issued,
                 reply,
                 class,
@@ -1075,6 +1118,7 @@ impl Gen<'_> {
             start: r.start,
             extent: r.extent,
             row: None,
+            offset: None,
             issued,
             reply,
             class,
@@ -1084,18 +1128,39 @@ impl Gen<'_> {
     }
 
     /// For a guarded read, finishing its box (in half `half`, box row `row`) after its get.
+    /// A split buffer's CPE finishes only its slice, when it has one.
     fn pad(&self, i: usize, half: Half, row: Option<Int>) -> Option<Stmt> {
         let v = self.buf_vars(i);
         let pad = self.all[i].pad?;
-        Some(Stmt::Pad(BoxPad {
-            buf: v.buf,
-            half,
-            shape: v.shape,
-            start: v.start,
-            extent: v.extent,
-            row,
-            pad,
-        }))
+        let Some(sv) = &v.slice else {
+            return Some(Stmt::Pad(BoxPad {
+                buf: v.buf,
+                half,
+                shape: v.shape,
+                start: v.start,
+                extent: v.extent,
+                row,
+                offset: None,
+                pad,
+            }));
+        };
+        let line = self.shared[i].expect("a split buffer is shared");
+        let (lo, hi) = self.slice_range(i, sv, &row, position(line));
+        let offset = Some(lo.clone() * self.plane(i, sv, &row));
+        Some(Stmt::If {
+            cond: Cond::Lt(lo, hi),
+            then: vec![Stmt::Pad(BoxPad {
+                buf: v.buf,
+                half,
+                shape: v.shape,
+                start: sv.start,
+                extent: sv.extent,
+                row,
+                offset,
+                pad,
+            })],
+            otherwise: Vec::new(),
+        })
     }
 
     fn wait(&self, i: usize) -> Stmt {
@@ -1275,6 +1340,7 @@ impl Gen<'_> {
             start: st.layer,
             extent: st.layer_n,
             row: None,
+            offset: None,
             issued: v.issued,
             reply: self.reply[i],
             class: super::DmaClass::TapeStream,
@@ -1397,16 +1463,14 @@ impl Gen<'_> {
                 let mut first = vec![Stmt::Set(h, Int::Const(0))];
                 let ops = self.box_lines(&mut first, i, Some(Int::Const(0)), &here);
                 charge_once(&mut first, ops);
-                first.extend(self.owner_only(i, self.dma(i, false, Half::At(Int::Const(0)), Some(Int::Const(0)))));
+                first.extend(self.get_box(i, Half::At(Int::Const(0)), Some(Int::Const(0))));
                 charge_once(out, first_tiles_test(&chain));
                 out.push(Stmt::If {
                     cond: self.at_first_tiles(&chain),
                     then: first,
                     otherwise: Vec::new(),
                 });
-                let mut arrived = vec![self.wait(i)];
-                arrived.extend(self.pad(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
-                arrivals.extend(self.arrive(i, arrived, Half::At(Int::Var(h)), Some(Int::Var(h))));
+                arrivals.extend(self.arrive(i, Half::At(Int::Var(h)), Some(Int::Var(h))));
                 arrivals.extend(self.prefetch_next(i, &chain, &here));
             } else if let Some(chain) = self.early_chain(i) {
                 let names: Vec<&str> = chain.iter().map(|&l| self.loop_names[l].as_str()).collect();
@@ -1421,20 +1485,16 @@ impl Gen<'_> {
                 charge_once(out, ops + first_tiles_test(&chain));
                 out.push(Stmt::If {
                     cond: self.at_first_tiles(&chain),
-                    then: self.owner_only(i, self.dma(i, false, Half::Single, None)),
+                    then: self.get_box(i, Half::Single, None),
                     otherwise: Vec::new(),
                 });
-                let mut arrived = vec![self.wait(i)];
-                arrived.extend(self.pad(i, Half::Single, None));
-                arrivals.extend(self.arrive(i, arrived, Half::Single, None));
+                arrivals.extend(self.arrive(i, Half::Single, None));
             } else {
                 out.push(Stmt::Comment(format!("'{tensor}'")));
                 let ops = self.box_lines(out, i, None, &here);
                 charge_once(out, ops);
-                out.extend(self.owner_only(i, self.dma(i, false, Half::Single, None)));
-                let mut arrived = vec![self.wait(i)];
-                arrived.extend(self.pad(i, Half::Single, None));
-                arrivals.extend(self.arrive(i, arrived, Half::Single, None));
+                out.extend(self.get_box(i, Half::Single, None));
+                arrivals.extend(self.arrive(i, Half::Single, None));
             }
         }
         out.extend(arrivals);
@@ -1505,7 +1565,7 @@ impl Gen<'_> {
             // The tests that led here, and the first tiles of the loops inside.
             let tests = (int(3) + branch(1)) * (j as u32 + 1) + int(2) * j as u32;
             charge_once(&mut then, ops + tests);
-            then.extend(self.owner_only(i, self.dma(i, false, half.clone(), row.clone())));
+            then.extend(self.get_box(i, half.clone(), row.clone()));
             out = vec![Stmt::If {
                 cond: Cond::Lt(next, hi),
                 then,
@@ -1552,11 +1612,55 @@ impl Gen<'_> {
         }
     }
 
-    /// `stmts` (a shared buffer's DMA), on the owner of its mesh line only, with the test's
-    /// cost.
-    fn owner_only(&self, i: usize, stmts: Vec<Stmt>) -> Vec<Stmt> {
+    /// The get of access `i`'s box (in `half`, box row `row`), whose arrays are set: for a
+    /// shared buffer, on the owner of its mesh line only, with the test's cost; for a split
+    /// one, this CPE's slice of it, on every CPE of the line.
+    fn get_box(&self, i: usize, half: Half, row: Option<Int>) -> Vec<Stmt> {
+        let stmts = self.dma(i, false, half, row.clone());
         let Some(line) = self.shared[i] else { return stmts };
         let mut out = Vec::new();
+        if let Some(sv) = &self.buf_vars(i).slice {
+            let (lo, hi) = self.slice_range(i, sv, &row, position(line));
+            let v = self.buf_vars(i);
+            for d in 0..self.rank(i) {
+                let at: Vec<Int> = row.iter().cloned().chain([Int::Const(d as i64)]).collect();
+                let (start, extent) = (Int::Elem(v.start, at.clone()), Int::Elem(v.extent, at.clone()));
+                let (start, extent) = match d == sv.dim {
+                    true => (start + lo.clone(), hi.clone() - lo.clone()),
+                    false => (start, extent),
+                };
+                out.push(Stmt::SetElem(sv.start, at.clone(), start));
+                out.push(Stmt::SetElem(sv.extent, at, extent));
+            }
+            // Per dimension, the slice's start and extent from the box's; the slice's range
+            // (two multiplications and divisions, a minimum and the units each) and the test.
+            let ops = Ops {
+                load: 2,
+                store: 2,
+                ..int(2)
+            };
+            charge(&mut out, ops, Int::Const(self.rank(i) as i64));
+            charge_once(&mut out, int(14) + branch(1));
+            let offset = lo.clone() * self.plane(i, sv, &row);
+            let sliced = stmts
+                .into_iter()
+                .map(|st| match st {
+                    Stmt::Dma(d) => Stmt::Dma(BoxDma {
+                        start: sv.start,
+                        extent: sv.extent,
+                        offset: Some(offset.clone()),
+                        ..d
+                    }),
+                    other => other,
+                })
+                .collect();
+            out.push(Stmt::If {
+                cond: Cond::Lt(lo, hi),
+                then: sliced,
+                otherwise: Vec::new(),
+            });
+            return out;
+        }
         charge_once(&mut out, int(1) + branch(1));
         out.push(Stmt::If {
             cond: owner(line),
@@ -1566,56 +1670,128 @@ impl Gen<'_> {
         out
     }
 
-    /// `arrived` (what makes access `i`'s box, in `half`, complete: its DMA's wait and
-    /// padding), then for a shared buffer its broadcast: the line's owner runs `arrived` and
-    /// sends the box's registers, the others receive them. Across the mesh, CPE 0 sends along
-    /// the first row, then the first row's CPEs send down their columns.
-    fn arrive(&self, i: usize, arrived: Vec<Stmt>, half: Half, row: Option<Int>) -> Vec<Stmt> {
+    /// The indices `lo..hi` of the split dimension of access `i`'s box (in box row `row`)
+    /// that the CPE at `position` of its line fetches, as `share::slice` computes them.
+    fn slice_range(&self, i: usize, sv: &SliceVars, row: &Option<Int>, position: Int) -> (Int, Int) {
+        let at: Vec<Int> = row.iter().cloned().chain([Int::Const(sv.dim as i64)]).collect();
+        let extent = Int::Elem(self.buf_vars(i).extent, at);
+        let unit = Int::Const(sv.unit);
+        let units = (extent.clone() + Int::Const(sv.unit - 1)) / unit.clone();
+        let side = Int::Const(MESH_SIDE as i64);
+        let bound = |p: Int| Int::min(unit.clone() * (p * units.clone() / side.clone()), extent.clone());
+        (bound(position.clone()), bound(position + Int::Const(1)))
+    }
+
+    /// Elements of access `i`'s box (in box row `row`) per index of its split dimension.
+    fn plane(&self, i: usize, sv: &SliceVars, row: &Option<Int>) -> Int {
+        let v = self.buf_vars(i);
+        Int::product(
+            (sv.dim + 1..self.rank(i))
+                .map(|d| Int::Elem(v.extent, row.iter().cloned().chain([Int::Const(d as i64)]).collect()))
+                .collect(),
+        )
+    }
+
+    /// Whole registers for `elements` of access `i`'s type: their bytes rounded up to 32.
+    fn registers(&self, i: usize, elements: Int) -> Int {
+        let reg = REGISTER_BYTES as i64;
+        (elements * Int::Const(self.dtype(i).size_bytes() as i64) + Int::Const(reg - 1)) / Int::Const(reg)
+    }
+
+    /// A broadcast of `registers` registers of access `i`'s buffer (in `half`, from `offset`
+    /// elements into it) along `line` from the CPE at `root` of it, sent or received, with
+    /// its cost: by register communication, a load and a put (or a get and a store) per
+    /// register and the loop's control; by remote LDM access, the collective call.
+    #[allow(clippy::too_many_arguments)]
+    fn broadcast(
+        &self,
+        i: usize,
+        line: MeshLine,
+        send: bool,
+        root: Int,
+        half: &Half,
+        offset: Option<Int>,
+        registers: Int,
+    ) -> Vec<Stmt> {
+        let mut out = vec![Stmt::Broadcast {
+            line,
+            send,
+            root,
+            buf: self.buf_vars(i).buf,
+            half: half.clone(),
+            offset,
+            bytes: registers.clone() * Int::Const(REGISTER_BYTES as i64),
+        }];
+        match self.by_registers {
+            true => charge(
+                &mut out,
+                Ops {
+                    load: 1,
+                    store: 1,
+                    ..LOOP
+                },
+                registers,
+            ),
+            // Its two reply counters reset, its two synchronisations, the remote access and
+            // the wait for its counter.
+            false => charge_once(
+                &mut out,
+                Ops {
+                    store: 2,
+                    load: 1,
+                    ..int(6) + branch(3)
+                },
+            ),
+        }
+        out
+    }
+
+    /// What makes access `i`'s box (in `half`, box row `row`) complete: its DMA's wait and
+    /// padding, then for a shared buffer its broadcast. The line's owner waits, pads and
+    /// sends the box's registers, the others receive them; across the mesh, CPE 0 sends along
+    /// the first row, then the first row's CPEs send down their columns. Each CPE of a split
+    /// buffer's line waits for and pads its slice, then the line broadcasts the slices in
+    /// turn, each from the CPE that fetched it.
+    fn arrive(&self, i: usize, half: Half, row: Option<Int>) -> Vec<Stmt> {
+        let mut arrived = vec![self.wait(i)];
+        arrived.extend(self.pad(i, half.clone(), row.clone()));
         let Some(line) = self.shared[i] else { return arrived };
         let v = self.buf_vars(i);
+        if let Some(sv) = &v.slice {
+            let round = Int::Var(sv.round);
+            let (lo, hi) = self.slice_range(i, sv, &row, round.clone());
+            let plane = self.plane(i, sv, &row);
+            let registers = self.registers(i, (hi.clone() - lo.clone()) * plane.clone());
+            let offset = Some(lo.clone() * plane);
+            let mut body = Vec::new();
+            // The round's slice and the tests.
+            charge_once(&mut body, int(14) + branch(2));
+            body.push(Stmt::If {
+                cond: Cond::Lt(lo, hi),
+                then: vec![Stmt::If {
+                    cond: Cond::Eq(position(line), round.clone()),
+                    then: self.broadcast(i, line, true, round.clone(), &half, offset.clone(), registers.clone()),
+                    otherwise: self.broadcast(i, line, false, round, &half, offset, registers),
+                }],
+                otherwise: Vec::new(),
+            });
+            arrived.push(Stmt::For {
+                var: sv.round,
+                from: Int::Const(0),
+                to: Int::Const(MESH_SIDE as i64),
+                step: Int::Const(1),
+                body,
+            });
+            return arrived;
+        }
         let elements = Int::product(
             (0..self.rank(i))
                 .map(|d| Int::Elem(v.extent, row.iter().cloned().chain([Int::Const(d as i64)]).collect()))
                 .collect(),
         );
-        // Whole registers: the elements' bytes rounded up to 32.
-        let reg = REGISTER_BYTES as i64;
-        let registers =
-            (elements * Int::Const(self.dtype(i).size_bytes() as i64) + Int::Const(reg - 1)) / Int::Const(reg);
-        let bytes = registers.clone() * Int::Const(reg);
-        let broadcast = |line: MeshLine, send: bool| {
-            let mut out = vec![Stmt::Broadcast {
-                line,
-                send,
-                buf: v.buf,
-                half: half.clone(),
-                bytes: bytes.clone(),
-            }];
-            match self.by_registers {
-                // Per register: a load and a put, or a get and a store, and the loop's
-                // control.
-                true => charge(
-                    &mut out,
-                    Ops {
-                        load: 1,
-                        store: 1,
-                        ..LOOP
-                    },
-                    registers.clone(),
-                ),
-                // The collective broadcast: its two reply counters reset, its two
-                // synchronisations, the remote access and the wait for its counter.
-                false => charge_once(
-                    &mut out,
-                    Ops {
-                        store: 2,
-                        load: 1,
-                        ..int(6) + branch(3)
-                    },
-                ),
-            }
-            out
-        };
+        let registers = self.registers(i, elements);
+        let broadcast =
+            |line: MeshLine, send: bool| self.broadcast(i, line, send, Int::Const(0), &half, None, registers.clone());
         let stage = |out: &mut Vec<Stmt>, line: MeshLine, then: Vec<Stmt>, otherwise: Vec<Stmt>| {
             charge_once(out, int(4) + branch(1));
             out.push(Stmt::If {

@@ -281,6 +281,9 @@ pub struct BoxDma {
     pub start: Array,
     pub extent: Array,
     pub row: Option<Int>,
+    /// Where the box lies in the buffer (or its half), in elements from its start: a slice of
+    /// a split shared box; none for a box at the start.
+    pub offset: Option<Int>,
     /// The variable counting transfers issued on the reply counter.
     pub issued: Var,
     pub reply: usize,
@@ -297,6 +300,8 @@ pub struct BoxPad {
     pub start: Array,
     pub extent: Array,
     pub row: Option<Int>,
+    /// As [`BoxDma::offset`].
+    pub offset: Option<Int>,
     pub pad: Scalar,
 }
 
@@ -341,15 +346,18 @@ pub enum Stmt {
         count: Int,
     },
     /// A broadcast along this CPE's mesh row or column (register communication on SW26010,
-    /// remote LDM access on SW26010-Pro): with `send`, the first `bytes` (a multiple of 32)
-    /// of the buffer (or its half) go to every other CPE of the line (`SWFLOW_SHARE_SEND`);
-    /// without, this CPE takes as many from the line into the same place
-    /// (`SWFLOW_SHARE_RECV`).
+    /// remote LDM access on SW26010-Pro) from the CPE at position `root` of the line: with
+    /// `send` (on that CPE), `bytes` (a multiple of 32) of the buffer (or its half), from
+    /// `offset` elements into it (none: from its start), go to every other CPE of the line
+    /// (`SWFLOW_SHARE_SEND`); without, this CPE takes as many from the line into the same
+    /// place (`SWFLOW_SHARE_RECV`).
     Broadcast {
         line: MeshLine,
         send: bool,
+        root: Int,
         buf: Buf,
         half: Half,
+        offset: Option<Int>,
         bytes: Int,
     },
     /// Chooses the current half of a double buffer (half `var`) for the compute loops, which

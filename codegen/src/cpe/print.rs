@@ -188,7 +188,7 @@ impl Printer<'_> {
                 w.line(format!(
                     "{} += {call}{}, (char *)para.{}, {rank}, {}, {}, {}, sizeof({}), &ldm->reply[{}]);",
                     self.f.var(d.issued).name,
-                    self.buffer(d.buf, &d.half),
+                    self.at_offset(d.buf, &d.half, &d.offset),
                     self.f.field(d.field).name,
                     self.f.array(d.shape).name,
                     row(d.start),
@@ -208,7 +208,7 @@ impl Printer<'_> {
                 };
                 w.line(format!(
                     "swflow_pad_box({}, {}, {}, {}, {}, sizeof({t}), &(const {t}){{{}}});",
-                    self.buffer(d.buf, &d.half),
+                    self.at_offset(d.buf, &d.half, &d.offset),
                     self.f.array(d.shape).len(),
                     self.f.array(d.shape).name,
                     row(d.start),
@@ -225,8 +225,10 @@ impl Printer<'_> {
             Stmt::Broadcast {
                 line,
                 send,
+                root,
                 buf,
                 half,
+                offset,
                 bytes,
             } => {
                 let how = if *send {
@@ -235,9 +237,10 @@ impl Printer<'_> {
                     "SWFLOW_SHARE_RECV"
                 };
                 w.line(format!(
-                    "{how}({}, {}, {});",
+                    "{how}({}, {}, {}, {});",
                     line.code(),
-                    self.buffer(*buf, half),
+                    self.int(root, TERNARY),
+                    self.at_offset(*buf, half, offset),
                     self.int(bytes, TERNARY)
                 ));
             }
@@ -396,6 +399,14 @@ impl Printer<'_> {
             Half::Single => format!("ldm->{n}"),
             Half::Current => format!("{n}_cur"),
             Half::At(h) => format!("ldm->{n}[{}]", self.int(h, TERNARY)),
+        }
+    }
+
+    /// The address `offset` elements into buffer `buf` (or its half), or its start.
+    fn at_offset(&self, buf: super::Buf, half: &Half, offset: &Option<Int>) -> String {
+        match offset {
+            Some(o) => format!("{} + {}", self.buffer(buf, half), self.int(o, MULTIPLICATIVE)),
+            None => self.buffer(buf, half),
         }
     }
 

@@ -333,10 +333,12 @@ impl<'f> Lower<'f, '_> {
                 send,
                 buf,
                 half,
+                offset,
                 bytes,
+                ..
             } => {
                 let code = self.b.ins().iconst(types::I32, i64::from(line.code()));
-                let at = self.buffer_base(*buf, half);
+                let at = self.buffer_at(*buf, half, offset);
                 let n = self.int(bytes);
                 let callee = if *send { Callee::RegSend } else { Callee::RegRecv };
                 self.hook(callee, &[code, at, n]);
@@ -403,7 +405,7 @@ impl<'f> Lower<'f, '_> {
 
     fn dma_box(&mut self, d: &BoxDma) {
         let buf = self.f.buf(d.buf);
-        let ldm = self.buffer_base(d.buf, &d.half);
+        let ldm = self.buffer_at(d.buf, &d.half, &d.offset);
         let rank = self.f.array(d.shape).len();
         let shape = self.spill_row(d.shape, &None, rank);
         let (start, extent) = (
@@ -437,7 +439,7 @@ impl<'f> Lower<'f, '_> {
 
     fn pad_box(&mut self, d: &BoxPad) {
         let buf = self.f.buf(d.buf);
-        let ldm = self.buffer_base(d.buf, &d.half);
+        let ldm = self.buffer_at(d.buf, &d.half, &d.offset);
         let elem = self.b.ins().iconst(I64, buf.dtype.size_bytes() as i64);
         let rank = self.f.array(d.shape).len();
         let shape = self.spill_row(d.shape, &None, rank);
@@ -477,6 +479,19 @@ impl<'f> Lower<'f, '_> {
                 self.half_base(buf, h)
             }
         }
+    }
+
+    /// The address `offset` elements into buffer `buf` (or the half of it that `half`
+    /// names), or its start.
+    fn buffer_at(&mut self, buf: Buf, half: &Half, offset: &Option<Int>) -> Val {
+        let base = self.buffer_base(buf, half);
+        let Some(offset) = offset else { return base };
+        let elements = self.int(offset);
+        let bytes = self
+            .b
+            .ins()
+            .imul_imm_s(elements, self.f.buf(buf).dtype.size_bytes() as i64);
+        self.b.ins().iadd(base, bytes)
     }
 
     /// The address of half `h` of buffer `buf`.

@@ -3,8 +3,11 @@
 //! The executor ([`super::cpe`]) moves data on these events; [`count`] only tallies the DMA
 //! they imply, so reports of a schedule's traffic come from the same walk that runs it.
 
+use std::borrow::Cow;
+
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::schedule::clip::Clipped;
+use crate::schedule::share::{slice, slice_unit, split_dim};
 use crate::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 use crate::tape::stream::Layering;
 
@@ -244,6 +247,7 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
     let direct = |i: usize| s.buffers[i].residence == Residence::Direct;
     let direct_reads = (1..s.buffers.len()).filter(|&i| direct(i) && !is_written(k, i)).count();
     let pads: Vec<bool> = accesses(k).iter().map(|a| a.pad.is_some()).collect();
+    let splits: Vec<Option<usize>> = (0..s.buffers.len()).map(|i| split_dim(k, s, i)).collect();
     for cpe in 0..cpes {
         // Per streamed access: its layers.
         let mut layers: Vec<Layering> = moves
@@ -260,15 +264,33 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                 }
             };
             match e {
-                // A buffer shared along a mesh line is fetched by the line's owner only.
+                // A buffer shared along a mesh line is fetched by the line's owner only, or
+                // split into slices, one per CPE of the line.
                 Event::Fill { access, .. }
-                    if moves[access] == Moves::Boxes && s.buffers[access].shared.is_some_and(|l| !l.is_owner(cpe)) => {}
+                    if moves[access] == Moves::Boxes
+                        && splits[access].is_none()
+                        && s.buffers[access].shared.is_some_and(|l| !l.is_owner(cpe)) => {}
                 Event::Fill {
                     access,
                     start,
                     extent,
                     first_visit,
                 } => {
+                    let (start, extent) = match (splits[access], s.buffers[access].shared) {
+                        (Some(d), Some(line)) if moves[access] == Moves::Boxes => {
+                            let unit = slice_unit(s.buffers[access].elem_bytes).expect("a split buffer has a unit");
+                            let (lo, hi) = slice(extent[d], unit, line.position(cpe));
+                            let (mut start, mut extent) = (start.to_vec(), extent.to_vec());
+                            start[d] += lo as i64;
+                            extent[d] = hi - lo;
+                            (Cow::Owned(start), Cow::Owned(extent))
+                        }
+                        _ => (Cow::Borrowed(start), Cow::Borrowed(extent)),
+                    };
+                    let (start, extent) = (&start[..], &extent[..]);
+                    if extent.contains(&0) {
+                        return Ok(());
+                    }
                     let clipped = pads[access]
                         .then(|| Clipped::of(&shapes[access], start, extent))
                         .flatten();

@@ -603,6 +603,7 @@ impl Parser<'_> {
                     depth: 0,
                     double: false,
                     shared: None,
+                    split: false,
                     room: 0,
                 },
                 "buffer" => {
@@ -614,7 +615,7 @@ impl Parser<'_> {
                     self.keyword("at")?;
                     self.keyword("depth")?;
                     let depth = self.number()?;
-                    let (mut double, mut shared) = (false, None);
+                    let (mut double, mut shared, mut split) = (false, None, false);
                     while self.is_punct(',') {
                         self.punct(',')?;
                         match self.word()?.as_str() {
@@ -635,11 +636,16 @@ impl Parser<'_> {
                                     }
                                     other => return self.err(format!("expected 'along' or 'across', found '{other}'")),
                                 });
+                                if self.peek() == Some(&Tok::Word("in".into())) {
+                                    self.word()?;
+                                    self.keyword("slices")?;
+                                    split = true;
+                                }
                             }
                             other => {
                                 return self.err(format!(
-                                    "expected 'double', 'shared along rows|columns' or 'shared across the mesh', \
-                                     found '{other}'"
+                                    "expected 'double', 'shared along rows|columns' (then perhaps 'in slices') or \
+                                     'shared across the mesh', found '{other}'"
                                 ))
                             }
                         }
@@ -651,6 +657,7 @@ impl Parser<'_> {
                         depth,
                         double,
                         shared,
+                        split,
                         room: 0,
                     }
                 }

@@ -57,6 +57,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
                 depth: if residence == Residence::Buffer { depth } else { 0 },
                 double: false,
                 shared: None,
+                split: false,
                 room: 0,
             }
         })

@@ -20,7 +20,8 @@
 //!   (its queue time and stalls counted once per line; across the mesh, by CPE 0 only), and
 //!   every CPE of the line waits for each tile's broadcast (`Timing::broadcast_cycles`; two
 //!   in turn across the mesh) and, with register communication, spends two P1 instructions
-//!   per register moving it;
+//!   per register moving it; a split one's slices are fetched, finished and broadcast by the
+//!   line's CPEs in turn (the queue time the same), each CPE finishing its slice;
 //! - a sum of products runs in register blocks ([`super::blocking`]): each reduction step of
 //!   a block takes the cycles its shape does, over the tiles' rows (a short last tile runs
 //!   smaller blocks or single rows), and at every visit of a tile of the reduction loops
@@ -48,7 +49,7 @@ use swflow_emulator::charges::{
     DMA_MOVE_HEAD_OPS, DMA_MOVE_OPS, DMA_MOVE_SHORT_OPS, DMA_MOVE_VECTOR_OPS, DMA_PAD_FILL_OPS, DMA_SPREAD_ROW_OPS,
 };
 use swflow_emulator::timing::Ops;
-use swflow_frontend::ir::ReduceKind;
+use swflow_frontend::ir::{ReduceKind, TensorType};
 
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
@@ -56,7 +57,7 @@ use crate::target::Target;
 use super::blocking::blocking;
 use super::lanewise::{self, LANEWISE_VECTORS};
 use super::reorder::access_traffic;
-use super::share::{MeshLine, REGISTER_BYTES};
+use super::share::{slice, slice_unit, split_dim, MeshLine, MESH_SIDE, REGISTER_BYTES};
 use super::sizing::{box_dims, is_direct};
 use super::slow;
 use super::{Residence, Schedule};
@@ -186,13 +187,27 @@ fn lanewise_fold(t: usize, lanes: usize, latency: f64, from_init: bool, room: bo
 /// subscript. The tensor's border cuts the rows of the boxes of the first and the last of
 /// those tiles (of every box when there is one): such a box comes packed, its rows are moved
 /// apart, and each row's ends are set to the padding. Boxes cut only at the tensor's other
-/// borders finish those rows alone, which is not counted.
-fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, target: &Target) -> f64 {
+/// borders (every box when the last subscript, over the loops' `extents`, stays inside the
+/// tensor) finish those rows alone, which is not counted.
+fn finishing_cycles(
+    a: &Access,
+    dims: &[usize],
+    shape: &[usize],
+    extents: &[usize],
+    across: usize,
+    target: &Target,
+) -> f64 {
     let (Some(&width), Some(&inside)) = (dims.last(), shape.last()) else {
         return 0.0;
     };
     if a.pad.is_none() || dims.len() < 2 || width < 2 {
         return 0.0;
+    }
+    if let Some(Index::Affine(last)) = a.index.last() {
+        let (lo, hi) = last.range(extents);
+        if lo >= 0 && hi < inside as i64 {
+            return 0.0;
+        }
     }
     let cut = (2.0 / across.max(1) as f64).min(1.0);
     // A cut row keeps what lies inside the tensor: all of it but one side's padding at least.
@@ -221,12 +236,48 @@ fn finishing_cycles(a: &Access, dims: &[usize], shape: &[usize], across: usize, 
     cut * rows * (moved + padded)
 }
 
+/// Whether finishing a box of guarded read `i` under `s` after its get takes the CPE longer
+/// than the get occupies the DMA queue (runtime-c's charges, the target's DMA costs), for the
+/// schedule's tiles.
+pub fn finishing_outweighs_get(k: &Kernel, p: &Program, s: &Schedule, i: usize, target: &Target) -> bool {
+    let all = super::accesses(k);
+    let a = &all[i];
+    let ty = &p.tensor(k.operands[a.operand]).ty;
+    let Some(dims) = box_dims(k, p, i, a, &s.tiles) else {
+        return false;
+    };
+    let across = match a.index.last() {
+        Some(Index::Affine(last)) => last
+            .terms
+            .iter()
+            .map(|&(l, _)| s.ranges[l].div_ceil(s.tiles[l]))
+            .product(),
+        _ => 1,
+    };
+    let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
+    finishing_cycles(a, &dims, &ty.shape, &extents, across, target) > box_transfer(&dims, ty, target).0
+}
+
+/// Queue cycles of one get and of one put of a box of `dims` of a tensor of type `ty`: per
+/// contiguous block, its cost and its DMA lines at the bandwidth; and the box's bytes.
+fn box_transfer(dims: &[usize], ty: &TensorType, target: &Target) -> (f64, f64, usize) {
+    let d = &target.timing.dma;
+    let line = d.line_bytes as f64;
+    let (n, block) = blocks(dims, &ty.shape);
+    let e = ty.dtype.size_bytes() as f64;
+    let moved = (1.0 + (block as f64 * e - e) / line) * line;
+    (
+        n as f64 * (d.get_block_cycles + moved / d.get_bytes_per_cycle),
+        n as f64 * (d.put_block_cycles + moved / d.put_bytes_per_cycle),
+        n * block * ty.dtype.size_bytes(),
+    )
+}
+
 /// The estimate of kernel `k` under schedule `s` (its buffers planned).
 pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estimate {
     let (tiles, order) = (&s.tiles[..], &s.order[..]);
     let t = &target.timing;
     let d = &t.dma;
-    let line = d.line_bytes as f64;
     let all = super::accesses(k);
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
     // The loops lane-wise vectors of the statement run along, as one row.
@@ -266,16 +317,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     let transfer = |i: usize, tiles: &[usize]| -> (f64, f64, usize) {
         let a = &all[i];
         let ty = &p.tensor(k.operands[a.operand]).ty;
-        let dims = box_dims(k, p, i, a, tiles).unwrap_or_default();
-        let (n, block) = blocks(&dims, &ty.shape);
-        let e = ty.dtype.size_bytes() as f64;
-        let lines = 1.0 + (block as f64 * e - e) / line;
-        let moved = lines * line;
-        (
-            n as f64 * (d.get_block_cycles + moved / d.get_bytes_per_cycle),
-            n as f64 * (d.put_block_cycles + moved / d.put_bytes_per_cycle),
-            n * block * ty.dtype.size_bytes(),
-        )
+        box_transfer(&box_dims(k, p, i, a, tiles).unwrap_or_default(), ty, target)
     };
     // Cycles of finishing each box of a guarded read after its get, on average over a
     // segment's tiles.
@@ -287,7 +329,23 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
             Some(Index::Affine(last)) => last.terms.iter().map(|&(l, _)| ranges[l].div_ceil(tiles[l])).product(),
             _ => 1,
         };
-        finishing_cycles(a, &dims, shape, across, target)
+        finishing_cycles(a, &dims, shape, &extents, across, target)
+    };
+    // Per CPE of the line, the box's extent along the dimension a split buffer is split
+    // along and the indices of it that CPE fetches ([`share::slice`]); none for other
+    // accesses.
+    let slices = |i: usize, tiles: &[usize]| -> Vec<(usize, usize)> {
+        let (Some(d), Some(unit)) = (split_dim(k, s, i), slice_unit(s.buffers[i].elem_bytes)) else {
+            return Vec::new();
+        };
+        let a = &all[i];
+        let extent = box_dims(k, p, i, a, tiles).unwrap_or_default()[d];
+        (0..MESH_SIDE)
+            .map(|at| {
+                let (lo, hi) = slice(extent, unit, at);
+                (extent, hi - lo)
+            })
+            .collect()
     };
     let direct: Vec<usize> = (0..all.len())
         .filter(|&i| {
@@ -346,7 +404,13 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                 let mut single_visits = vec![0; order.len() + 1];
                 for a in access_traffic(k, p, &seg_tiles, ranges, order) {
                     let (get, put, box_bytes) = transfer(a.access, &seg_tiles);
-                    e.own += a.gets as f64 * finishing(a.access, &seg_tiles, ranges);
+                    let slices = slices(a.access, &seg_tiles);
+                    // A split buffer's CPEs each finish their slice; the largest takes longest.
+                    let finished = match slices.iter().map(|s| s.1).max() {
+                        Some(most) => most as f64 / slices.iter().map(|s| s.1).sum::<usize>().max(1) as f64,
+                        None => 1.0,
+                    };
+                    e.own += a.gets as f64 * finishing(a.access, &seg_tiles, ranges) * finished;
                     if a.puts > 0 {
                         e.tail += transfer(a.access, &last_tiles).1;
                     }
@@ -373,13 +437,24 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 true => e.shared_wait += a.gets.min(1) as f64 * d.get_latency_cycles,
                                 false => single(a.gets),
                             }
-                            let bytes = box_bytes.next_multiple_of(REGISTER_BYTES);
-                            let moved = match t.regcomm_latency_cycles {
-                                Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
-                                None => 0.0,
+                            // A split buffer's slices go in turn, each in whole registers.
+                            let broadcasts: Vec<usize> = match slices.is_empty() {
+                                true => vec![box_bytes],
+                                false => slices
+                                    .iter()
+                                    .filter(|s| s.1 > 0)
+                                    .map(|s| box_bytes * s.1 / s.0)
+                                    .collect(),
                             };
                             let stages = line.stages() as f64;
-                            e.own += a.gets as f64 * stages * (moved + t.broadcast_cycles(bytes as u64));
+                            for bytes in broadcasts {
+                                let bytes = bytes.next_multiple_of(REGISTER_BYTES);
+                                let moved = match t.regcomm_latency_cycles {
+                                    Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
+                                    None => 0.0,
+                                };
+                                e.own += a.gets as f64 * stages * (moved + t.broadcast_cycles(bytes as u64));
+                            }
                         }
                         None => {
                             e.queue += q;

@@ -110,6 +110,9 @@ pub struct Buffer {
     pub double: bool,
     /// Fetched by one CPE of each mesh line and broadcast to the others ([`share`]).
     pub shared: Option<share::MeshLine>,
+    /// Shared, and fetched in slices by every CPE of its line, which broadcast them in turn
+    /// ([`share::split_dim`]).
+    pub split: bool,
     /// Elements kept after the tile for vector code to read past a short row ([`keep_room`]).
     pub room: usize,
 }
@@ -258,10 +261,11 @@ impl Schedule {
             let how = match b.residence {
                 Residence::Direct => "direct".to_string(),
                 Residence::Buffer => format!(
-                    "buffer {dims} at depth {}{}{}",
+                    "buffer {dims} at depth {}{}{}{}",
                     b.depth,
                     if b.double { ", double" } else { "" },
-                    b.shared.map_or(String::new(), |l| format!(", shared {}", l.name()))
+                    b.shared.map_or(String::new(), |l| format!(", shared {}", l.name())),
+                    if b.split { " in slices" } else { "" }
                 ),
             };
             let _ = writeln!(s, "  ldm {tensor}: {how}");
@@ -494,6 +498,11 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
             return Err(format!(
                 "buffer of '{tensor}' cannot be shared {}: every CPE that receives it must need the same tiles",
                 line.name()
+            ));
+        }
+        if b.split && share::split_dim(k, s, i).is_none() {
+            return Err(format!(
+                "buffer of '{tensor}' cannot be fetched in slices: only a guarded read's buffer shared along rows or columns can, whose outermost dimension longer than one is not its last and holds two units of slices"
             ));
         }
         let needed = dma::depth(a, &s.order);

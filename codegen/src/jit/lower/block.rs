@@ -558,6 +558,7 @@ mod tests {
                     start: Array(0),
                     extent: Array(0),
                     row: None,
+                    offset: None,
                     issued: d,
                     reply: 0,
                     class: DmaClass::Data,
