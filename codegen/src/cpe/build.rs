@@ -107,9 +107,9 @@ struct BufVars {
 }
 
 /// The slice of a split shared buffer's box that this CPE fetches and finishes
-/// (`swflow_scheduler::schedule::share::split_dim`): the box's indices `lo..hi` along
-/// dimension `dim`, in whole units of `unit` indices, and the round variable of the
-/// broadcasts that then give every CPE of the line the others' slices.
+/// (`swflow_scheduler::schedule::share::split_dim`): some of the box's indices along
+/// dimension `dim`, in whole units of `unit` indices. Then the line broadcasts the slices in
+/// rounds, one per CPE of it, each giving the range `lo..hi` of that CPE's slice.
 struct SliceVars {
     dim: usize,
     unit: i64,
@@ -117,6 +117,8 @@ struct SliceVars {
     start: Array,
     extent: Array,
     round: Var,
+    lo: Var,
+    hi: Var,
 }
 
 /// The state of a streamed tensor's arena in its producer (which pushes layers) or its
@@ -485,14 +487,22 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             let start = array(&mut f, format!("{name}_slice"), dims.clone(), None);
             let extent = array(&mut f, format!("{name}_slice_n"), dims, None);
             let round = var(&mut f, format!("{name}_round"), None);
-            f.decl_lines
-                .push(vec![Local::Array(start), Local::Array(extent), Local::Var(round)]);
+            let lo = var(&mut f, format!("{name}_lo"), None);
+            let hi = var(&mut f, format!("{name}_hi"), None);
+            f.decl_lines.push(
+                [Local::Array(start), Local::Array(extent)]
+                    .into_iter()
+                    .chain([round, lo, hi].map(Local::Var))
+                    .collect(),
+            );
             SliceVars {
                 dim,
                 unit,
                 start,
                 extent,
                 round,
+                lo,
+                hi,
             }
         });
         fill_loop |= i == 0 && k.stmt.reduce.is_some() && k.target_is_dense(&s.tiles);
@@ -1129,11 +1139,13 @@ impl Gen<'_> {
 
     /// For a guarded read, finishing its box (in half `half`, box row `row`) after its get.
     /// A split buffer's CPE finishes only its slice, when it has one.
-    fn pad(&self, i: usize, half: Half, row: Option<Int>) -> Option<Stmt> {
+    fn pad(&self, i: usize, half: Half, row: Option<Int>) -> Vec<Stmt> {
         let v = self.buf_vars(i);
-        let pad = self.all[i].pad?;
+        let Some(pad) = self.all[i].pad else {
+            return Vec::new();
+        };
         let Some(sv) = &v.slice else {
-            return Some(Stmt::Pad(BoxPad {
+            return vec![Stmt::Pad(BoxPad {
                 buf: v.buf,
                 half,
                 shape: v.shape,
@@ -1142,13 +1154,14 @@ impl Gen<'_> {
                 row,
                 offset: None,
                 pad,
-            }));
+            })];
         };
-        let line = self.shared[i].expect("a split buffer is shared");
-        let (lo, hi) = self.slice_range(i, sv, &row, position(line));
-        let offset = Some(lo.clone() * self.plane(i, sv, &row));
-        Some(Stmt::If {
-            cond: Cond::Lt(lo, hi),
+        let offset = Some(self.slice_offset(i, sv, &row));
+        let mut out = Vec::new();
+        // The test and the slice's place.
+        charge_once(&mut out, int(4) + branch(1));
+        out.push(Stmt::If {
+            cond: self.has_slice(sv, &row),
             then: vec![Stmt::Pad(BoxPad {
                 buf: v.buf,
                 half,
@@ -1160,7 +1173,8 @@ impl Gen<'_> {
                 pad,
             })],
             otherwise: Vec::new(),
-        })
+        });
+        out
     }
 
     fn wait(&self, i: usize) -> Stmt {
@@ -1632,30 +1646,31 @@ impl Gen<'_> {
                 out.push(Stmt::SetElem(sv.start, at.clone(), start));
                 out.push(Stmt::SetElem(sv.extent, at, extent));
             }
-            // Per dimension, the slice's start and extent from the box's; the slice's range
-            // (two multiplications and divisions, a minimum and the units each) and the test.
+            // Per dimension, the slice's start and extent from the box's; the slice's bounds
+            // (the units, a multiplication, two divisions and a minimum each), the test and
+            // the slice's place.
             let ops = Ops {
                 load: 2,
                 store: 2,
                 ..int(2)
             };
             charge(&mut out, ops, Int::Const(self.rank(i) as i64));
-            charge_once(&mut out, int(14) + branch(1));
-            let offset = lo.clone() * self.plane(i, sv, &row);
+            charge_once(&mut out, int(17) + branch(1));
+            let offset = Some(self.slice_offset(i, sv, &row));
             let sliced = stmts
                 .into_iter()
                 .map(|st| match st {
                     Stmt::Dma(d) => Stmt::Dma(BoxDma {
                         start: sv.start,
                         extent: sv.extent,
-                        offset: Some(offset.clone()),
+                        offset: offset.clone(),
                         ..d
                     }),
                     other => other,
                 })
                 .collect();
             out.push(Stmt::If {
-                cond: Cond::Lt(lo, hi),
+                cond: self.has_slice(sv, &row),
                 then: sliced,
                 otherwise: Vec::new(),
             });
@@ -1680,6 +1695,20 @@ impl Gen<'_> {
         let side = Int::Const(MESH_SIDE as i64);
         let bound = |p: Int| Int::min(unit.clone() * (p * units.clone() / side.clone()), extent.clone());
         (bound(position.clone()), bound(position + Int::Const(1)))
+    }
+
+    /// Whether this CPE has a slice of the box in box row `row` (set by [`Gen::get_box`]).
+    fn has_slice(&self, sv: &SliceVars, row: &Option<Int>) -> Cond {
+        let at: Vec<Int> = row.iter().cloned().chain([Int::Const(sv.dim as i64)]).collect();
+        Cond::Lt(Int::Const(0), Int::Elem(sv.extent, at))
+    }
+
+    /// Where this CPE's slice of access `i`'s box in box row `row` lies in the buffer, in
+    /// elements.
+    fn slice_offset(&self, i: usize, sv: &SliceVars, row: &Option<Int>) -> Int {
+        let at: Vec<Int> = row.iter().cloned().chain([Int::Const(sv.dim as i64)]).collect();
+        let lo = Int::Elem(sv.start, at.clone()) - Int::Elem(self.buf_vars(i).start, at);
+        lo * self.plane(i, sv, row)
     }
 
     /// Elements of access `i`'s box (in box row `row`) per index of its split dimension.
@@ -1760,10 +1789,11 @@ impl Gen<'_> {
         if let Some(sv) = &v.slice {
             let round = Int::Var(sv.round);
             let (lo, hi) = self.slice_range(i, sv, &row, round.clone());
+            let mut body = vec![Stmt::Set(sv.lo, lo), Stmt::Set(sv.hi, hi)];
+            let (lo, hi) = (Int::Var(sv.lo), Int::Var(sv.hi));
             let plane = self.plane(i, sv, &row);
             let registers = self.registers(i, (hi.clone() - lo.clone()) * plane.clone());
             let offset = Some(lo.clone() * plane);
-            let mut body = Vec::new();
             // The round's slice and the tests.
             charge_once(&mut body, int(14) + branch(2));
             body.push(Stmt::If {

@@ -280,6 +280,10 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                         (Some(d), Some(line)) if moves[access] == Moves::Boxes => {
                             let unit = slice_unit(s.buffers[access].elem_bytes).expect("a split buffer has a unit");
                             let (lo, hi) = slice(extent[d], unit, line.position(cpe));
+                            if lo == hi {
+                                // This CPE has no slice of the box.
+                                return Ok(());
+                            }
                             let (mut start, mut extent) = (start.to_vec(), extent.to_vec());
                             start[d] += lo as i64;
                             extent[d] = hi - lo;
@@ -288,9 +292,6 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                         _ => (Cow::Borrowed(start), Cow::Borrowed(extent)),
                     };
                     let (start, extent) = (&start[..], &extent[..]);
-                    if extent.contains(&0) {
-                        return Ok(());
-                    }
                     let clipped = pads[access]
                         .then(|| Clipped::of(&shapes[access], start, extent))
                         .flatten();
