@@ -169,22 +169,30 @@ fn nothing_is_shared_without_a_way_to_broadcast() {
     assert!(s.buffers.iter().all(|b| b.shared.is_none()));
 }
 
+/// The check's error on the matrix product's schedule (an 8 x 8 grid on SW26010, `b` shared
+/// along the columns) with its text changed by `edit`.
+fn refused(edit: impl Fn(&str) -> String) -> String {
+    let g = matmul();
+    let target = Target::sw26010();
+    let p = with_grid(&g, &target, vec![8, 8], true);
+    let text = print_kernel(&p.kernels[0], &p);
+    let edited = edit(&text);
+    assert_ne!(edited, text);
+    let parsed = parse_kernel(&edited, &p).unwrap();
+    verify_schedule(&parsed, &p, parsed.schedule.as_ref().unwrap(), &target).unwrap_err()
+}
+
 /// A buffer the CPEs of a line do not all need (`a` uses m, which varies along a column) is
 /// refused when shared by hand, naming the buffer.
 #[test]
 fn a_buffer_a_line_does_not_all_need_cannot_be_shared() {
-    let g = matmul();
-    let target = Target::sw26010();
-    let p = with_grid(&g, &target, vec![8, 8], true);
-    let k = &p.kernels[0];
-    let text = print_kernel(k, &p);
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("ldm a:"))
-        .unwrap_or_else(|| panic!("{text}"));
-    let edited = text.replace(line, &format!("{line}, shared along columns"));
-    let parsed = parse_kernel(&edited, &p).unwrap();
-    let err = verify_schedule(&parsed, &p, parsed.schedule.as_ref().unwrap(), &target).unwrap_err();
+    let err = refused(|text| {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("ldm a:"))
+            .unwrap_or_else(|| panic!("{text}"));
+        text.replace(line, &format!("{line}, shared along columns"))
+    });
     assert!(err.contains("'a' cannot be shared along columns"), "{err}");
 }
 
@@ -264,14 +272,6 @@ fn split_boxes_give_the_owners_results_with_every_cpe_fetching_a_slice() {
 /// A buffer that is not a guarded read's cannot be split: the check names it.
 #[test]
 fn only_a_guarded_reads_shared_box_can_be_split() {
-    let g = matmul();
-    let target = Target::sw26010();
-    let p = with_grid(&g, &target, vec![8, 8], true);
-    let k = &p.kernels[0];
-    let text = print_kernel(k, &p);
-    let edited = text.replace("shared along columns", "shared along columns in slices");
-    assert_ne!(edited, text);
-    let parsed = parse_kernel(&edited, &p).unwrap();
-    let err = verify_schedule(&parsed, &p, parsed.schedule.as_ref().unwrap(), &target).unwrap_err();
+    let err = refused(|text| text.replace("shared along columns", "shared along columns in slices"));
     assert!(err.contains("'b' cannot be fetched in slices"), "{err}");
 }

@@ -246,16 +246,18 @@ pub fn finishing_outweighs_get(k: &Kernel, p: &Program, s: &Schedule, i: usize, 
     let Some(dims) = box_dims(k, p, i, a, &s.tiles) else {
         return false;
     };
-    let across = match a.index.last() {
-        Some(Index::Affine(last)) => last
-            .terms
-            .iter()
-            .map(|&(l, _)| s.ranges[l].div_ceil(s.tiles[l]))
-            .product(),
-        _ => 1,
-    };
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
+    let across = tiles_across(a, &s.ranges, &s.tiles);
     finishing_cycles(a, &dims, &ty.shape, &extents, across, target) > box_transfer(&dims, ty, target).0
+}
+
+/// Tiles along the loops of access `a`'s last subscript over `ranges` (one for a gathered
+/// subscript).
+fn tiles_across(a: &Access, ranges: &[usize], tiles: &[usize]) -> usize {
+    match a.index.last() {
+        Some(Index::Affine(last)) => last.terms.iter().map(|&(l, _)| ranges[l].div_ceil(tiles[l])).product(),
+        _ => 1,
+    }
 }
 
 /// Queue cycles of one get and of one put of a box of `dims` of a tensor of type `ty`: per
@@ -325,10 +327,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         let a = &all[i];
         let shape = &p.tensor(k.operands[a.operand]).ty.shape;
         let dims = box_dims(k, p, i, a, tiles).unwrap_or_default();
-        let across = match a.index.last() {
-            Some(Index::Affine(last)) => last.terms.iter().map(|&(l, _)| ranges[l].div_ceil(tiles[l])).product(),
-            _ => 1,
-        };
+        let across = tiles_across(a, ranges, tiles);
         finishing_cycles(a, &dims, shape, &extents, across, target)
     };
     // Per CPE of the line, the box's extent along the dimension a split buffer is split
