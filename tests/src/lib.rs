@@ -455,3 +455,49 @@ pub fn assert_walked_traffic(row: &serde_json::Value, walked: &swflow_scheduler:
         "{label}"
     );
 }
+
+/// What [`run_both_engines`] found: the first output, kernel 0's row of the report, and the
+/// generated files.
+pub struct BothEngines {
+    pub output: Tensor,
+    pub row: serde_json::Value,
+    pub generated: swflow_codegen::Generated,
+}
+
+/// Scheduled program `p` (of graph `g`, one kernel) on `inputs`, built as C in a scratch
+/// folder (`kind`, `label`; removed afterwards) and run, and through the JIT, after checking
+/// that the C type-checks against `target`'s SDK, that the two engines agree bit for bit on
+/// the outputs and on every counter, and that the DMA counters are those of the schedule's
+/// tile walk.
+pub fn run_both_engines(
+    p: &swflow_scheduler::loops::Program,
+    g: &Graph,
+    inputs: &[Tensor],
+    target: &swflow_scheduler::target::Target,
+    kind: &str,
+    label: &str,
+) -> BothEngines {
+    use cbuild::{generate, make, run_model, run_with_stats, scratch, sdk_check};
+    let dir = scratch(kind, label);
+    let generated = generate(p, target, &dir).unwrap();
+    make(&dir, &[]).unwrap();
+    make(&dir, &[sdk_check(target)]).unwrap();
+    let c_outputs = run_model(&dir, g, inputs, &[]).unwrap();
+    let c_stats = run_with_stats(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let run = swflow_codegen::jit::compile(p, target)
+        .unwrap()
+        .run(p, target, inputs)
+        .unwrap();
+    compare(&run.outputs[0], &c_outputs[0], Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+    let j = serde_json::to_value(&run.report).unwrap();
+    assert_eq!(j["kernels"], c_stats["kernels"], "{label}");
+    let k = &p.kernels[0];
+    let walked = swflow_scheduler::exec::cpe::kernel_stats(p, k, k.schedule.as_ref().unwrap(), target).traffic;
+    assert_walked_traffic(&j["kernels"][0], &walked, label);
+    BothEngines {
+        output: run.outputs[0].clone(),
+        row: j["kernels"][0].clone(),
+        generated,
+    }
+}

@@ -8,7 +8,6 @@
 //! A padded window's box shared along a line is fetched in slices by every CPE of the line,
 //! with the results of the owner fetching it whole.
 
-use swflow_codegen::jit;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{ConvAttrs, DType, Graph, Op, Output, Tensor, TensorType};
 use swflow_frontend::tolerance::{compare, Comparison};
@@ -18,8 +17,7 @@ use swflow_scheduler::schedule::partition::Partition;
 use swflow_scheduler::schedule::share::{split_dim, MeshLine};
 use swflow_scheduler::schedule::{schedule_program, split_by, verify_schedule};
 use swflow_scheduler::target::Target;
-use swflow_tests::cbuild::{generate, make, run_model, run_with_stats, scratch, sdk_check};
-use swflow_tests::{assert_walked_traffic, seeded_inputs};
+use swflow_tests::{run_both_engines, seeded_inputs};
 
 const M: usize = 96;
 const K: usize = 200;
@@ -61,25 +59,11 @@ fn with_grid(g: &Graph, target: &Target, grid: Vec<usize>, share: bool) -> Progr
     p
 }
 
-/// Outputs and the per-kernel report of the C build and of the JIT, after checking that they
-/// agree bit for bit and on every counter, that the C type-checks against the SDK, and that
-/// the DMA counters are those of the schedule's walk.
+/// Outputs and the per-kernel report of the C build and of the JIT (see
+/// [`run_both_engines`]).
 fn run_both(p: &Program, g: &Graph, inputs: &[Tensor], target: &Target, label: &str) -> (Tensor, serde_json::Value) {
-    let dir = scratch("share", label);
-    generate(p, target, &dir).unwrap();
-    make(&dir, &[]).unwrap();
-    make(&dir, &[sdk_check(target)]).unwrap();
-    let c_outputs = run_model(&dir, g, inputs, &[]).unwrap();
-    let c_stats = run_with_stats(&dir).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
-    let run = jit::compile(p, target).unwrap().run(p, target, inputs).unwrap();
-    compare(&run.outputs[0], &c_outputs[0], Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
-    let j = serde_json::to_value(&run.report).unwrap();
-    assert_eq!(j["kernels"], c_stats["kernels"], "{label}");
-    let k = &p.kernels[0];
-    let walked = kernel_stats(p, k, k.schedule.as_ref().unwrap(), target).traffic;
-    assert_walked_traffic(&j["kernels"][0], &walked, label);
-    (run.outputs[0].clone(), j["kernels"][0].clone())
+    let both = run_both_engines(p, g, inputs, target, "share", label);
+    (both.output, both.row)
 }
 
 /// On both targets, an 8 x 8 grid shares `b` (which does not use m) along the columns, a 4 x 16
