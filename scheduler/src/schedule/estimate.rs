@@ -12,8 +12,8 @@
 //!   double buffer's later gets are issued a tile ahead, and their latency is taken as
 //!   hidden),
 //!   and, as the CPEs walk their tiles in step, for the queue to serve every CPE's gets into
-//!   single buffers: the queue time of those gets adds to the CPEs' own time instead of
-//!   overlapping it;
+//!   single buffers, and every CPE's puts from a single-buffered target (waited for at once):
+//!   the queue time of those transfers adds to the CPEs' own time instead of overlapping it;
 //! - an access served directly costs a `gload` or `gstore` at every point of the nest, a
 //!   read one at each of its loads in the statement;
 //! - a buffer shared along a mesh line ([`super::share`]) is fetched by the line's owner only
@@ -69,8 +69,8 @@ pub struct Estimate {
     pub queue: f64,
     /// Cycles of the busiest CPE: compute, get latencies and direct accesses.
     pub cpe: f64,
-    /// Cycles the queue spends on gets into single buffers and on the CPEs' last puts, which
-    /// every CPE waits for.
+    /// Cycles the queue spends on gets into single buffers, on puts from a single-buffered
+    /// target and on the CPEs' last puts, which every CPE waits for.
     pub stalled: f64,
 }
 
@@ -458,9 +458,14 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                         None => {
                             e.queue += q;
                             if !double {
-                                // A target read first gets and waits on its own.
+                                // A target read first gets and waits on its own. A
+                                // single target's puts are waited for at once, each behind
+                                // every CPE's (the last ones are the tail, below).
                                 match a.access {
-                                    0 => waited += a.gets,
+                                    0 => {
+                                        waited += a.gets;
+                                        e.stalled += a.puts.saturating_sub(1) as f64 * put;
+                                    }
                                     _ => single(a.gets),
                                 }
                                 e.stalled += w;
