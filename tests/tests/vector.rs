@@ -7,7 +7,9 @@ use swflow_frontend::interp;
 use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::target::Target;
-use swflow_tests::{charged_fp_as_flops, count_issued_as_flops, scalar_folds_executed, seeded_inputs};
+use swflow_tests::{
+    charged_fp_as_flops, count_issued_as_flops, run_both_engines, scalar_folds_executed, seeded_inputs,
+};
 
 /// Matrix products and convolutions whose kernels do nothing but their sums of products, at
 /// sizes that leave partial row blocks, single vectors and tails; the strided 1x1
@@ -227,5 +229,66 @@ fn rows_shorter_than_a_vector_run_no_single_lanes() {
             let (_, n) = folds.iter().find(|(k, _)| k == name).expect("a reported kernel");
             assert_eq!(*n, 0, "{}: kernel {name}", target.name);
         }
+    }
+}
+
+/// A 5x1 convolution padded by two rows: the input's box is as wide as the output's 6-wide
+/// rows, and the blocks run the lanes through the output's rows joined (24 points a tile,
+/// whole vectors on both targets). A window row further
+/// down starts its vectors 6 points further into the box, not at a multiple of the lanes, so
+/// the input's vectors load unaligned while the output's, in joined rows, stay aligned; the C
+/// and the JIT compute the interpreter's result.
+#[test]
+fn joined_rows_under_a_window_load_unaligned() {
+    use swflow_scheduler::schedule::blocking::blocking;
+    use swflow_scheduler::schedule::partition::Partition;
+    use swflow_scheduler::schedule::{accesses, planned, verify_schedule, Residence};
+    let g = parse(
+        r#"graph "window" {
+  %x: f32[1,3,4,6] = input
+  %w: f32[8,3,5,1] = input
+  %y: f32[1,8,4,6] = conv(%x, %w) {strides=[1,1], dilations=[1,1], pads=[2,0,2,0], groups=1}
+  output "y" = %y
+}"#,
+    )
+    .unwrap();
+    let inputs = seeded_inputs(&g, 21);
+    let want = interp::run(&g, &inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let label = target.name.clone();
+        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let k = &p.kernels[0];
+        let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
+        // A channel a CPE, the others idle: each CPE's tiles span whole rows.
+        let part = Partition {
+            loops: vec![loop_of("m")],
+            points: 8,
+            chunk: 1,
+            grid: Vec::new(),
+        };
+        let mut tiles = k.schedule.as_ref().unwrap().tiles.clone();
+        for (name, t) in [("m", 1), ("o0", 4), ("o1", 6), ("c", 3), ("k0", 5), ("k1", 1)] {
+            tiles[loop_of(name)] = t;
+        }
+        let n = planned(k, &p, &part, tiles, &target);
+        verify_schedule(k, &p, &n, &target).unwrap();
+        let buffered: Vec<bool> = n.buffers.iter().map(|b| b.residence == Residence::Buffer).collect();
+        let streamed = vec![false; accesses(k).len()];
+        let b = blocking(
+            &p,
+            k,
+            &n,
+            target.f32_vector_lanes,
+            target.timing.fp_latency_cycles,
+            &buffered,
+            &streamed,
+        )
+        .unwrap_or_else(|| panic!("{label}: no blocks"));
+        assert_eq!(b.coalesced, Some(loop_of("o0")), "{label}");
+        assert!(b.target_aligned, "{label}");
+        assert!(b.factors.iter().all(|f| !f.aligned), "{label}");
+        p.kernels[0].schedule = Some(n);
+        let both = run_both_engines(&p, &g, &inputs, &target, "vector", &format!("window-{label}"));
+        compare(&both.output, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
     }
 }

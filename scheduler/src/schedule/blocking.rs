@@ -439,7 +439,9 @@ pub fn blocking(
 ///   the last's, and no tail vector runs);
 /// - or, when the lanes run through the `coalesced` loop as well, every tile's extent along
 ///   both loops together is (the box's rows of such a tile follow one another, and each
-///   joined row then starts at a multiple of the lanes).
+///   joined row then starts at a multiple of the lanes), and the subscript before the last
+///   moves by no other loop whose tiles have several points (a window's rows, which would
+///   start its vectors a row of the box further, at any multiple of the row's length).
 fn aligned(
     k: &Kernel,
     s: &Schedule,
@@ -451,9 +453,11 @@ fn aligned(
 ) -> bool {
     let vector_bytes = lanes * DType::F32.size_bytes();
     let buffer = &s.buffers[i];
-    let last_moves_by_lanes = sub
-        .last()
-        .is_some_and(|d| d.contains(&(lanes_loop, 1)) && d.iter().all(|&(l, _)| l == lanes_loop || s.tiles[l] == 1));
+    let moves_only_by = |d: &[(usize, i64)], along: usize| {
+        d.contains(&(along, 1)) && d.iter().all(|&(l, _)| l == along || s.tiles[l] == 1)
+    };
+    let last_moves_by_lanes = sub.last().is_some_and(|d| moves_only_by(d, lanes_loop));
+    let rows_move_by_coalesced = coalesced.is_none_or(|c| sub.len() >= 2 && moves_only_by(&sub[sub.len() - 2], c));
     // Tiles along the coalesced loop, where known (else rows of whole vectors suffice).
     let rows = coalesced
         .and_then(|l| extent_values(k, s, l))
@@ -462,7 +466,11 @@ fn aligned(
         .is_some_and(|ns| !ns.is_empty() && ns.iter().all(|&n| rows.iter().all(|&r| (n * r) % lanes == 0)));
     // A buffer starts aligned; so does a double buffer's second half.
     let halves_aligned = !buffer.double || (buffer.capacity() * buffer.elem_bytes) % vector_bytes == 0;
-    LDM_BUFFER_ALIGN % vector_bytes == 0 && halves_aligned && last_moves_by_lanes && whole_tiles
+    LDM_BUFFER_ALIGN % vector_bytes == 0
+        && halves_aligned
+        && last_moves_by_lanes
+        && rows_move_by_coalesced
+        && whole_tiles
 }
 
 /// The values a tile's extent along loop `l` takes in kernel `k`'s compute nest under
