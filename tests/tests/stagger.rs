@@ -9,8 +9,9 @@
 use swflow_frontend::interp;
 use swflow_frontend::ir::{BinaryOp, ConvAttrs, DType, Graph, Op, Output, TensorType, UnaryOp};
 use swflow_frontend::tolerance::{compare, Comparison};
-use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
-use swflow_scheduler::schedule::verify_schedule;
+use swflow_scheduler::loops::Program;
+use swflow_scheduler::schedule::partition::Partition;
+use swflow_scheduler::schedule::{planned, verify_schedule};
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
 
@@ -38,41 +39,34 @@ fn residual_conv() -> Graph {
     g
 }
 
-/// The program of `g` with its one fused kernel scheduled by hand: each CPE takes two output
-/// channels, in row tiles of 4 (four tiles), each reducing over channel tiles of 8 (four
-/// tiles); the result and the residual are double-buffered over the row tiles, the input and
-/// weights over the channel tiles.
+/// The program of `g` with its one fused kernel on a 64 x 1 grid of output channels and rows,
+/// two channels a CPE, in row tiles of 4 (four tiles) each reducing over channel tiles of 8
+/// (four tiles), placed by the scheduler: the result and the residual double-buffered over the
+/// row tiles, around the channel tiles.
 fn scheduled(g: &Graph, target: &Target) -> Program {
     let mut p = swflow_scheduler::pipeline::compile(g, target).unwrap();
     assert_eq!(p.kernels.len(), 1, "{}", swflow_scheduler::loops::print_program(&p));
-    let text = print_kernel(&p.kernels[0], &p);
-    let mut lines: Vec<String> = Vec::new();
-    for line in text.lines() {
-        let t = line.trim_start();
-        let keep =
-            !(t.starts_with("partition") || t.starts_with("tiles") || t.starts_with("order") || t.starts_with("ldm"));
-        if t == "}" {
-            lines.extend(
-                [
-                    "  partition [m, o0] 2048 points, grid 64x1, 32 per CPE",
-                    "  tiles n:1, m:2, o0:4, o1:16, c:8, k0:1, k1:1",
-                    "  order [o0, c]",
-                    "  ldm z: buffer 1x2x4x16 at depth 1, double",
-                    "  ldm x: buffer 1x8x4x16 at depth 2, double",
-                    "  ldm w: buffer 2x8x1x1 at depth 2, double",
-                    "  ldm r: buffer 1x2x4x16 at depth 1, double",
-                ]
-                .map(String::from),
-            );
-        }
-        if keep {
-            lines.push(line.to_string());
-        }
+    let k = &p.kernels[0];
+    let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
+    let part = Partition {
+        loops: vec![loop_of("m"), loop_of("o0")],
+        points: 128 * 16,
+        chunk: 2 * 16,
+        grid: vec![64, 1],
+    };
+    let mut tiles = k.schedule.as_ref().unwrap().tiles.clone();
+    for (name, t) in [("m", 2), ("o0", 4), ("o1", 16), ("c", 8)] {
+        tiles[loop_of(name)] = t;
     }
-    let edited = lines.join("\n");
-    let k = parse_kernel(&edited, &p).unwrap_or_else(|e| panic!("{e}\n{edited}"));
-    verify_schedule(&k, &p, k.schedule.as_ref().unwrap(), target).unwrap_or_else(|e| panic!("{e}\n{edited}"));
-    p.kernels[0].schedule = k.schedule;
+    let s = planned(k, &p, &part, tiles, target);
+    verify_schedule(k, &p, &s, target).unwrap();
+    let text = s.describe(k, &p);
+    assert_eq!(s.order, [loop_of("o0"), loop_of("c")], "{text}");
+    // The result and the residual: accesses 0 and 3 (z, then x, w and r).
+    for (i, b) in s.buffers.iter().enumerate().filter(|(i, _)| [0, 3].contains(i)) {
+        assert!(b.double && b.depth == 1 && b.shared.is_none(), "{i}: {text}");
+    }
+    p.kernels[0].schedule = Some(s);
     p
 }
 
