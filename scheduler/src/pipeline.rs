@@ -16,6 +16,7 @@ use swflow_frontend::simplify::simplify;
 use crate::elide::elide_copies;
 use crate::loops::{print_program, verify_program, LoopVerifyError, Program};
 use crate::lower::{lower, lower_fused, LowerError};
+use crate::schedule::pack::pack_constants;
 use crate::schedule::split::{split_reductions, split_refetching};
 use crate::schedule::{schedule_program, ScheduleError};
 use crate::tape::{plan_tape, TapeOptions};
@@ -102,6 +103,7 @@ pub fn compile_with(g: &Graph, target: &Target, options: Options) -> Result<Prog
     schedule_program(&mut p, target)?;
     if options.tape.is_none() {
         split_refetching(&mut p, target)?;
+        pack_constants(&mut p, target);
     }
     dump("schedule", &p);
     if let Some(t) = &options.tape {

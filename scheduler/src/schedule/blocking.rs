@@ -51,7 +51,7 @@ pub struct Blocking {
     pub outer: Vec<usize>,
     /// The reduction loops that run, in nest order: those of more than one point.
     pub reduce: Vec<usize>,
-    /// The reduction loops of one point: set once per block, not run.
+    /// The reduction loops of one point per tile: set once per block, not run.
     pub fixed: Vec<usize>,
     /// Points of the innermost reduction loop when every tile has the same few (at most
     /// [`UNROLL`]): its steps are written out one after the other, without loop control.
@@ -218,8 +218,10 @@ pub fn blocking(
     if reduce.is_empty() {
         return None;
     }
-    // Loops of one point (a 1 x 1 convolution's window) need no loop, unless all are.
-    let (mut running, mut fixed): (Vec<usize>, Vec<usize>) = reduce.iter().partition(|&&l| k.loops[l].extent > 1);
+    // Loops of one point per tile (a 1 x 1 convolution's window, the outer part of a split
+    // loop) need no loop, unless all are.
+    let (mut running, mut fixed): (Vec<usize>, Vec<usize>) =
+        reduce.iter().partition(|&&l| k.loops[l].extent > 1 && s.tiles[l] > 1);
     if running.is_empty() {
         (running, fixed) = (reduce.clone(), Vec::new());
     }

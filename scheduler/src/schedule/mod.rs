@@ -37,6 +37,7 @@ pub mod clip;
 pub mod dma;
 pub mod estimate;
 pub mod lanewise;
+pub mod pack;
 pub mod partition;
 pub mod reorder;
 pub mod share;

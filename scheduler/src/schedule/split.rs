@@ -434,7 +434,8 @@ fn unique_kernel(names: &mut HashSet<String>, name: &str) -> String {
     candidate
 }
 
-fn unique_loop(loops: &[Loop], name: &str) -> String {
+/// `name`, or `name2`, `name3`, ... if a loop of `loops` has it already.
+pub(super) fn unique_loop(loops: &[Loop], name: &str) -> String {
     let mut candidate = name.to_string();
     let mut n = 2;
     while loops.iter().any(|l| l.name == candidate) {
@@ -444,7 +445,8 @@ fn unique_loop(loops: &[Loop], name: &str) -> String {
     candidate
 }
 
-fn remap_access(a: &mut Access, args: &[Affine]) {
+/// `a` with every loop `l` of its subscripts replaced by `args[l]`.
+pub(super) fn remap_access(a: &mut Access, args: &[Affine]) {
     for i in &mut a.index {
         match i {
             Index::Affine(x) => *x = x.compose(args),
