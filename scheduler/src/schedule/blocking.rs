@@ -27,10 +27,14 @@ pub const ROWS: usize = 16;
 /// (four `floatv4` or two `floatv8`).
 pub const ROW_LANES: usize = 16;
 /// Accumulators of a block, at most: enough independent multiply-adds to cover the
-/// floating-point latency between the updates of one accumulator. A block's row spans up to
-/// this many vectors, as its rows allow: a tile of two rows takes blocks of two rows of up to
-/// eight vectors, where blocks of two vectors would wait on that latency.
-pub const ACCUMULATORS: usize = 16;
+/// floating-point latency between the updates of one accumulator, and few enough to leave
+/// registers for a row of factor vectors and a broadcast one ([`REGISTERS`] bounds the sum). A
+/// block's row spans up to this many vectors, as its rows allow: a tile of two rows takes
+/// blocks of two rows of up to twelve vectors, where blocks of two vectors would wait on that
+/// latency. The more rows share a factor's unaligned load, the fewer merges per
+/// multiply-add: 8 rows of 3 vectors take 27 P0 slots per 24 multiply-adds, 4 rows of 4 take
+/// 20 per 16.
+pub const ACCUMULATORS: usize = 24;
 /// Most points of an innermost reduction loop written out step by step (a 3 x 3 or 7 x 7
 /// window's row).
 pub const UNROLL: usize = 8;
