@@ -29,7 +29,7 @@ use swflow_frontend::ir::{Data, Tensor};
 
 use super::split::{remap_access, unique_loop};
 use super::{accesses, estimate::estimate, partition::Partition, planned, verify_schedule, Residence, Schedule};
-use crate::loops::{Affine, Expr, Index, Kernel, Loop, Program, TensorId, TensorKind};
+use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, Program, TensorId, TensorKind};
 use crate::target::Target;
 
 /// Packs the constants of every scheduled kernel of `p` where that lowers the kernel's
@@ -92,7 +92,7 @@ fn plan(p: &Program, k: &Kernel, s: &Schedule, slot: usize) -> Option<Plan> {
     if mine.next().is_some() || s.buffers[i].residence != Residence::Buffer || a.pad.is_some() {
         return None;
     }
-    if a.spread.iter().any(|&x| x != 0) {
+    if a.spread.iter().any(|&x| x != 0) || reads_positions(k, slot) {
         return None;
     }
     let shape = &p.tensor(id).ty.shape;
@@ -131,6 +131,23 @@ fn plan(p: &Program, k: &Kernel, s: &Schedule, slot: usize) -> Option<Plan> {
         return None;
     }
     Some(Plan { slot, dims, split })
+}
+
+/// Whether a gathered subscript of kernel `k` reads its positions from operand `slot`.
+fn reads_positions(k: &Kernel, slot: usize) -> bool {
+    fn reads(a: &Access, slot: usize) -> bool {
+        a.index.iter().any(|i| match i {
+            Index::Gathered { access, .. } => access.operand == slot || reads(access, slot),
+            Index::Affine(_) => false,
+        })
+    }
+    let loads = k
+        .stmt
+        .value
+        .accesses()
+        .into_iter()
+        .chain(k.stmt.epilogue.iter().flat_map(|e| e.accesses()));
+    loads.into_iter().any(|a| reads(a, slot))
 }
 
 /// The kernel with the plan's loops split and the constant's access packed, planned again with
