@@ -29,9 +29,9 @@ pub const ROW_LANES: usize = 16;
 /// Accumulators of a block, at most: enough independent multiply-adds to cover the
 /// floating-point latency between the updates of one accumulator, and few enough to leave
 /// registers for a row of factor vectors and a broadcast one ([`REGISTERS`] bounds the sum). A
-/// block's row spans up to this many vectors, as its rows allow: a tile of two rows takes
-/// blocks of two rows of up to twelve vectors, where blocks of two vectors would wait on that
-/// latency. The more rows share a factor's unaligned load, the fewer merges per
+/// block's row spans up to this many vectors, as its rows and the registers allow: a tile of
+/// two rows takes blocks of two rows of several vectors, where blocks of two vectors would wait
+/// on that latency. The more rows share a factor's unaligned load, the fewer merges per
 /// multiply-add: 8 rows of 3 vectors take 27 P0 slots per 24 multiply-adds, 4 rows of 4 take
 /// 20 per 16.
 pub const ACCUMULATORS: usize = 24;
@@ -53,7 +53,7 @@ pub struct Blocking {
     pub rows_loop: Option<usize>,
     /// The other parallel loops, in nest order.
     pub outer: Vec<usize>,
-    /// The reduction loops that run, in nest order: those of more than one point.
+    /// The reduction loops that run, in nest order: those of more than one point per tile.
     pub reduce: Vec<usize>,
     /// The reduction loops of one point per tile: set once per block, not run.
     pub fixed: Vec<usize>,

@@ -9,11 +9,11 @@
 //! better, the lanes run through both loops as one longer row (*coalesced*): the target's and
 //! the factors' rows follow one another in their boxes, so each block's indices are those of
 //! the row group's first point plus its position. The other parallel loops run outside, and
-//! the reduction loops innermost, in their order (a loop of one point, a 1 x 1 window's, is
-//! set once, not run; an innermost loop whose tiles all have the same few points, a 3 x 3
-//! window's row, is written out step by step, without loop control). A block's row spans
-//! some of the whole vectors of a tile's row, and a block takes up to 16 rows within 16
-//! accumulators and the registers, enough independent multiply-adds to cover the latency of
+//! the reduction loops innermost, in their order (a loop of one point per tile, a 1 x 1
+//! window's or a packed constant's outer part, is set once, not run; an innermost loop whose
+//! tiles all have the same few points, a 3 x 3 window's row, is written out step by step,
+//! without loop control). A block's row spans some of the whole vectors of a tile's row, and
+//! a block takes up to 16 rows within 24 accumulators and the registers, enough independent multiply-adds to cover the latency of
 //! each accumulator's previous one: the shape that takes the fewest cycles per multiply-add
 //! (fewer vectors and more rows merge fewer unaligned loads per multiply-add), which the
 //! scheduler finds ([`Blocking`]) and its estimate charges:
