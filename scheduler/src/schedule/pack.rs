@@ -29,7 +29,7 @@ use swflow_frontend::ir::{Data, Tensor};
 
 use super::split::{remap_access, unique_loop};
 use super::{accesses, estimate::estimate, partition::Partition, planned, verify_schedule, Residence, Schedule};
-use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, Program, TensorId, TensorKind};
+use crate::loops::{Access, Affine, Expr, Index, Kernel, Loop, Program, TensorId, TensorInfo, TensorKind};
 use crate::target::Target;
 
 /// Packs the constants of every scheduled kernel of `p` where that lowers the kernel's
@@ -43,17 +43,14 @@ pub fn pack_constants(p: &mut Program, target: &Target) {
         // One constant at a time: each packing plans the kernel again.
         while let Some((kernel, id, packed)) = next_packing(p, ki, target) {
             p.kernels[ki] = kernel;
-            let info = &mut p.tensors[id.index()];
-            info.ty.shape = packed.shape().to_vec();
-            info.name = format!("{}.packed", info.name);
-            info.kind = TensorKind::Const(Arc::new(packed));
+            p.tensors[id.index()] = packed;
         }
     }
 }
 
 /// The first constant of kernel `ki` whose packing lowers the kernel's estimate: the new
-/// kernel, the constant and its packed value.
-fn next_packing(p: &Program, ki: usize, target: &Target) -> Option<(Kernel, TensorId, Tensor)> {
+/// kernel, the constant and the packed constant in its place.
+fn next_packing(p: &Program, ki: usize, target: &Target) -> Option<(Kernel, TensorId, TensorInfo)> {
     let k = &p.kernels[ki];
     let s = k.schedule.as_ref()?;
     let before = estimate(k, p, s, target).cycles();
@@ -61,10 +58,8 @@ fn next_packing(p: &Program, ki: usize, target: &Target) -> Option<(Kernel, Tens
         let plan = plan(p, k, s, slot)?;
         let (kernel, scratch) = apply(p, k, &plan, target)?;
         let after = estimate(&kernel, &scratch, kernel.schedule.as_ref()?, target).cycles();
-        let TensorKind::Const(packed) = &scratch.tensor(k.operands[slot]).kind else {
-            return None;
-        };
-        (after < before).then(|| (kernel, k.operands[slot], packed.as_ref().clone()))
+        let id = k.operands[slot];
+        (after < before).then(|| (kernel, id, scratch.tensors[id.index()].clone()))
     })
 }
 
@@ -151,7 +146,7 @@ fn reads_positions(k: &Kernel, slot: usize) -> bool {
 }
 
 /// The kernel with the plan's loops split and the constant's access packed, planned again with
-/// its partition and tiles; and `p` with the constant packed.
+/// its partition and tiles; and `p` with the constant packed (renamed `NAME.packed`).
 fn apply(p: &Program, k: &Kernel, plan: &Plan, target: &Target) -> Option<(Kernel, Program)> {
     let s = k.schedule.as_ref()?;
     let split_loop = |l: usize| {
@@ -239,7 +234,8 @@ fn apply(p: &Program, k: &Kernel, plan: &Plan, target: &Target) -> Option<(Kerne
     let mut scratch = p.clone();
     let info = &mut scratch.tensors[k.operands[slot].index()];
     info.ty.shape = packed.shape().to_vec();
-    info.kind = TensorKind::Const(Arc::new(packed.clone()));
+    info.name = format!("{}.packed", info.name);
+    info.kind = TensorKind::Const(Arc::new(packed));
     let planned = planned(&n, &scratch, &part, tiles, target);
     verify_schedule(&n, &scratch, &planned, target).ok()?;
     n.schedule = Some(planned);
