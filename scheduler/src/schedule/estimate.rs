@@ -99,18 +99,32 @@ impl Estimate {
 }
 
 /// Contiguous blocks of a box of `dims` (clipped to the tensor) in a tensor of `shape`, and
-/// the elements of one block.
-fn blocks(dims: &[usize], shape: &[usize]) -> (usize, usize) {
+/// the elements of one block. A dimension the box `moves` along from tile to tile is taken
+/// as cut even where the box is as wide as the tensor: shifted, it is clipped at one edge or
+/// the other (a window's columns for one tap of its kernel), so its rows do not run on.
+fn blocks(dims: &[usize], shape: &[usize], moves: &[bool]) -> (usize, usize) {
     let clipped: Vec<usize> = dims.iter().zip(shape).map(|(&d, &s)| d.min(s)).collect();
     let total: usize = clipped.iter().product();
     let mut block = 1;
     for i in (0..clipped.len()).rev() {
         block *= clipped[i];
-        if clipped[i] != shape[i] {
+        if clipped[i] != shape[i] || moves[i] {
             break;
         }
     }
     (total / block.max(1), block)
+}
+
+/// Per dimension of access `a`'s tensor, whether its box moves along it from one tile to the
+/// next within a segment of `ranges`: its subscript runs along a loop cut into several tiles.
+fn moves(a: &Access, tiles: &[usize], ranges: &[usize]) -> Vec<bool> {
+    a.index
+        .iter()
+        .map(|x| match x {
+            Index::Affine(x) => x.terms.iter().any(|&(l, c)| c != 0 && tiles[l] < ranges[l]),
+            _ => false,
+        })
+        .collect()
 }
 
 /// One segment's parts of the estimate.
@@ -248,7 +262,8 @@ pub fn finishing_outweighs_get(k: &Kernel, p: &Program, s: &Schedule, i: usize, 
     };
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
     let across = tiles_across(a, &s.ranges, &s.tiles);
-    finishing_cycles(a, &dims, &ty.shape, &extents, across, target) > box_transfer(&dims, ty, target).0
+    let moves = moves(a, &s.tiles, &s.ranges);
+    finishing_cycles(a, &dims, &ty.shape, &extents, across, target) > box_transfer(&dims, ty, &moves, target).0
 }
 
 /// Tiles along the loops of access `a`'s last subscript over `ranges` (one for a gathered
@@ -260,12 +275,13 @@ fn tiles_across(a: &Access, ranges: &[usize], tiles: &[usize]) -> usize {
     }
 }
 
-/// Queue cycles of one get and of one put of a box of `dims` of a tensor of type `ty`: per
-/// contiguous block, its cost and its DMA lines at the bandwidth; and the box's bytes.
-fn box_transfer(dims: &[usize], ty: &TensorType, target: &Target) -> (f64, f64, usize) {
+/// Queue cycles of one get and of one put of a box of `dims` of a tensor of type `ty` that
+/// `moves` along some dimensions ([`blocks`]): per contiguous block, its cost and its DMA
+/// lines at the bandwidth; and the box's bytes.
+fn box_transfer(dims: &[usize], ty: &TensorType, moves: &[bool], target: &Target) -> (f64, f64, usize) {
     let d = &target.timing.dma;
     let line = d.line_bytes as f64;
-    let (n, block) = blocks(dims, &ty.shape);
+    let (n, block) = blocks(dims, &ty.shape, moves);
     let e = ty.dtype.size_bytes() as f64;
     let moved = (1.0 + (block as f64 * e - e) / line) * line;
     (
@@ -316,10 +332,11 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     );
     // Cycles of one visit of each access (queue occupancy of one get and of one put) and its
     // bytes, and the points per element of the nest a direct access costs.
-    let transfer = |i: usize, tiles: &[usize]| -> (f64, f64, usize) {
+    let transfer = |i: usize, tiles: &[usize], ranges: &[usize]| -> (f64, f64, usize) {
         let a = &all[i];
         let ty = &p.tensor(k.operands[a.operand]).ty;
-        box_transfer(&box_dims(k, p, i, a, tiles).unwrap_or_default(), ty, target)
+        let dims = box_dims(k, p, i, a, tiles).unwrap_or_default();
+        box_transfer(&dims, ty, &moves(a, tiles, ranges), target)
     };
     // Cycles of finishing each box of a guarded read after its get, on average over a
     // segment's tiles.
@@ -402,7 +419,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                 // issued together and waited for once.
                 let mut single_visits = vec![0; order.len() + 1];
                 for a in access_traffic(k, p, &seg_tiles, ranges, order) {
-                    let (get, put, box_bytes) = transfer(a.access, &seg_tiles);
+                    let (get, put, box_bytes) = transfer(a.access, &seg_tiles, ranges);
                     let slices = slices(a.access, &seg_tiles);
                     // A split buffer's CPEs each finish their slice; the largest takes longest.
                     let finished = match slices.iter().map(|s| s.1).max() {
@@ -411,7 +428,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                     };
                     e.own += a.gets as f64 * finishing(a.access, &seg_tiles, ranges) * finished;
                     if a.puts > 0 {
-                        e.tail += transfer(a.access, &last_tiles).1;
+                        e.tail += transfer(a.access, &last_tiles, ranges).1;
                     }
                     let b = s.buffers.get(a.access);
                     let (q, w) = (a.gets as f64 * get + a.puts as f64 * put, a.gets as f64 * get);
@@ -567,10 +584,13 @@ mod tests {
 
     #[test]
     fn blocks_merge_whole_inner_dimensions() {
-        assert_eq!(blocks(&[4, 8], &[16, 8]), (1, 32));
-        assert_eq!(blocks(&[4, 5], &[16, 8]), (4, 5));
-        assert_eq!(blocks(&[1, 3, 8, 8], &[2, 3, 8, 8]), (1, 192));
+        let still = [false; 4];
+        assert_eq!(blocks(&[4, 8], &[16, 8], &still), (1, 32));
+        assert_eq!(blocks(&[4, 5], &[16, 8], &still), (4, 5));
+        assert_eq!(blocks(&[1, 3, 8, 8], &[2, 3, 8, 8], &still), (1, 192));
         // A padded box is clipped to the tensor.
-        assert_eq!(blocks(&[10, 10], &[8, 8]), (1, 64));
+        assert_eq!(blocks(&[10, 10], &[8, 8], &still), (1, 64));
+        // A box as wide as the tensor that moves along its rows is cut there.
+        assert_eq!(blocks(&[10, 8], &[8, 8], &[false, true]), (8, 8));
     }
 }

@@ -18,6 +18,8 @@
 //! extent 1 in the tensor) would be a single element is not allocated: the access goes to
 //! main memory directly.
 
+use std::collections::HashMap;
+
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
@@ -194,38 +196,48 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
 const MOVES: usize = 64;
 
 /// Tiles near `tiles` (which fit) with a shorter [`super::estimate`]: while some tile,
-/// doubled (or grown to its range) or halved, or one tile halved and another grown in the
-/// same move (which trades LDM between loops: a tile's rows grown whole, so that its
-/// transfers become one contiguous block, for fewer rows), still fits and shortens the
-/// estimate of the schedule it gives (the best order of its tile loops, its buffers placed
-/// and double-buffered where the LDM has room), the best such move is taken.
+/// doubled (or grown to its range) or halved, or one tile grown and another halved once or
+/// more (which trades LDM between loops: a tile's rows grown whole, so that its transfers
+/// become one contiguous block, for fewer rows; halved more, the LDM freed double-buffers
+/// them), still fits and shortens the estimate of the schedule it gives (the best order of
+/// its tile loops, its buffers placed and double-buffered where the LDM has room), the best
+/// such move is taken.
 pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>, target: &Target) -> Vec<usize> {
     let n_access = super::accesses(k).len();
     let budget = target
         .ldm_budget()
         .saturating_sub(super::ldm_overhead(k, n_access, target));
     let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
-    let cycles = |t: &[usize]| {
-        let s = super::planned(k, p, part, t.to_vec(), target);
-        super::estimate::estimate(k, p, &s, target).cycles()
+    let loops: Vec<usize> = (0..k.loops.len()).filter(|&l| ranges[l] > 1).collect();
+    // Neighbourhoods of successive moves overlap: each tiling is planned and estimated once.
+    let mut known: HashMap<Vec<usize>, f64> = HashMap::new();
+    let mut cycles = |t: &[usize]| {
+        *known.entry(t.to_vec()).or_insert_with(|| {
+            let s = super::planned(k, p, part, t.to_vec(), target);
+            super::estimate::estimate(k, p, &s, target).cycles()
+        })
     };
     let mut now = cycles(&tiles);
     for _ in 0..MOVES {
-        let mut best: Option<(f64, Vec<usize>)> = None;
-        let loops: Vec<usize> = (0..k.loops.len()).filter(|&l| ranges[l] > 1).collect();
         let mut moves = Vec::new();
         for &l in &loops {
-            moves.push(vec![(l, grow(tiles[l], ranges[l]))]);
-            moves.push(vec![(l, halve(tiles[l]).max(1))]);
+            let mut t = tiles.clone();
+            t[l] = grow(tiles[l], ranges[l]);
+            moves.push(t);
+            let mut t = tiles.clone();
+            t[l] = halve(tiles[l]).max(1);
+            moves.push(t);
             for &m in loops.iter().filter(|&&m| m != l) {
-                moves.push(vec![(l, halve(tiles[l]).max(1)), (m, grow(tiles[m], ranges[m]))]);
+                let mut t = tiles.clone();
+                t[m] = grow(tiles[m], ranges[m]);
+                while t[l] > 1 {
+                    t[l] = halve(t[l]);
+                    moves.push(t.clone());
+                }
             }
         }
-        for changes in moves {
-            let mut t = tiles.clone();
-            for &(l, to) in &changes {
-                t[l] = to;
-            }
+        let mut best: Option<(f64, Vec<usize>)> = None;
+        for t in moves {
             if t == tiles || usage(k, p, &t) > budget {
                 continue;
             }
