@@ -192,19 +192,20 @@ fn run_broken(name: &str, kernel_file: &str, edit: impl Fn(&str) -> String) -> (
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The first fully connected layer's partial products declare their (single) weight
-    // buffer shorter than the DMA that fills it: by the alignment's bytes, more than the
-    // padding after the tile (less than the alignment).
+    // The first fully connected layer's partial products declare their output buffer (one
+    // tile, put once) shorter than the DMA that empties it: by the alignment's bytes, more
+    // than the padding after the tile (less than the alignment).
     let (code, err) = run_broken("overrun", "k_g1_1_partials_slave.c", |t| {
         t.replace(
-            "SWFLOW_LDM_BUFFER(ldm->g1_0, sizeof ldm->g1_0,",
-            &format!("SWFLOW_LDM_BUFFER(ldm->g1_0, sizeof ldm->g1_0 - {LDM_BUFFER_ALIGN},"),
+            "SWFLOW_LDM_BUFFER(ldm->r3_partials, sizeof ldm->r3_partials,",
+            &format!("SWFLOW_LDM_BUFFER(ldm->r3_partials, sizeof ldm->r3_partials - {LDM_BUFFER_ALIGN},"),
         )
     });
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error: kernel 'k_g1_1_partials' on CPE "), "{err}");
+    assert!(err.contains("DMA put of 160 bytes"), "{err}");
     assert!(err.contains("past its end"), "{err}");
-    assert!(err.contains("LDM buffer 'g1_0'"), "{err}");
+    assert!(err.contains("LDM buffer 'r3_partials'"), "{err}");
 }
 
 #[test]
