@@ -303,12 +303,21 @@ fn broken(kernel: &str, edit: impl Fn(&mut Func)) -> JitError {
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The first fully connected layer's partial products declare their (single) weight
-    // buffer shorter than the DMA that fills it: by the alignment's elements, more than the
-    // padding after the tile (less than the alignment).
+    // The first fully connected layer's partial products declare each half of their
+    // (double) weight buffer shorter than the tile a DMA fills it with: by the alignment's
+    // elements, more than the padding after the tile.
+    let p = scheduled(&lenet(), &Target::sw26010());
+    let k = p.kernels.iter().find(|k| k.name == "g1/1.partials").unwrap();
+    let s = k.schedule.as_ref().unwrap();
+    let weights = swflow_scheduler::schedule::accesses(k)
+        .iter()
+        .position(|a| p.tensor(k.operands[a.operand]).name == "g1/0")
+        .unwrap();
+    let tile: usize = s.buffers[weights].dims.iter().product();
     let err = broken("k_g1_1_partials", |f| {
         let b = f.bufs.iter_mut().find(|b| b.name == "g1_0").unwrap();
-        b.elements -= LDM_BUFFER_ALIGN / 4;
+        assert!(b.elements >= tile);
+        b.elements = tile - LDM_BUFFER_ALIGN / 4;
     })
     .to_string();
     assert!(err.starts_with("kernel 'k_g1_1_partials' on CPE "), "{err}");
