@@ -303,8 +303,8 @@ fn broken(kernel: &str, edit: impl Fn(&mut Func)) -> JitError {
 
 #[test]
 fn dma_past_an_ldm_buffer_is_caught() {
-    // The first fully connected layer's partial products declare each half of their
-    // (double) weight buffer shorter than the tile a DMA fills it with: by the alignment's
+    // The first fully connected layer's partial products declare their weight buffer (each
+    // half, when it is double) shorter than the tile a DMA fills it with: by the alignment's
     // elements, more than the padding after the tile.
     let p = scheduled(&lenet(), &Target::sw26010());
     let k = p.kernels.iter().find(|k| k.name == "g1/1.partials").unwrap();
