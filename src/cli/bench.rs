@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use swflow_frontend::ir::Graph;
 use swflow_scheduler::exec::cpe::kernel_stats;
+use swflow_scheduler::schedule::estimate::{estimate, launch_cycles};
 use swflow_scheduler::target::Target;
 
 use super::compile::{emulator_lib, makefile_path};
@@ -69,6 +70,10 @@ pub struct KernelRow {
     /// The scheduler's estimate of the kernel's DMA time (the target's `[dma]` cost of the
     /// transfers it planned); it ignores compute and overlap.
     pub scheduler_dma_estimate_seconds: f64,
+    /// The scheduler's estimate of the kernel's whole time, by which it chose the schedule
+    /// (`schedule::estimate`: compute, transfers and their overlap), with the kernel's launch
+    /// and last put latency; the emulator's `modelled_seconds` judges it.
+    pub scheduler_estimate_seconds: f64,
     /// The least main-memory traffic of the kernel: its result written once and each tensor
     /// it reads read once.
     pub compulsory_bytes: usize,
@@ -181,7 +186,8 @@ pub fn run(args: Args) -> Result<()> {
         let Some(s) = by_name.get(func.as_str()) else {
             bail!("the emulator did not report kernel {func}")
         };
-        let traffic = kernel_stats(&p, k, k.schedule.as_ref().context("unscheduled kernel")?, &target).traffic;
+        let schedule = k.schedule.as_ref().context("unscheduled kernel")?;
+        let traffic = kernel_stats(&p, k, schedule, &target).traffic;
         let mut stats = (*s).clone();
         stats.remove("kernel");
         kernels.push(KernelRow {
@@ -191,6 +197,8 @@ pub fn run(args: Args) -> Result<()> {
             scheduler_dma_estimate_seconds: target
                 .dma
                 .estimate_seconds(traffic.gets + traffic.puts, traffic.get_bytes + traffic.put_bytes),
+            scheduler_estimate_seconds: (estimate(k, &p, schedule, &target).cycles() + launch_cycles(&target))
+                / target.clock_hz,
             compulsory_bytes: k.compulsory_bytes(&p),
             stats,
         });
@@ -343,7 +351,7 @@ fn print_table(r: &Report) {
         println!("{}", t.summary());
     }
     println!(
-        "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}",
+        "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}  {:>9}",
         "kernel",
         "op",
         "modelled ms",
@@ -355,14 +363,15 @@ fn print_table(r: &Report) {
         "idle",
         "bound",
         "roofline",
-        "sched. DMA ms"
+        "sched. DMA ms",
+        "sched. ms"
     );
     let total = r.total_modelled_seconds.max(f64::MIN_POSITIVE);
     let pct = |v: f64| format!("{:.1}%", 100.0 * v);
     for k in rows {
         let s = &k.stats;
         println!(
-            "{:<width$}  {:<opw$}  {:>11.4}  {:>6}  {:>8.3}  {:>8.3}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13.4}",
+            "{:<width$}  {:<opw$}  {:>11.4}  {:>6}  {:>8.3}  {:>8.3}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13.4}  {:>9.4}",
             k.kernel,
             k.op,
             1e3 * num(s, "modelled_seconds"),
@@ -374,7 +383,8 @@ fn print_table(r: &Report) {
             pct(num(s, "idle")),
             s.get("bound").and_then(Value::as_str).unwrap_or("-"),
             pct(num(s, "roofline_fraction")),
-            1e3 * k.scheduler_dma_estimate_seconds
+            1e3 * k.scheduler_dma_estimate_seconds,
+            1e3 * k.scheduler_estimate_seconds
         );
     }
 }

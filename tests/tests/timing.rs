@@ -424,7 +424,7 @@ fn trace_is_chrome_json_with_a_track_per_cpe_and_the_dma_queue() {
 }
 
 /// `swflow bench` builds and runs a model and reports every kernel with its op, source node,
-/// modelled time and the scheduler's estimate; the kernels' times add up to the total, and
+/// modelled time and the scheduler's estimates; the kernels' times add up to the total, and
 /// the roofline is an SVG with a disc per kernel that does floating-point work over DMA.
 #[test]
 fn bench_reports_every_kernel_and_draws_a_roofline() {
@@ -451,6 +451,7 @@ fn bench_reports_every_kernel_and_draws_a_roofline() {
     for k in kernels {
         assert!(k["op"].as_str().is_some_and(|s| !s.is_empty()));
         assert!(k["scheduler_dma_estimate_seconds"].as_f64().unwrap() >= 0.0);
+        assert!(k["scheduler_estimate_seconds"].as_f64().unwrap() > 0.0);
         assert!(["compute", "dma", "latency"].contains(&k["bound"].as_str().unwrap()));
         let f = k["roofline_fraction"].as_f64().unwrap();
         assert!(f > 0.0 && f <= 1.0, "{k}");

@@ -6,6 +6,9 @@ use swflow_codegen::jit;
 use swflow_frontend::interp;
 use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::loops::Program;
+use swflow_scheduler::schedule::blocking::{blocking, Blocking};
+use swflow_scheduler::schedule::{accesses, Residence, Schedule};
 use swflow_scheduler::target::Target;
 use swflow_tests::{
     charged_fp_as_flops, count_issued_as_flops, run_both_engines, scalar_folds_executed, seeded_inputs,
@@ -232,6 +235,23 @@ fn rows_shorter_than_a_vector_run_no_single_lanes() {
     }
 }
 
+/// The register blocks the scheduler finds for the first kernel of `p` under `s`, its buffers
+/// in LDM as `s` places them and none a tape arena.
+fn blocks_of(p: &Program, s: &Schedule, target: &Target) -> Option<Blocking> {
+    let k = &p.kernels[0];
+    let buffered: Vec<bool> = s.buffers.iter().map(|b| b.residence == Residence::Buffer).collect();
+    let streamed = vec![false; accesses(k).len()];
+    blocking(
+        p,
+        k,
+        s,
+        target.f32_vector_lanes,
+        target.timing.fp_latency_cycles,
+        &buffered,
+        &streamed,
+    )
+}
+
 /// A 5x1 convolution padded by two rows: the input's box is as wide as the output's 6-wide
 /// rows, and the blocks run the lanes through the output's rows joined (24 points a tile,
 /// whole vectors on both targets). A window row further
@@ -240,9 +260,8 @@ fn rows_shorter_than_a_vector_run_no_single_lanes() {
 /// and the JIT compute the interpreter's result.
 #[test]
 fn joined_rows_under_a_window_load_unaligned() {
-    use swflow_scheduler::schedule::blocking::blocking;
     use swflow_scheduler::schedule::partition::Partition;
-    use swflow_scheduler::schedule::{accesses, planned, verify_schedule, Residence};
+    use swflow_scheduler::schedule::{planned, verify_schedule};
     let g = parse(
         r#"graph "window" {
   %x: f32[1,3,4,6] = input
@@ -272,23 +291,66 @@ fn joined_rows_under_a_window_load_unaligned() {
         }
         let n = planned(k, &p, &part, tiles, &target);
         verify_schedule(k, &p, &n, &target).unwrap();
-        let buffered: Vec<bool> = n.buffers.iter().map(|b| b.residence == Residence::Buffer).collect();
-        let streamed = vec![false; accesses(k).len()];
-        let b = blocking(
-            &p,
-            k,
-            &n,
-            target.f32_vector_lanes,
-            target.timing.fp_latency_cycles,
-            &buffered,
-            &streamed,
-        )
-        .unwrap_or_else(|| panic!("{label}: no blocks"));
+        let b = blocks_of(&p, &n, &target).unwrap_or_else(|| panic!("{label}: no blocks"));
         assert_eq!(b.coalesced, Some(loop_of("o0")), "{label}");
         assert!(b.target_aligned, "{label}");
         assert!(b.factors.iter().all(|f| !f.aligned), "{label}");
         p.kernels[0].schedule = Some(n);
         let both = run_both_engines(&p, &g, &inputs, &target, "vector", &format!("window-{label}"));
         compare(&both.output, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+    }
+}
+
+/// The scheduler's blocks and the code generator agree on which tiles run vector code: a
+/// matrix product tiled one row by four columns on SW26010-Pro (rows shorter than its eight
+/// lanes, in buffers of fewer elements than a vector) runs scalar, and the scheduler finds
+/// no blocks for it, so its estimate charges the scalar nest; three rows by four columns
+/// run as vectors, and it finds blocks.
+#[test]
+fn blocks_are_found_where_vector_code_runs() {
+    use swflow_scheduler::schedule::{planned, verify_schedule};
+    let g = parse(
+        r#"graph "short_rows" {
+  %c: f32[24,40] = input
+  %d: f32[40,32] = input
+  %cd: f32[24,32] = matmul(%c, %d)
+  output "cd" = %cd
+}"#,
+    )
+    .unwrap();
+    let target = Target::sw26010pro();
+    let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    let k = &p.kernels[0];
+    let chosen = k.schedule.as_ref().unwrap();
+    let part = swflow_scheduler::schedule::partition::candidates(k, &target)
+        .into_iter()
+        .find(|c| c.grid == [8, 8])
+        .expect("an 8 x 8 grid");
+    for (rows, vector) in [(1, false), (3, true)] {
+        let tiles: Vec<usize> = k
+            .loops
+            .iter()
+            .zip(&chosen.tiles)
+            .map(|(l, &t)| match l.name.as_str() {
+                "m" => rows,
+                "n" => 4,
+                _ => t,
+            })
+            .collect();
+        let s = planned(k, &p, &part, tiles, &target);
+        verify_schedule(k, &p, &s, &target).unwrap();
+        let b = blocks_of(&p, &s, &target);
+        assert_eq!(b.is_some(), vector, "{rows} rows: blocks {b:?}");
+        let mut q = p.clone();
+        q.kernels[0].schedule = Some(s);
+        let mut fmas = 0;
+        jit::compile_edited(&q, &target, &mut |_, f: &mut Func| {
+            count_issued_as_flops(f, &mut |s| {
+                fmas += usize::from(matches!(s, Stmt::VFma { .. }));
+                issued(s, target.f32_vector_lanes as u32)
+            })
+        })
+        .unwrap();
+        assert_eq!(fmas > 0, vector, "{rows} rows: {fmas} vector multiply-adds written");
     }
 }

@@ -175,8 +175,9 @@ pub fn product_factors(k: &Kernel) -> Option<(usize, usize)> {
 /// The blocking of kernel `k` under schedule `s` with `lanes` f32 lanes a vector and a
 /// multiply-add latency of `fp_latency` cycles, when its compute nest is a sum of products of
 /// two f32 LDM tiles into an f32 LDM tile that every parallel point reaches at its own
-/// element. `buffered` and `streamed` tell, per access ([`super::accesses`]), whether it is
-/// in an LDM buffer and whether that buffer is a tape arena.
+/// element, and some of its rows run vectors (see `runs_vectors`). `buffered` and `streamed`
+/// tell, per access ([`super::accesses`]), whether it is in an LDM buffer and whether that
+/// buffer is a tape arena.
 pub fn blocking(
     p: &Program,
     k: &Kernel,
@@ -421,7 +422,7 @@ pub fn blocking(
     };
     // Rows shorter than a block's lanes always run on; longer ones do when that takes fewer
     // cycles per element (a row ending in a partly filled vector then fills it from the next).
-    match coalescable {
+    let best = match coalescable {
         Some(outer) if s.tiles[lanes_loop] < ROW_LANES => search(Some(outer)).map(|b| b.0),
         Some(outer) => [search(None), search(Some(outer))]
             .into_iter()
@@ -429,7 +430,32 @@ pub fn blocking(
             .reduce(|apart, on| if on.1 < apart.1 { on } else { apart })
             .map(|b| b.0),
         _ => search(None).map(|b| b.0),
-    }
+    };
+    best.filter(|b| runs_vectors(k, s, b))
+}
+
+/// Whether the code of blocking `b` of kernel `k` under schedule `s` runs any vector: some
+/// row along the lanes (joined with the coalesced loop's, if any) holds a whole vector, or
+/// its rows shorter than a vector run as one short vector each, which they do only apart from
+/// a coalesced loop and when the target's buffer and those of the factors moving along the
+/// lanes hold a vector's elements at least (the vector runs past the row). Otherwise every
+/// row runs single lanes: the scalar nest, with its code and its cost.
+fn runs_vectors(k: &Kernel, s: &Schedule, b: &Blocking) -> bool {
+    let lengths = match b.coalesced {
+        Some(outer) => extent_values(k, s, outer)
+            .zip(extent_values(k, s, b.lanes_loop))
+            .map(|(rows, row)| {
+                rows.iter()
+                    .flat_map(|&r| row.iter().map(move |&n| r * n))
+                    .collect::<Vec<_>>()
+            }),
+        None => extent_values(k, s, b.lanes_loop),
+    };
+    let Some(lengths) = lengths else { return true };
+    let holds = |i: usize| s.buffers[i].elements() >= b.lanes;
+    let short_vectors =
+        b.coalesced.is_none() && holds(0) && b.factors.iter().all(|f| !f.along_lanes || holds(f.access));
+    lengths.iter().any(|&n| n >= b.lanes) || (short_vectors && lengths.iter().any(|&n| n < b.lanes))
 }
 
 /// Whether every whole vector a block of whole vectors loads or stores through access `i` of

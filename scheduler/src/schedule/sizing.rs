@@ -195,12 +195,16 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
 /// Moves of [`improve`] at most (a bound; each move must shorten the estimate).
 const MOVES: usize = 64;
 
-/// Tiles near `tiles` (which fit) with a shorter [`super::estimate`]: while some tile,
-/// doubled (or grown to its range) or halved, or one tile halved and another grown in the
-/// same move (which trades LDM between loops: a tile's rows grown whole, so that its
-/// transfers become one contiguous block, for fewer rows), still fits and shortens the
-/// estimate of the schedule it gives (the best order of its tile loops, its buffers placed
-/// and double-buffered where the LDM has room), the best such move is taken.
+/// Tiles near `tiles` (which fit) with a shorter [`super::estimate`], by descent over two
+/// neighbourhoods, the near one first: each step takes the best move of the near
+/// neighbourhood that still fits and shortens the estimate of the schedule it gives (the best
+/// order of its tile loops, its buffers placed and double-buffered where the LDM has room),
+/// and only when none does, the best of the far one. Near: a tile doubled (or grown to its
+/// range) or halved, or one tile halved and another grown (which trades LDM between loops: a
+/// tile's rows grown whole, so that its transfers become one contiguous block, for fewer
+/// rows). Far: one tile grown and another halved twice or more (the LDM freed then
+/// double-buffers the grown rows). Taking the near moves first keeps the descent from being
+/// led by a far move into a worse end.
 pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>, target: &Target) -> Vec<usize> {
     let n_access = super::accesses(k).len();
     let budget = target
@@ -218,32 +222,41 @@ pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>,
     };
     let mut now = cycles(&tiles);
     for _ in 0..MOVES {
-        let mut moves = Vec::new();
+        let (mut near, mut far) = (Vec::new(), Vec::new());
         for &l in &loops {
             let mut t = tiles.clone();
             t[l] = grow(tiles[l], ranges[l]);
-            moves.push(t);
+            near.push(t);
             let mut t = tiles.clone();
             t[l] = halve(tiles[l]).max(1);
-            moves.push(t);
+            near.push(t);
             for &m in loops.iter().filter(|&&m| m != l) {
                 let mut t = tiles.clone();
-                t[l] = halve(tiles[l]).max(1);
                 t[m] = grow(tiles[m], ranges[m]);
-                moves.push(t);
+                t[l] = halve(t[l]).max(1);
+                near.push(t.clone());
+                while t[l] > 1 {
+                    t[l] = halve(t[l]);
+                    far.push(t.clone());
+                }
             }
         }
-        let mut best: Option<(f64, Vec<usize>)> = None;
-        for t in moves {
-            if t == tiles || usage(k, p, &t) > budget {
-                continue;
+        let mut best_of = |moves: Vec<Vec<usize>>| {
+            let mut best: Option<(f64, Vec<usize>)> = None;
+            for t in moves {
+                if t == tiles || usage(k, p, &t) > budget {
+                    continue;
+                }
+                let c = cycles(&t);
+                if c < now && best.as_ref().is_none_or(|b| c < b.0) {
+                    best = Some((c, t));
+                }
             }
-            let c = cycles(&t);
-            if c < now && best.as_ref().is_none_or(|b| c < b.0) {
-                best = Some((c, t));
-            }
-        }
-        let Some((c, t)) = best else { break };
+            best
+        };
+        let Some((c, t)) = best_of(near).or_else(|| best_of(far)) else {
+            break;
+        };
         now = c;
         tiles = t;
     }

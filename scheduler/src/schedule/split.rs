@@ -32,6 +32,7 @@ use crate::target::Target;
 use swflow_emulator::timing::Timing;
 use swflow_frontend::ir::{BinaryOp, UnaryOp};
 
+use super::estimate::launch_cycles;
 use super::ScheduleError;
 
 /// Splits every reduction of `p` that [`plan`] finds worth it, in place; the second kernel
@@ -258,13 +259,6 @@ fn partial_cycles(k: &Kernel, p: &Program, parts: usize, target: &Target) -> f64
     let element = p.tensor(k.operands[0]).ty.dtype.size_bytes();
     let bytes = (parts * extents(k, LoopKind::Parallel) * element) as f64;
     bytes / d.put_bytes_per_cycle + bytes / d.get_bytes_per_cycle
-}
-
-/// What one more kernel costs beyond its estimate: its launch, and the latency of its last
-/// put, which the kernel waits for before it returns.
-fn launch_cycles(target: &Target) -> f64 {
-    let t = &target.timing;
-    t.spawn_cycles + t.join_cycles + t.dma.put_latency_cycles
 }
 
 /// The estimated cycles of `split` of `k`, its kernels applied to `scratch` (whose new
