@@ -157,8 +157,11 @@ fn vectors_compute_what_scalars_compute() {
         .unwrap();
         // The normalisation with its ReLU and square root, the maximum pools, the average
         // pool's sum with its division, the reduction, the division with its minimum, the
-        // convolutions' epilogues (the grouped one's too), the stencil and the normalisation.
-        assert_eq!(vectorised, 12, "{}: lane-wise kernels", target.name);
+        // convolutions' epilogues (the grouped one's too), the stencil and the normalisation;
+        // on SW26010 also the square of the kept value, which fetches its ten points a CPE
+        // into buffers there, and reads them from main memory directly on SW26010-Pro.
+        let lanewise = if target.f32_vector_lanes == 4 { 13 } else { 12 };
+        assert_eq!(vectorised, lanewise, "{}: lane-wise kernels", target.name);
         let plain = scalar(&target);
         let ps = swflow_scheduler::pipeline::compile(&g, &plain).unwrap();
         let scalar_run = jit::compile(&ps, &plain).unwrap().run(&ps, &plain, &inputs).unwrap();
