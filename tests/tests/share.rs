@@ -15,7 +15,7 @@ use swflow_scheduler::exec::cpe::{kernel_stats, run_program};
 use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
 use swflow_scheduler::schedule::partition::Partition;
 use swflow_scheduler::schedule::share::{split_dim, MeshLine};
-use swflow_scheduler::schedule::{schedule_program, split_by, verify_schedule};
+use swflow_scheduler::schedule::{split_by, verify_schedule};
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
 
@@ -200,8 +200,26 @@ fn padded_conv() -> Graph {
     g
 }
 
-/// A padded window's box shared along a line is split on both targets: each CPE of the line
-/// fetches and finishes a slice of its channels, and the line broadcasts the slices in turn.
+/// The padded convolution's program with its kernel split by output channels and rows on a
+/// 32 x 2 grid (two channels and seven rows a CPE), so that the CPEs of a mesh column need
+/// the same input boxes; tiles and buffers as the scheduler sizes them.
+fn padded_conv_on_columns(g: &Graph, target: &Target) -> Program {
+    let mut p = swflow_scheduler::lower::lower(g).unwrap();
+    let k = &p.kernels[0];
+    let part = Partition {
+        loops: vec![1, 2],
+        points: 64 * 14,
+        chunk: 2 * 7,
+        grid: vec![32, 2],
+    };
+    let s = split_by(k, &p, &part, target).unwrap();
+    p.kernels[0].schedule = Some(s);
+    p
+}
+
+/// A padded window's box shared along a line (under the schedule of
+/// [`padded_conv_on_columns`]) is split on both targets: each CPE of the line fetches and
+/// finishes a slice of its channels, and the line broadcasts the slices in turn.
 /// The schedule says so in text and reads back; the outputs equal those of the same schedule
 /// with the line's owner fetching whole boxes, bit for bit, through the C and the JIT (and
 /// the interpreter's within tolerance); the DMA is what the walk counts with every CPE
@@ -215,8 +233,7 @@ fn split_boxes_give_the_owners_results_with_every_cpe_fetching_a_slice() {
     let want = interp::run(&g, &inputs).unwrap();
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let label = target.name.clone();
-        let mut p = swflow_scheduler::lower::lower(&g).unwrap();
-        schedule_program(&mut p, &target).unwrap();
+        let p = padded_conv_on_columns(&g, &target);
         let k = &p.kernels[0];
         let s = k.schedule.as_ref().unwrap();
         let split: Vec<usize> = (0..s.buffers.len()).filter(|&i| s.buffers[i].split).collect();
