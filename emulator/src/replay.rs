@@ -139,9 +139,64 @@ struct CpeState {
     time: CpeTime,
 }
 
+/// A block broadcast by remote LDM access under way: a collective call of its root and of
+/// the receivers `to` (a bit set), which all leave it together, once the last of them has
+/// called and the block has moved.
+struct Collective {
+    line: Line,
+    bytes: u64,
+    /// The receivers that have not called yet.
+    missing: u64,
+    /// Who has called, with the clock it called at.
+    arrived: Vec<(usize, f64)>,
+}
+
+impl Collective {
+    /// When the call ends: the block's broadcast time after the last call.
+    fn done(&self, t: &Timing) -> f64 {
+        self.arrived.iter().map(|a| a.1).fold(0.0, f64::max) + t.broadcast_cycles(self.bytes)
+    }
+}
+
+/// Releases every CPE of a complete collective at cycle `done`, each having waited since its
+/// call (idle, traced as a receive), at its next event.
+fn release(
+    c: &Collective,
+    done: f64,
+    logs: &[Log],
+    states: &mut [CpeState],
+    heap: &mut BinaryHeap<Next>,
+    emit: &mut dyn FnMut(Span),
+) {
+    for &(cpe, clock) in &c.arrived {
+        let s = &mut states[cpe];
+        let waited = done - clock;
+        if waited > 0.0 {
+            s.time.idle += waited;
+            emit(Span::Receive {
+                cpe,
+                start: clock,
+                cycles: waited,
+            });
+        }
+        s.clock = done;
+        s.pos += 1;
+        if s.pos < logs[cpe].events.len() {
+            heap.push(Next(done, cpe));
+        }
+    }
+}
+
 /// Replays the logs of one launch (indexed by CPE id), all CPEs starting at cycle 0; `trace`
 /// receives every interval when given. The logs must come from a run that completed: every
-/// CPE reaches every barrier.
+/// CPE reaches every barrier, and every broadcast's receivers call for it.
+///
+/// With register communication a send costs its sender nothing here (the code charges each
+/// register it moves) and a receive waits for the oldest message of its line. Without it, a
+/// block broadcast is remote LDM access's collective call (`CRTS_rma_row_bcast_coll`): the
+/// line synchronises, the root broadcasts, and every CPE of it, the root too, waits until the
+/// block has arrived; so the call ends for all of them [`Timing::broadcast_cycles`] after the
+/// last of them made it.
 pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(Span)>) -> LaunchTime {
     let mut states: Vec<CpeState> = logs
         .iter()
@@ -164,6 +219,10 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
     // the line of a receive it waits at with none there, with its clock.
     let mut inbox: Vec<[std::collections::VecDeque<f64>; 2]> = logs.iter().map(|_| Default::default()).collect();
     let mut parked: Vec<Option<(Line, f64)>> = vec![None; logs.len()];
+    // Without register communication, broadcasts are collectives; those some receiver has
+    // not called yet, oldest first.
+    let collectives = t.regcomm_latency_cycles.is_none();
+    let mut pending: Vec<Collective> = Vec::new();
     let mut emit = |s: Span| {
         if let Some(f) = trace.as_mut() {
             f(s)
@@ -238,6 +297,43 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                     });
                 }
                 s.clock = done;
+            }
+            Event::Send { line, to, bytes } if collectives => {
+                let mut c = Collective {
+                    line,
+                    bytes,
+                    missing: to,
+                    arrived: vec![(i, s.clock)],
+                };
+                // Receivers already at their call join it.
+                for r in (0..logs.len()).filter(|&r| to >> r & 1 == 1) {
+                    if let Some((_, clock)) = parked[r].filter(|p| p.0 == line) {
+                        parked[r] = None;
+                        c.missing &= !(1 << r);
+                        c.arrived.push((r, clock));
+                    }
+                }
+                match c.missing {
+                    0 => release(&c, c.done(t), logs, &mut states, &mut heap, &mut emit),
+                    _ => pending.push(c),
+                }
+                continue;
+            }
+            Event::Receive { line } if collectives => {
+                let clock = s.clock;
+                match pending.iter().position(|c| c.line == line && c.missing >> i & 1 == 1) {
+                    Some(at) => {
+                        pending[at].missing &= !(1 << i);
+                        pending[at].arrived.push((i, clock));
+                        if pending[at].missing == 0 {
+                            let c = pending.remove(at);
+                            release(&c, c.done(t), logs, &mut states, &mut heap, &mut emit);
+                        }
+                    }
+                    // Taken up by the broadcast when its root calls.
+                    None => parked[i] = Some((line, clock)),
+                }
+                continue;
             }
             Event::Send { line, to, bytes } => {
                 let arrival = s.clock + t.broadcast_cycles(bytes);
@@ -425,6 +521,60 @@ mod tests {
             .filter(|s| matches!(s, Span::Transfer { tape: true, .. }))
             .count();
         assert_eq!(tape_spans, 3);
+    }
+
+    #[test]
+    fn a_broadcast_by_remote_ldm_access_holds_its_whole_line() {
+        // CPE 0 broadcasts 320 bytes along its row to CPEs 1 and 2; CPE 2 calls last.
+        let logs = [
+            log(&[
+                Event::Compute(50.0),
+                Event::Send {
+                    line: Line::Row,
+                    to: 0b110,
+                    bytes: 320,
+                },
+                Event::Compute(1.0),
+            ]),
+            log(&[Event::Receive { line: Line::Row }, Event::Compute(1.0)]),
+            log(&[
+                Event::Compute(200.0),
+                Event::Receive { line: Line::Row },
+                Event::Compute(1.0),
+            ]),
+        ];
+        // By register communication the put costs its sender nothing and the message
+        // arrives 14 cycles after it.
+        let r = replay(&logs, &timing(), None);
+        assert_eq!(r.span, 201.0);
+        assert_eq!(r.cpes[1].idle, 64.0 + (201.0 - 65.0));
+        // By remote LDM access, a collective: all leave 100 cycles of latency and 320 bytes at
+        // 32 a cycle after CPE 2's call, the root too.
+        let mut t = timing();
+        t.regcomm_latency_cycles = None;
+        t.rma_latency_cycles = Some(100.0);
+        t.rma_bytes_per_cycle = Some(32.0);
+        let mut spans = Vec::new();
+        let r = replay(&logs, &t, Some(&mut |s| spans.push(s)));
+        assert_eq!(r.span, 200.0 + 110.0 + 1.0);
+        assert_eq!(r.cpes[0].idle, 260.0);
+        assert_eq!(r.cpes[1].idle, 310.0);
+        assert_eq!(r.cpes[2].idle, 110.0);
+        assert!(spans.contains(&Span::Receive {
+            cpe: 0,
+            start: 50.0,
+            cycles: 260.0
+        }));
+        // Receivers that call before the root wait for it.
+        let early = [
+            log(&[Event::Compute(300.0), logs[0].events[1]]),
+            log(&[Event::Receive { line: Line::Row }]),
+            log(&[Event::Receive { line: Line::Row }]),
+        ];
+        let r = replay(&early, &t, None);
+        assert_eq!(r.span, 410.0);
+        assert_eq!(r.cpes[0].idle, 110.0);
+        assert_eq!(r.cpes[2].idle, 410.0);
     }
 
     #[test]
