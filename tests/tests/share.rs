@@ -4,7 +4,9 @@
 //! by CPE 0 and broadcast along the first row, then down the columns.
 //! The results are those of the same schedule without sharing, bit for bit, through the C and
 //! the JIT; the DMA is the line owners' only, as the walk of the schedule counts it; the C
-//! type-checks against the SDK; and a buffer that a line does not all need cannot be shared.
+//! type-checks against the SDK; a double buffer's owner fetches the next box before
+//! broadcasting this one where the broadcast holds the line (SW26010-Pro); and a buffer that
+//! a line does not all need cannot be shared.
 //! A padded window's box shared along a line is fetched in slices by every CPE of the line,
 //! with the results of the owner fetching it whole.
 
@@ -78,6 +80,7 @@ fn shared_tiles_give_the_unshared_results_with_an_eighth_of_their_transfers() {
     let g = matmul();
     let inputs = seeded_inputs(&g, 5);
     let want = interp::run(&g, &inputs).unwrap();
+    let mut ordered = std::collections::BTreeSet::new();
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let across = match target.timing.regcomm_latency_cycles {
             None => MeshLine::Mesh,
@@ -137,8 +140,31 @@ fn shared_tiles_give_the_unshared_results_with_an_eighth_of_their_transfers() {
                 "{label}"
             );
             assert!(count(&row, "get_bytes") < count(&plain_row, "get_bytes"), "{label}");
+
+            // A double buffer's owner issues its next box's get before broadcasting this one
+            // where the broadcast is a collective call that holds the line (remote LDM
+            // access), after it with register communication.
+            if s.buffers[shared].double {
+                let generated = swflow_codegen::generate(&p, &target, "").unwrap();
+                let (_, source) = generated
+                    .files
+                    .iter()
+                    .find(|(path, _)| path.starts_with("slave/"))
+                    .unwrap();
+                let source = String::from_utf8_lossy(source);
+                let name = ["c", "a", "b"][shared];
+                let get = source.find(&format!("ldm->{name}[1 - {name}_h]")).expect(&label);
+                let send = source.find("SWFLOW_SHARE_SEND(").expect(&label);
+                assert_eq!(get < send, target.timing.regcomm_latency_cycles.is_none(), "{label}");
+                ordered.insert(target.name.clone());
+            }
         }
     }
+    assert_eq!(
+        ordered.len(),
+        2,
+        "a double-buffered shared buffer on each target: {ordered:?}"
+    );
 }
 
 /// A target whose CPEs cannot broadcast along the mesh (SW26010-Pro without its remote LDM
