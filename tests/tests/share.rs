@@ -152,6 +152,7 @@ fn shared_tiles_give_the_unshared_results_with_an_eighth_of_their_transfers() {
                     .find(|(path, _)| path.starts_with("slave/"))
                     .unwrap();
                 let source = String::from_utf8_lossy(source);
+                // The product's accesses in order: its target, then its factors.
                 let name = ["c", "a", "b"][shared];
                 let get = source.find(&format!("ldm->{name}[1 - {name}_h]")).expect(&label);
                 let send = source.find("SWFLOW_SHARE_SEND(").expect(&label);
