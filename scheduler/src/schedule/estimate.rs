@@ -467,14 +467,14 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                             // each stage of the broadcast.
                             let slot = LINES.iter().position(|&l| l == line).expect("a line");
                             e.shared_queue[slot] += q;
-                            match double {
-                                true => e.shared_fill[slot] += a.gets.min(1) as f64 * get,
-                                false => e.shared_stall[slot] += w,
-                            }
-                            // A double buffer's first get is waited for too.
-                            match double {
-                                true => e.shared_wait += a.gets.min(1) as f64 * d.get_latency_cycles,
-                                false => single(a.gets),
+                            // A single buffer's gets are waited for; a double buffer's
+                            // first get too, behind every line's first gets.
+                            if double {
+                                e.shared_fill[slot] += a.gets.min(1) as f64 * get;
+                                e.shared_wait += a.gets.min(1) as f64 * d.get_latency_cycles;
+                            } else {
+                                e.shared_stall[slot] += w;
+                                single(a.gets);
                             }
                             // A split buffer's slices go in turn, each in whole registers.
                             let broadcasts: Vec<usize> = match slices.is_empty() {
