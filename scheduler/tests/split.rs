@@ -170,3 +170,30 @@ fn a_narrow_convolution_of_a_small_image_is_split_after_scheduling() {
     );
     assert_eq!(check(&pointwise(832, 48, 28), Comparison::Tolerance), ["y"]);
 }
+
+/// `y = x w` of `x: [1, k]` and `w: [k, n]`: a classifier's last layer at batch 1.
+fn matrix_vector(k: usize, n: usize) -> Graph {
+    let mut g = Graph::new("matrix_vector");
+    let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
+    let x = g.add_input("x", ty(vec![1, k]));
+    let w = g.add_input("w", ty(vec![k, n]));
+    let y = g.add_node("y", Op::MatMul, vec![x, w], None).unwrap();
+    g.outputs.push(Output {
+        name: "y".into(),
+        node: y,
+    });
+    g
+}
+
+/// Split by its 1000 columns, 16 per CPE, a matrix-vector product reads 64 bytes of each
+/// 128-byte line of every row of `w`: its queue is busy three times its compulsory transfers,
+/// so it is split, each CPE reading whole rows. With 4096 columns each CPE reads 256 bytes of
+/// a row, whole lines, and it is not.
+#[test]
+fn a_matrix_vector_product_reading_parts_of_lines_is_split_after_scheduling() {
+    assert_eq!(
+        check(&matrix_vector(2048, 1000), Comparison::Tolerance),
+        ["y.partials", "y"]
+    );
+    assert_eq!(check(&matrix_vector(2048, 4096), Comparison::Tolerance), ["y"]);
+}

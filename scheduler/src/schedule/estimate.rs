@@ -5,8 +5,11 @@
 //! target's `[timing]` parameters) where the schedule alone shows the work:
 //! - every transfer occupies the core group's one DMA queue for the per-block cost of each
 //!   contiguous block of its box, plus the memory lines those blocks touch over the
-//!   bandwidth (a block of `b` bytes of `e`-byte elements at a random element alignment
-//!   touches `1 + (b - e) / line` lines on average);
+//!   bandwidth: on average over the places the blocks may start, which the subscripts, the
+//!   partition and the tiles confine to multiples of some granularity ([`block_granularity`];
+//!   every tensor starts on a line), so that a block of `b` bytes at a granularity of `e`
+//!   bytes touches `1 + (b - e) / line` lines, and one whose places are all lines apart
+//!   `b / line`;
 //! - a CPE waits a get's latency for every visit of the single buffers filled at one depth
 //!   (their gets are issued together, with the first get of the double buffers there; a
 //!   double buffer's later gets are issued a tile ahead, and hide their latency behind one
@@ -127,6 +130,96 @@ fn blocks(dims: &[usize], shape: &[usize], moves: &[bool]) -> (usize, usize) {
         }
     }
     (total / block.max(1), block)
+}
+
+/// Lines a block of `bytes` touches on average when it starts at any multiple of `granularity`
+/// bytes with the same chance, as far as the line is concerned.
+fn lines_moved(bytes: usize, granularity: usize, line: usize) -> f64 {
+    let step = gcd(granularity, line).max(1);
+    let places = line / step;
+    let lines: usize = (0..places).map(|i| (i * step + bytes).div_ceil(line)).sum();
+    lines as f64 / places as f64
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The granularity, in elements, of the places in its tensor where the contiguous blocks of
+/// access `a`'s boxes (of `dims`, [`blocks`]) start, over the tiles of every CPE's ranges
+/// `ranges`: every block starts at a multiple of it (0: every block starts at the tensor's
+/// start). A dimension before the block's first contributes its stride where the box spans
+/// several of its indices, and its box's start otherwise; the block's first dimension, its
+/// box's start; the dimensions inside the block are whole. A box starts along a dimension at
+/// the subscript's offset plus each loop's coefficient times that loop's tile starts
+/// ([`tile_starts`]). `None` for a guarded read (its boxes are clipped at the border) or a
+/// gathered subscript: a block may start at any element.
+#[allow(clippy::too_many_arguments)]
+fn block_granularity(
+    k: &Kernel,
+    s: &super::Schedule,
+    a: &Access,
+    dims: &[usize],
+    shape: &[usize],
+    moves: &[bool],
+    tiles: &[usize],
+    ranges: &[usize],
+) -> Option<usize> {
+    let rank = shape.len();
+    if a.pad.is_some() || dims.len() != rank || a.index.len() != rank {
+        return None;
+    }
+    if rank == 0 {
+        return Some(0);
+    }
+    // The block's first dimension, as [`blocks`] finds it.
+    let mut first = 0;
+    for d in (0..rank).rev() {
+        if dims[d].min(shape[d]) != shape[d] || moves[d] {
+            first = d;
+            break;
+        }
+    }
+    let mut g = 0;
+    for d in 0..=first {
+        let Index::Affine(x) = &a.index[d] else { return None };
+        let stride: usize = shape[d + 1..].iter().product();
+        let start = x.terms.iter().fold(x.offset.unsigned_abs() as usize, |acc, &(l, c)| {
+            gcd(acc, c.unsigned_abs() as usize * tile_starts(k, s, l, tiles, ranges))
+        });
+        let whole = dims[d] >= shape[d] && !moves[d];
+        let places = match (d < first && dims[d].min(shape[d]) > 1, whole) {
+            (true, _) => 1,
+            (false, true) => 0,
+            (false, false) => start,
+        };
+        g = gcd(g, places * stride);
+    }
+    Some(g)
+}
+
+/// The granularity of the points where loop `l`'s tiles start, over every CPE's range of it
+/// (`ranges[l]` points, in tiles of `tiles[l]`): a multiple of the tile within a range, from
+/// the range's start, which the partition sets (0 where every tile starts at the loop's
+/// origin).
+fn tile_starts(k: &Kernel, s: &super::Schedule, l: usize, tiles: &[usize], ranges: &[usize]) -> usize {
+    let extent = k.loops[l].extent;
+    let within = if tiles[l] < ranges[l] { tiles[l] } else { 0 };
+    let range = match s.partition.iter().position(|&p| p == l) {
+        None => 0,
+        Some(j) if !s.grid.is_empty() => {
+            let extents: Vec<usize> = s.partition.iter().map(|&p| k.loops[p].extent).collect();
+            super::partition::block_sizes(&s.grid, &extents)[j]
+        }
+        // A chunk's segments start where the chunks of the fused index fall in the loop.
+        Some(j) if j + 1 == s.partition.len() => gcd(s.chunk, extent),
+        Some(_) => 1,
+    };
+    gcd(within, range)
 }
 
 /// Per dimension of access `a`'s tensor, whether its box moves along it from one tile to the
@@ -281,7 +374,9 @@ pub fn finishing_outweighs_get(k: &Kernel, p: &Program, s: &Schedule, i: usize, 
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
     let across = tiles_across(a, &s.ranges, &s.tiles);
     let moves = moves(a, &s.tiles, &s.ranges);
-    finishing_cycles(a, &dims, &ty.shape, &extents, across, target) > box_transfer(&dims, ty, &moves, target).0
+    let granularity = block_granularity(k, s, a, &dims, &ty.shape, &moves, &s.tiles, &s.ranges);
+    finishing_cycles(a, &dims, &ty.shape, &extents, across, target)
+        > box_transfer(&dims, ty, &moves, granularity, target).0
 }
 
 /// Tiles along the loops of access `a`'s last subscript over `ranges` (one for a gathered
@@ -294,14 +389,28 @@ fn tiles_across(a: &Access, ranges: &[usize], tiles: &[usize]) -> usize {
 }
 
 /// Queue cycles of one get and of one put of a box of `dims` of a tensor of type `ty` that
-/// `moves` along some dimensions ([`blocks`]): per contiguous block, its cost and its DMA
-/// lines at the bandwidth; and the box's bytes.
-fn box_transfer(dims: &[usize], ty: &TensorType, moves: &[bool], target: &Target) -> (f64, f64, usize) {
+/// `moves` along some dimensions ([`blocks`]), whose blocks start at multiples of
+/// `granularity` elements ([`block_granularity`]; `None`: of one element): per contiguous
+/// block, its cost and its DMA lines at the bandwidth; and the box's bytes.
+fn box_transfer(
+    dims: &[usize],
+    ty: &TensorType,
+    moves: &[bool],
+    granularity: Option<usize>,
+    target: &Target,
+) -> (f64, f64, usize) {
     let d = &target.timing.dma;
-    let line = d.line_bytes as f64;
     let (n, block) = blocks(dims, &ty.shape, moves);
-    let e = ty.dtype.size_bytes() as f64;
-    let moved = (1.0 + (block as f64 * e - e) / line) * line;
+    let e = ty.dtype.size_bytes();
+    // Every tensor starts on a line (the arena's alignment is at least a line on the
+    // built-in targets; a smaller one confines the blocks' places no further than it).
+    let start = match granularity {
+        Some(0) => target.memory_alignment_bytes,
+        Some(g) => gcd(g * e, target.memory_alignment_bytes),
+        None => gcd(e, target.memory_alignment_bytes),
+    };
+    let line = d.line_bytes as usize;
+    let moved = lines_moved(block * e, start, line) * line as f64;
     (
         n as f64 * (d.get_block_cycles + moved / d.get_bytes_per_cycle),
         n as f64 * (d.put_block_cycles + moved / d.put_bytes_per_cycle),
@@ -354,7 +463,9 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         let a = &all[i];
         let ty = &p.tensor(k.operands[a.operand]).ty;
         let dims = box_dims(k, p, i, a, tiles).unwrap_or_default();
-        box_transfer(&dims, ty, &moves(a, tiles, ranges), target)
+        let moves = moves(a, tiles, ranges);
+        let granularity = block_granularity(k, s, a, &dims, &ty.shape, &moves, tiles, ranges);
+        box_transfer(&dims, ty, &moves, granularity, target)
     };
     // Cycles of finishing each box of a guarded read after its get, on average over a
     // segment's tiles.
@@ -618,7 +729,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
 
 #[cfg(test)]
 mod tests {
-    use super::{blocks, Estimate};
+    use super::{blocks, lines_moved, Estimate};
 
     #[test]
     fn stalls_do_not_overlap_the_cpes() {
@@ -632,6 +743,19 @@ mod tests {
         assert!(cycles(1000.0, 100.0, 0.0) - 1000.0 < 1e-3);
         // Never less than the queue's occupancy.
         assert!(cycles(1000.0, 100.0, 300.0) >= 1000.0);
+    }
+
+    #[test]
+    fn blocks_touch_the_lines_their_places_allow() {
+        // 64 bytes at any float: the random alignment's 1 + 60/128 lines.
+        assert!((lines_moved(64, 4, 128) - (1.0 + 60.0 / 128.0)).abs() < 1e-12);
+        // Sixteen floats of rows of 1000 (4000 bytes, 32 past a line): a quarter cross one.
+        assert_eq!(lines_moved(64, 32, 128), 1.25);
+        // At multiples of their size, or on lines, blocks touch only their own lines.
+        assert_eq!(lines_moved(64, 64, 128), 1.0);
+        assert_eq!(lines_moved(256, 128, 128), 2.0);
+        assert_eq!(lines_moved(256, 1024, 128), 2.0);
+        assert_eq!(lines_moved(200, 0, 128), 2.0);
     }
 
     #[test]
