@@ -185,10 +185,10 @@ fn matrix_vector(k: usize, n: usize) -> Graph {
     g
 }
 
-/// Split by its 1000 columns, 16 per CPE, a matrix-vector product reads 64 bytes of each
-/// 128-byte line of every row of `w`: its queue is busy three times its compulsory transfers,
-/// so it is split, each CPE reading whole rows. With 4096 columns each CPE reads 256 bytes of
-/// a row, whole lines, and it is not.
+/// Split by its 1000 columns, 16 per CPE, a matrix-vector product reads 64 bytes of every
+/// 4000-byte row of `w`, which touch a line and a quarter on average: its queue is busy well
+/// beyond its compulsory transfers, so it is split, each CPE reading whole rows. With 4096
+/// columns each CPE reads 256 bytes of a row, two whole lines, and it is not.
 #[test]
 fn a_matrix_vector_product_reading_parts_of_lines_is_split_after_scheduling() {
     assert_eq!(

@@ -211,10 +211,8 @@ fn tile_starts(k: &Kernel, s: &super::Schedule, l: usize, tiles: &[usize], range
     let within = if tiles[l] < ranges[l] { tiles[l] } else { 0 };
     let range = match s.partition.iter().position(|&p| p == l) {
         None => 0,
-        Some(j) if !s.grid.is_empty() => {
-            let extents: Vec<usize> = s.partition.iter().map(|&p| k.loops[p].extent).collect();
-            super::partition::block_sizes(&s.grid, &extents)[j]
-        }
+        // A grid's blocks ([`super::partition::block_sizes`]).
+        Some(j) if !s.grid.is_empty() => extent.div_ceil(s.grid[j]),
         // A chunk's segments start where the chunks of the fused index fall in the loop.
         Some(j) if j + 1 == s.partition.len() => gcd(s.chunk, extent),
         Some(_) => 1,
