@@ -729,8 +729,8 @@ fn the_tape_travel_choice_is_reported_and_refused_where_unused() {
 }
 
 /// A gradient program that stops on the values `--recompute timed` times it on (here an
-/// embedding whose pseudo-random indices fall outside its table of 3 rows) keeps the rule's
-/// plan: it compiles, with a warning that says why.
+/// embedding of 3 rows read at indices computed from pseudo-random ones, twice their value,
+/// which fall outside it) keeps the rule's plan: it compiles, with a warning that says why.
 #[test]
 fn a_program_that_cannot_be_timed_keeps_the_rule() {
     use swflow_tests::model::{f32_tensor, value_info, ModelBuilder, FLOAT, INT64};
@@ -738,7 +738,8 @@ fn a_program_that_cannot_be_timed_keeps_the_rule() {
     let mut b = ModelBuilder::new(17)
         .input("idx", INT64, &[5])
         .init(f32_tensor("W", &[3, 4], &table))
-        .node("gather", "Gather", &["W", "idx"], &["g"], vec![])
+        .node("twice", "Add", &["idx", "idx"], &["at"], vec![])
+        .node("gather", "Gather", &["W", "at"], &["g"], vec![])
         .node("relu", "Relu", &["g"], &["r"], vec![])
         .node("square", "Mul", &["r", "r"], &["y"], vec![]);
     b.model

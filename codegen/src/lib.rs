@@ -519,7 +519,11 @@ fn main_data(
         .iter()
         .filter(|&&id| !is_preset(id))
         .enumerate()
-        .map(|(i, &id)| describe("input", i, id, &p.tensor(id).name))
+        .map(|(i, &id)| {
+            let mut row = describe("input", i, id, &p.tensor(id).name);
+            row["index_extent"] = json!(p.index_extent(id).unwrap_or(0));
+            row
+        })
         .collect();
     let files = swflow_frontend::npy::output_file_names(p.outputs.iter().map(|(n, _)| n.as_str()));
     let outputs: Vec<Value> = p

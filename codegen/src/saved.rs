@@ -5,9 +5,9 @@
 //! the kernels each choice gives, so [`choose_stored`] measures: each candidate program is
 //! compiled by the pipeline, its kernels by the JIT, and it runs on the timed emulator on the
 //! parameters' initial values, class indices within the loss's classes as labels, and other
-//! inputs pseudo-random (seed 0; the values matter only where indices decide which elements a
-//! gather reads directly, as a cross-entropy's labels do), and [`tape::choose`] decides from
-//! those times.
+//! inputs pseudo-random (seed 0, indices within the tables they index; the values matter only
+//! where indices decide which elements a gather reads directly, as a cross-entropy's labels
+//! do), and [`tape::choose`] decides from those times.
 //!
 //! A stored value and its recomputation are the same operations on the same operands, but the
 //! kernels around them differ, and a reduction split into per-CPE partials in one program and
@@ -16,7 +16,7 @@
 
 use swflow_frontend::autodiff::tape::{self, Choice};
 use swflow_frontend::ir::{Data, Graph, Tensor};
-use swflow_frontend::random::random_tensor;
+use swflow_frontend::random;
 use swflow_frontend::training::GradProgram;
 use swflow_scheduler::pipeline::{compile_with, Options, PipelineError};
 use swflow_scheduler::target::Target;
@@ -37,6 +37,7 @@ pub enum TimedError {
 /// Values for the inputs of `g`, a graph of gradient program `p`: each parameter's initial
 /// value, labels within the loss's classes, and pseudo-random values of seed 0 for the rest.
 fn inputs(p: &GradProgram, g: &Graph) -> Vec<Tensor> {
+    let extents = random::index_extents(g);
     g.inputs()
         .enumerate()
         .map(|(i, id)| {
@@ -44,7 +45,7 @@ fn inputs(p: &GradProgram, g: &Graph) -> Vec<Tensor> {
             if let Some(value) = p.parameters.get(&node.name) {
                 return value.clone();
             }
-            let random = random_tensor(&node.ty, 0, i);
+            let random = random::random_input(&node.ty, 0, i, extents[i]);
             match (&p.labels, p.classes) {
                 (Some((labels, _)), Some(classes)) if *labels == node.name => {
                     let indices = random.to_i64_vec().iter().map(|c| c % classes as i64).collect();

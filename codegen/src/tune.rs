@@ -15,12 +15,12 @@
 //!    climbing while one is faster.
 //!
 //! A measurement compiles a program of the kernel alone ([`alone`]): the tensors it reads
-//! become inputs, filled with the same pseudo-random values every time, and the tensors it
-//! writes its outputs. It stops at `budget` measurements per kernel, and skips schedules
+//! become inputs, filled with the same pseudo-random values every time (positions within the
+//! axes the kernel gathers along, [`Program::index_extent`]), and the tensors it writes its
+//! outputs. It stops at `budget` measurements per kernel, and skips schedules
 //! whose estimate is twice the fastest time measured or more. A kernel keeps its
 //! schedule when it is the fastest (ties keep the earlier), and when no other candidate can
-//! be measured (a run that stops on its pseudo-random inputs, such as a gather of indices out
-//! of range, counts as not measured).
+//! be measured (a run that stops on its pseudo-random inputs counts as not measured).
 //!
 //! A kernel's modelled time does not depend on the kernels around it (each launch starts
 //! with an idle DMA queue and its own LDM), so the time measured alone is its time in the
@@ -28,7 +28,7 @@
 //! not change.
 
 use swflow_frontend::ir::Tensor;
-use swflow_frontend::random::random_tensor;
+use swflow_frontend::random::random_input;
 use swflow_scheduler::loops::{Kernel, Program, TensorId, TensorKind};
 use swflow_scheduler::schedule::{self, estimate, partition, Schedule};
 use swflow_scheduler::target::Target;
@@ -133,7 +133,7 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         .inputs
         .iter()
         .enumerate()
-        .map(|(i, &id)| random_tensor(&alone.tensor(id).ty, 0, i))
+        .map(|(i, &id)| random_input(&alone.tensor(id).ty, 0, i, alone.index_extent(id)))
         .collect();
     let mut seen: Vec<Schedule> = Vec::new();
     // A schedule is measured once, and not at all when its estimate, which is near a lower

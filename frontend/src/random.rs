@@ -7,10 +7,12 @@
 //! each element takes the next 64-bit output `r` and maps it to
 //! - f32: `(r >> 40) as f32 / 2^24`, uniform in [0, 1);
 //! - f64: `(r >> 11) as f64 / 2^53`, uniform in [0, 1);
-//! - i64: `(r >> 33) % 10`, in 0..10;
+//! - i64: `(r >> 33) % m`, in `0..m`, where `m` is 10, or the extent of the smallest table
+//!   the input indexes when that is less ([`index_values`], [`index_extents`]): so a model's
+//!   embedding of 2 rows runs on pseudo-random ids as well as one of 30 000;
 //! - bool: `r >> 63 == 1`.
 
-use crate::ir::{DType, Data, Tensor, TensorType};
+use crate::ir::{DType, Data, Graph, Op, Tensor, TensorType};
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -27,8 +29,43 @@ impl SplitMix64 {
     }
 }
 
-/// A tensor of type `ty` filled as described in the module documentation.
-pub fn random_tensor(ty: &TensorType, seed: u64, input_index: usize) -> Tensor {
+/// How many distinct values an i64 input draws: 10, or `extent` when the input indexes a
+/// table of fewer positions along the gathered axis (at least 1).
+pub fn index_values(extent: Option<usize>) -> u64 {
+    extent.map_or(10, |e| e.clamp(1, 10) as u64)
+}
+
+/// For each input of `g`, in input order, the least extent of the axes it indexes: the
+/// gathers whose indices are the input itself or a reshape of it (reshapes of reshapes
+/// included). `None` for an input that no gather reads so; its values are not bounded.
+pub fn index_extents(g: &Graph) -> Vec<Option<usize>> {
+    let users = g.users();
+    g.inputs()
+        .map(|input| {
+            let mut least: Option<usize> = None;
+            let mut reached = vec![input];
+            while let Some(id) = reached.pop() {
+                for &u in &users[id.index()] {
+                    let node = g.node(u);
+                    match node.op {
+                        Op::Reshape { .. } => reached.push(u),
+                        Op::Gather { axis } if node.inputs[1] == id => {
+                            let extent = g.node(node.inputs[0]).ty.shape[axis];
+                            least = Some(least.map_or(extent, |l| l.min(extent)));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            least
+        })
+        .collect()
+}
+
+/// A tensor of type `ty` filled as described in the module documentation, for input
+/// `input_index` whose i64 values index at most `index_extent` positions (see
+/// [`index_extents`]).
+pub fn random_input(ty: &TensorType, seed: u64, input_index: usize, index_extent: Option<usize>) -> Tensor {
     let mut rng = SplitMix64(seed.wrapping_add(GOLDEN.wrapping_mul(input_index as u64 + 1)));
     let n = ty.numel();
     let data = match ty.dtype {
@@ -42,10 +79,18 @@ pub fn random_tensor(ty: &TensorType, seed: u64, input_index: usize) -> Tensor {
                 .map(|_| (rng.next() >> 11) as f64 / (1u64 << 53) as f64)
                 .collect(),
         ),
-        DType::I64 => Data::I64((0..n).map(|_| ((rng.next() >> 33) % 10) as i64).collect()),
+        DType::I64 => {
+            let values = index_values(index_extent);
+            Data::I64((0..n).map(|_| ((rng.next() >> 33) % values) as i64).collect())
+        }
         DType::Bool => Data::Bool((0..n).map(|_| rng.next() >> 63 == 1).collect()),
     };
     Tensor::new(ty.shape.clone(), data).expect("the element count matches the type")
+}
+
+/// [`random_input`] for a tensor whose values index nothing (i64 values in `0..10`).
+pub fn random_tensor(ty: &TensorType, seed: u64, input_index: usize) -> Tensor {
+    random_input(ty, seed, input_index, None)
 }
 
 /// The uniform noise `[0, 1)` (f32) of dropout stream `stream` at training step `step` (from
@@ -133,6 +178,44 @@ mod tests {
         assert!(a.iter().all(|&x| (0.0..1.0).contains(&x)));
         assert_ne!(a, b);
         assert_eq!(a, random_tensor(&ty, 0, 0).to_f64_vec());
+    }
+
+    /// An input indexing a table of 3 rows directly and one of 2 through a reshape draws
+    /// values below 2; one that a gather reads only after arithmetic, or none reads, is not
+    /// bounded.
+    #[test]
+    fn index_inputs_draw_within_the_least_table_they_index() {
+        use crate::ir::{BinaryOp, Tensor};
+        use std::sync::Arc;
+        let mut g = Graph::new("embeddings");
+        let i64s = |shape: Vec<usize>| TensorType::new(DType::I64, shape).unwrap();
+        let ids = g.add_input("ids", i64s(vec![4, 64]));
+        let other = g.add_input("other", i64s(vec![64]));
+        let plain = g.add_input("plain", i64s(vec![64]));
+        let table = |g: &mut Graph, name: &str, rows: usize| {
+            let t = Tensor::new(vec![rows, 3], Data::F32(vec![0.5; rows * 3])).unwrap();
+            g.add_const(name, Arc::new(t))
+        };
+        let (three, two) = (table(&mut g, "three", 3), table(&mut g, "two", 2));
+        g.add_node("g3", Op::Gather { axis: 0 }, vec![three, ids], None)
+            .unwrap();
+        let flat = g
+            .add_node("flat", Op::Reshape { shape: vec![256] }, vec![ids], None)
+            .unwrap();
+        g.add_node("g2", Op::Gather { axis: 0 }, vec![two, flat], None).unwrap();
+        let shifted = g
+            .add_node("shifted", Op::Binary(BinaryOp::Add), vec![other, other], None)
+            .unwrap();
+        g.add_node("g4", Op::Gather { axis: 0 }, vec![two, shifted], None)
+            .unwrap();
+        let extents = index_extents(&g);
+        assert_eq!(extents, [Some(2), None, None]);
+        let drawn = random_input(&g.node(ids).ty, 0, 0, extents[0]).to_f64_vec();
+        assert!(drawn.iter().all(|&v| v == 0.0 || v == 1.0), "{drawn:?}");
+        assert!(drawn.contains(&0.0) && drawn.contains(&1.0));
+        let free = random_input(&g.node(plain).ty, 0, 2, extents[2]).to_f64_vec();
+        assert_eq!(free, random_tensor(&g.node(plain).ty, 0, 2).to_f64_vec());
+        assert!(free.iter().any(|&v| v >= 2.0) && free.iter().all(|&v| (0.0..10.0).contains(&v)));
     }
 
     #[test]

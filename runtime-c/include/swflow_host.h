@@ -29,6 +29,7 @@ struct swflow_tensor_desc {
     int rank;             /* number of dimensions, >= 0 */
     const int64_t *shape; /* rank non-negative entries (may be NULL when rank == 0) */
     void *data;           /* where its elements live in the arena, row-major */
+    int64_t index_extent; /* i64 inputs: the least extent of the axes it indexes, 0 if none */
 };
 
 /* The command-line options, filled in by swflow_parse_options. */
@@ -60,7 +61,8 @@ struct swflow_options {
  * Pseudo-random values, bit-exact with swflow's reference interpreter: input i uses SplitMix64
  * with initial state seed + 0x9E3779B97F4A7C15 * (i + 1) (wrapping), and each element takes the
  * next 64-bit output r: f32 (float)(r >> 40) / 2^24, f64 (double)(r >> 11) / 2^53,
- * i64 (r >> 33) % 10, bool r >> 63.
+ * i64 (r >> 33) % m with m = 10, or index_extent when that is from 1 to 9 (so an input that
+ * indexes a small table draws positions inside it), bool r >> 63.
  *
  * Types are written as f32, f64, i64 or bool followed by the shape, as in "f32[1x3]" or "f32[]"
  * for rank 0. *opt is filled in completely; the strings it points to are argv's or, for the

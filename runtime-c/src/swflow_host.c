@@ -145,13 +145,14 @@ static uint64_t splitmix64_next(uint64_t *state)
 static void fill_random(const struct swflow_tensor_desc *d, size_t count, uint64_t seed, int index)
 {
     uint64_t state = seed + SPLITMIX64_GAMMA * ((uint64_t)index + 1);
+    uint64_t values = d->index_extent >= 1 && d->index_extent < 10 ? (uint64_t)d->index_extent : 10;
     size_t k;
     for (k = 0; k < count; k++) {
         uint64_t r = splitmix64_next(&state);
         switch (d->dtype) {
         case SWFLOW_F32: ((float *)d->data)[k] = (float)(r >> 40) / 16777216.0f; break;
         case SWFLOW_F64: ((double *)d->data)[k] = (double)(r >> 11) / 9007199254740992.0; break;
-        case SWFLOW_I64: ((int64_t *)d->data)[k] = (int64_t)((r >> 33) % 10); break;
+        case SWFLOW_I64: ((int64_t *)d->data)[k] = (int64_t)((r >> 33) % values); break;
         default: ((unsigned char *)d->data)[k] = (unsigned char)(r >> 63); break;
         }
     }
@@ -163,6 +164,7 @@ void swflow_fill_noise(float *data, size_t count, uint64_t seed, int64_t step, i
     struct swflow_tensor_desc d;
     d.dtype = SWFLOW_F32;
     d.data = data;
+    d.index_extent = 0;
     fill_random(&d, count, splitmix64_next(&state), stream);
 }
 

@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 use swflow_frontend::ir::Graph;
+use swflow_frontend::random;
 use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::schedule::estimate::{estimate, launch_cycles};
 use swflow_scheduler::target::Target;
@@ -288,10 +289,11 @@ fn run_c(args: &Args, p: &swflow_scheduler::loops::Program, target: &Target) -> 
 /// Compiles the kernels with the JIT and runs them on inputs made as the built program makes
 /// them (`--seed`).
 fn run_jit(args: &Args, g: &Graph, p: &swflow_scheduler::loops::Program, target: &Target) -> Result<Measured> {
+    let extents = random::index_extents(g);
     let inputs: Vec<_> = g
         .inputs()
         .enumerate()
-        .map(|(i, id)| swflow_frontend::random::random_tensor(&g.node(id).ty, args.seed, i))
+        .map(|(i, id)| random::random_input(&g.node(id).ty, args.seed, i, extents[i]))
         .collect();
     let start = Instant::now();
     let program = swflow_codegen::jit::compile(p, target)?;

@@ -123,6 +123,7 @@ fn run_gradient(args: &Args, mut given: HashMap<String, Tensor>) -> Result<()> {
 /// One value per graph input: given (and then of the declared type), or pseudo-random.
 fn input_values(g: &Graph, mut given: HashMap<String, Tensor>, seed: u64) -> Result<Vec<Tensor>> {
     let mut inputs = Vec::new();
+    let extents = random::index_extents(g);
     for (index, id) in g.inputs().enumerate() {
         let node = g.node(id);
         inputs.push(match given.remove(&node.name) {
@@ -139,7 +140,7 @@ fn input_values(g: &Graph, mut given: HashMap<String, Tensor>, seed: u64) -> Res
                     node.name,
                     node.ty,
                 );
-                random::random_tensor(&node.ty, seed, index)
+                random::random_input(&node.ty, seed, index, extents[index])
             }
         });
     }

@@ -89,6 +89,38 @@ fn hostile_names_build_and_run() {
     }
 }
 
+/// A built program given no inputs draws them as `swflow run` does, ids within the tables
+/// they index: an embedding of 3 rows read at ids and one of 2 rows read at a reshape of
+/// them both run, and the gathered rows equal the interpreter's bit for bit.
+#[test]
+fn a_built_program_draws_ids_within_its_tables() {
+    use swflow_tests::model::INT64;
+    let three: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
+    let two: Vec<f32> = (0..8).map(|i| 3.0 - i as f32).collect();
+    let m = ModelBuilder::new(17)
+        .input("ids", INT64, &[4, 6])
+        .init(f32_tensor("three", &[3, 4], &three))
+        .init(f32_tensor("two", &[2, 4], &two))
+        .init(swflow_tests::model::i64_tensor("flat", &[1], &[24]))
+        .node("g3", "Gather", &["three", "ids"], &["rows3"], vec![])
+        .node("reshape", "Reshape", &["ids", "flat"], &["ids_flat"], vec![])
+        .node("g2", "Gather", &["two", "ids_flat"], &["rows2"], vec![])
+        .output("rows3")
+        .output("rows2");
+    let g = import_bytes(&m.bytes(), "embeddings.onnx", None, &ImportOptions::default()).unwrap();
+    assert_eq!(swflow_frontend::random::index_extents(&g), [Some(2)]);
+    let target = Target::sw26010();
+    let dir = scratch("ids", &target.name);
+    compile(&g, &target, &dir).unwrap();
+    make(&dir, &[]).unwrap();
+    let got = run_model(&dir, &g, &[], &["--seed", "5"]).unwrap();
+    let want = interp::run(&g, &swflow_tests::seeded_inputs(&g, 5)).unwrap();
+    for (a, b) in got.iter().zip(&want) {
+        assert!(a.bit_eq(b), "{a:?} != {b:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Strided convolutions whose inputs are read split into phases (7x7 at stride 2, 11x11 at
 /// stride 4 with uneven padding, one-dimensional, three-dimensional at stride 3, grouped), with
 /// weights that differ from tap to tap, as the generated C runs them on both targets.

@@ -111,6 +111,27 @@ impl Program {
         }
         id
     }
+
+    /// The least extent of the axes that kernels gather along at positions read from `id`'s
+    /// storage (itself or a view of it), or `None` when no gather reads positions there: the
+    /// program's side of `swflow_frontend::random::index_extents`, which finds the same
+    /// extents for an input in the graph the program was lowered from.
+    pub fn index_extent(&self, id: TensorId) -> Option<usize> {
+        let storage = self.storage(id);
+        let mut least: Option<usize> = None;
+        for k in &self.kernels {
+            for a in k.stmt.read_accesses() {
+                for i in &a.index {
+                    if let Index::Gathered { access, extent } = i {
+                        if self.storage(k.operands[access.operand]) == storage {
+                            least = Some(least.map_or(*extent, |l| l.min(*extent)));
+                        }
+                    }
+                }
+            }
+        }
+        least
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
