@@ -4,12 +4,14 @@
 //! 1. [`fold`]: constant folding. Ops whose operands are all constant are computed, and ops on
 //!    uniform (splat) values give splats, however large, as a broadcast of one element.
 //! 2. [`cse`]: common subexpressions. Two nodes of the same op on the same operands become one.
-//! 3. [`affine`]: per-channel scales and shifts (inference batch normalisation, biases, constant
+//! 3. [`reshape`]: an elementwise operation on a reshaped product's result (a batch of rows'
+//!    bias) moves before the reshape, where fusion makes it the product's epilogue.
+//! 4. [`affine`]: per-channel scales and shifts (inference batch normalisation, biases, constant
 //!    scales) after a convolution or a matrix product fold into its weights and one bias.
-//! 4. [`sums`]: the sum of two convolutions over one output (a ResNet block's last
+//! 5. [`sums`]: the sum of two convolutions over one output (a ResNet block's last
 //!    convolution and its projected shortcut) becomes one convolution of their inputs'
 //!    concatenation.
-//! 5. [`transpose`]: a transposed matrix product becomes a product of transposes, and two
+//! 6. [`transpose`]: a transposed matrix product becomes a product of transposes, and two
 //!    transposes in a row one; then a reduction of an elementwise value that a product reads
 //!    transposed reduces the transposed copy, which fusion stores anyway.
 //!
@@ -21,6 +23,7 @@
 pub mod affine;
 pub mod cse;
 pub mod fold;
+pub mod reshape;
 pub mod sums;
 pub mod transpose;
 
@@ -33,6 +36,7 @@ use crate::ir::{Graph, Node, NodeId, Op, Tensor};
 pub fn simplify(g: &Graph) -> Graph {
     let g = fold::fold_constants(g);
     let g = cse::eliminate(&g);
+    let g = reshape::ops_before_reshapes(&g);
     let g = affine::fold_into_weights(&g);
     let g = sums::join_convolution_sums(&g);
     let g = transpose::transpose_products(&g);
