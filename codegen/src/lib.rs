@@ -517,11 +517,12 @@ fn main_data(
     let inputs: Vec<Value> = p
         .inputs
         .iter()
-        .filter(|&&id| !is_preset(id))
+        .zip(&p.index_extents)
+        .filter(|&(&id, _)| !is_preset(id))
         .enumerate()
-        .map(|(i, &id)| {
+        .map(|(i, (&id, extent))| {
             let mut row = describe("input", i, id, &p.tensor(id).name);
-            row["index_extent"] = json!(p.index_extent(id).unwrap_or(0));
+            row["index_extent"] = json!(extent.unwrap_or(0));
             row
         })
         .collect();

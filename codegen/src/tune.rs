@@ -133,7 +133,7 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
         .inputs
         .iter()
         .enumerate()
-        .map(|(i, &id)| random_input(&alone.tensor(id).ty, 0, i, alone.index_extent(id)))
+        .map(|(i, &id)| random_input(&alone.tensor(id).ty, 0, i, alone.index_extents[i]))
         .collect();
     let mut seen: Vec<Schedule> = Vec::new();
     // A schedule is measured once, and not at all when its estimate, which is near a lower
@@ -284,13 +284,16 @@ pub fn alone(p: &Program, ki: usize) -> Program {
     for t in &mut k.operands {
         *t = new(*t);
     }
-    Program {
+    let mut alone = Program {
         name: format!("{} ({})", p.name, k.name),
         tensors,
         outputs: written.iter().map(|&w| (p.tensor(w).name.clone(), new(w))).collect(),
         kernels: vec![k],
         inputs,
+        index_extents: Vec::new(),
         updates: Vec::new(),
         tape: None,
-    }
+    };
+    alone.index_extents = alone.inputs.iter().map(|&t| alone.index_extent(t)).collect();
+    alone
 }

@@ -64,6 +64,11 @@ pub struct Program {
     pub kernels: Vec<Kernel>,
     /// Runtime inputs in the graph's input order.
     pub inputs: Vec<TensorId>,
+    /// Per runtime input, in `inputs` order: the least extent of the axes its values index in
+    /// the graph the program was lowered from (`swflow_frontend::random::index_extents`), or
+    /// `None`; the generated program draws pseudo-random inputs within it, as `swflow run`
+    /// does from the graph.
+    pub index_extents: Vec<Option<usize>>,
     pub outputs: Vec<(String, TensorId)>,
     /// `(input, output)` pairs where the output is the input's next value (a parameter and
     /// its update in a training step). The memory plan stores the two in one place when that
@@ -113,9 +118,9 @@ impl Program {
     }
 
     /// The least extent of the axes that kernels gather along at positions read from `id`'s
-    /// storage (itself or a view of it), or `None` when no gather reads positions there: the
-    /// program's side of `swflow_frontend::random::index_extents`, which finds the same
-    /// extents for an input in the graph the program was lowered from.
+    /// storage (itself or a view of it), or `None` when no gather reads positions there: for
+    /// programs made of kernels rather than lowered from a graph (a kernel measured alone),
+    /// whose inputs have no [`Program::index_extents`] from a graph.
     pub fn index_extent(&self, id: TensorId) -> Option<usize> {
         let storage = self.storage(id);
         let mut least: Option<usize> = None;

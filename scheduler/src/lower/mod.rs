@@ -56,6 +56,7 @@ pub fn lower_fused(g: &Graph, plan: &Plan) -> Result<Program, LowerError> {
             tensors: Vec::new(),
             kernels: Vec::new(),
             inputs: Vec::new(),
+            index_extents: swflow_frontend::random::index_extents(g),
             outputs: Vec::new(),
             updates: Vec::new(),
             tape: None,
