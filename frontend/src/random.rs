@@ -31,7 +31,7 @@ impl SplitMix64 {
 
 /// How many distinct values an i64 input draws: 10, or `extent` when the input indexes a
 /// table of fewer positions along the gathered axis (at least 1).
-pub fn index_values(extent: Option<usize>) -> u64 {
+fn index_values(extent: Option<usize>) -> u64 {
     extent.map_or(10, |e| e.clamp(1, 10) as u64)
 }
 
@@ -86,6 +86,17 @@ pub fn random_input(ty: &TensorType, seed: u64, input_index: usize, index_extent
         DType::Bool => Data::Bool((0..n).map(|_| rng.next() >> 63 == 1).collect()),
     };
     Tensor::new(ty.shape.clone(), data).expect("the element count matches the type")
+}
+
+/// A value for every input of `g`, in input order, each drawn by [`random_input`] with its
+/// [`index_extents`]: what `swflow run` and the built program draw when given no inputs.
+pub fn random_inputs(g: &Graph, seed: u64) -> Vec<Tensor> {
+    let extents = index_extents(g);
+    g.inputs()
+        .zip(extents)
+        .enumerate()
+        .map(|(i, (id, extent))| random_input(&g.node(id).ty, seed, i, extent))
+        .collect()
 }
 
 /// [`random_input`] for a tensor whose values index nothing (i64 values in `0..10`).

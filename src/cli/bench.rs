@@ -289,12 +289,7 @@ fn run_c(args: &Args, p: &swflow_scheduler::loops::Program, target: &Target) -> 
 /// Compiles the kernels with the JIT and runs them on inputs made as the built program makes
 /// them (`--seed`).
 fn run_jit(args: &Args, g: &Graph, p: &swflow_scheduler::loops::Program, target: &Target) -> Result<Measured> {
-    let extents = random::index_extents(g);
-    let inputs: Vec<_> = g
-        .inputs()
-        .enumerate()
-        .map(|(i, id)| random::random_input(&g.node(id).ty, args.seed, i, extents[i]))
-        .collect();
+    let inputs = random::random_inputs(g, args.seed);
     let start = Instant::now();
     let program = swflow_codegen::jit::compile(p, target)?;
     let build_seconds = start.elapsed().as_secs_f64();

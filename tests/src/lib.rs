@@ -124,12 +124,7 @@ pub fn with_tape(
 /// Pseudo-random values for every input of `g` from `seed`, as built programs and `swflow run`
 /// make the inputs they are not given.
 pub fn seeded_inputs(g: &Graph, seed: u64) -> Vec<Tensor> {
-    use swflow_frontend::random::{index_extents, random_input};
-    let extents = index_extents(g);
-    g.inputs()
-        .enumerate()
-        .map(|(i, id)| random_input(&g.node(id).ty, seed, i, extents[i]))
-        .collect()
+    swflow_frontend::random::random_inputs(g, seed)
 }
 
 /// Which of the two built-in targets CI runs case `name` on, in suites too slow to run every
