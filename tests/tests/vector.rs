@@ -354,3 +354,74 @@ fn blocks_are_found_where_vector_code_runs() {
         assert_eq!(fmas > 0, vector, "{rows} rows: {fmas} vector multiply-adds written");
     }
 }
+
+/// A block whose reduction walk is one loop written out step by step is one stretch of
+/// straight-line code (its accumulators' loads, the steps, their stores), and its charge says
+/// so: one charge holds the multiply-adds and the accumulators' stores, and the estimate's
+/// entry cost is what that stretch takes beyond its steps, less than the same work issued on
+/// its own. A block whose steps run in a loop charges its accumulators apart from them.
+#[test]
+fn a_block_of_written_out_steps_is_one_stretch() {
+    use swflow_scheduler::schedule::partition::Partition;
+    use swflow_scheduler::schedule::{planned, verify_schedule};
+    let target = Target::sw26010();
+    for (c, written_out) in [(8, true), (16, false)] {
+        let label = format!("{c} input channels");
+        let g = parse(&format!(
+            r#"graph "pointwise" {{
+  %x: f32[1,{c},14,28] = input
+  %w: f32[64,{c},1,1] = input
+  %y: f32[1,64,14,28] = conv(%x, %w) {{strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}}
+  output "y" = %y
+}}"#
+        ))
+        .unwrap();
+        let inputs = seeded_inputs(&g, 8);
+        let want = interp::run(&g, &inputs).unwrap();
+        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let k = &p.kernels[0];
+        let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
+        let part = Partition {
+            loops: vec![loop_of("o0")],
+            points: 14,
+            chunk: 1,
+            grid: Vec::new(),
+        };
+        let mut tiles = k.schedule.as_ref().unwrap().tiles.clone();
+        for (name, t) in [("m", 8), ("o0", 1), ("o1", 28), ("c", c), ("k0", 1), ("k1", 1)] {
+            tiles[loop_of(name)] = t;
+        }
+        let n = planned(k, &p, &part, tiles, &target);
+        verify_schedule(k, &p, &n, &target).unwrap();
+        let b = blocks_of(&p, &n, &target).unwrap_or_else(|| panic!("{label}: no blocks"));
+        assert_eq!(b.reduce.len(), 1, "{label}");
+        assert_eq!(b.unrolled.is_some(), written_out, "{label}");
+        p.kernels[0].schedule = Some(n);
+        let mut together = 0;
+        let run = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
+            swflow_tests::each_body(&mut f.body, &mut |body| {
+                together += body
+                    .iter()
+                    .filter(|s| matches!(s, Stmt::Charge { ops, .. } if ops.flops > 0 && ops.store > 0))
+                    .count();
+            });
+        })
+        .unwrap()
+        .run(&p, &target, &inputs)
+        .unwrap();
+        assert_eq!(together, usize::from(written_out), "{label}");
+        compare(&run.outputs[0], &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        if written_out {
+            let alone = Blocking {
+                unrolled: None,
+                ..b.clone()
+            };
+            assert!(
+                b.entry_cycles() < alone.entry_cycles(),
+                "{label}: {} cycles in the stretch, {} alone",
+                b.entry_cycles(),
+                alone.entry_cycles()
+            );
+        }
+    }
+}

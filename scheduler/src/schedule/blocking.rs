@@ -72,6 +72,10 @@ pub struct Blocking {
     pub rows: usize,
     /// What one reduction step of the blocks of a tile row costs.
     pub steps: Steps,
+    /// P0 and P1 slots of one reduction step of a full block.
+    pub step_slots: (f64, f64),
+    /// Cycles from a multiply-add's issue to its result.
+    pub fp_latency: f64,
 }
 
 impl Blocking {
@@ -87,7 +91,9 @@ impl Blocking {
     /// LDM accesses and a merge each where the target's vectors are not aligned), and setting
     /// its indices (the lanes loop's iteration, an index per row, a first index and the
     /// streams of each factor, and the copies the reduction walk starts from), on the two
-    /// pipelines as a step's cycles are counted.
+    /// pipelines as a step's cycles are counted. When the walk is one loop whose steps are
+    /// written out, the block is one stretch of straight-line code: its own work issues in
+    /// the slots its steps leave free, and it costs what the stretch takes beyond the steps.
     pub fn entry_cycles(&self) -> f64 {
         let accumulators = (self.rows * self.vectors) as f64;
         let (p0, p1) = match self.target_aligned {
@@ -98,7 +104,17 @@ impl Blocking {
         let integer = (3 + self.rows + self.factors.len() + 2 * streams) as f64;
         // The lanes loop's branch issues on P1 with the accesses.
         let p1 = p1 + 1.0;
-        p0.max(p1).max((p0 + p1 + integer) / 2.0)
+        match (self.reduce.len(), self.unrolled) {
+            (1, Some(n)) => {
+                let n = n as f64;
+                let (s0, s1) = self.step_slots;
+                let steps = n * s0.max(s1).max(self.fp_latency);
+                let (p0, p1) = (p0 + n * s0, p1 + n * s1);
+                let stretch = p0.max(p1).max((p0 + p1 + integer) / 2.0).max(n * self.fp_latency);
+                stretch - steps
+            }
+            _ => p0.max(p1).max((p0 + p1 + integer) / 2.0),
+        }
     }
 }
 
@@ -333,11 +349,9 @@ pub fn blocking(
                 tap_stride: tap_stride(sub),
             }
         };
-        // A reduction step of a block of `n` rows and `v` vectors takes the longest of P0 (its
-        // multiply-adds and the merges of its unaligned loads), P1 (its loads) and the latency
-        // of a multiply-add (each accumulator's next one waits for its last), within the
-        // registers.
-        let step = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
+        // The P0 slots (multiply-adds and the merges of unaligned loads) and P1 slots (loads)
+        // of a reduction step of a block of `n` rows and `v` vectors, within the registers.
+        let slots = |rows: Option<usize>, n: usize, v: usize| -> Option<(f64, f64)> {
             let (x, y) = (factor(fa, &ai, rows), factor(fb, &bi, rows));
             let regs = x.registers(n, v) + y.registers(n, v);
             if regs + n * v > REGISTERS {
@@ -351,8 +365,13 @@ pub fn blocking(
                 }
             };
             let ((x0, x1), (y0, y1)) = (loads(&x), loads(&y));
-            let p0 = (n * v) as f64 + x0 + y0;
-            Some(p0.max(x1 + y1).max(fp_latency))
+            Some(((n * v) as f64 + x0 + y0, x1 + y1))
+        };
+        // A step takes the longest of its P0 slots, its P1 slots and the latency of a
+        // multiply-add (each accumulator's next one waits for its last).
+        let step = |rows: Option<usize>, n: usize, v: usize| -> Option<f64> {
+            let (p0, p1) = slots(rows, n, v)?;
+            Some(p0.max(p1).max(fp_latency))
         };
         // A step of `n` rows across the longest row: blocks of `v` vectors, then one of the
         // whole vectors left.
@@ -397,6 +416,7 @@ pub fn blocking(
             }
         }
         let (vectors, rows_loop, rows, steps, per_vector) = best?;
+        let step_slots = slots(rows_loop, rows, vectors)?;
         let per_element = per_vector * row_points.div_ceil(lanes) as f64 / row_points as f64;
         let outer = parallel
             .iter()
@@ -417,6 +437,8 @@ pub fn blocking(
             vectors,
             rows,
             steps,
+            step_slots,
+            fp_latency,
         };
         Some((blocks, per_element))
     };

@@ -1122,7 +1122,7 @@ impl Gen<'_> {
     ) {
         let p = &v.plan;
         let points = Int::product(p.shape.reduce.iter().map(|&l| self.extent(l)).collect());
-        charge(out, self.block_ops(v, rows, width, started), blocks.clone());
+        let own = self.block_ops(v, rows, width, started);
         if matches!(width, Width::Tail | Width::Head) {
             // A tail's start unless set already, and per row the stored lanes' place, first
             // lane and count, and one copy per lane.
@@ -1157,6 +1157,9 @@ impl Gen<'_> {
             Some(n) => (levels - 1, step * n as u32 + int(bumped * (n as u32 - 1))),
             None => (levels, step),
         };
+        if loops > 0 {
+            charge(out, own, blocks.clone());
+        }
         for j in 0..loops {
             // The inner loop's start and its indices' copies (no start for one written out,
             // and no copies of the indices its steps load at displacements from).
@@ -1172,8 +1175,9 @@ impl Gen<'_> {
             }
         }
         if loops == 0 {
-            // Steps written out with no loop around them: each block runs them once.
-            charge(out, body, blocks);
+            // Steps written out with no loop around them: each block runs them once, in the
+            // same straight-line code as its accumulators' loads and stores.
+            charge(out, own + body, blocks);
         }
     }
 
