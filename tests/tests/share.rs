@@ -17,7 +17,7 @@ use swflow_scheduler::exec::cpe::{kernel_stats, run_program};
 use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
 use swflow_scheduler::schedule::partition::Partition;
 use swflow_scheduler::schedule::share::{split_dim, MeshLine};
-use swflow_scheduler::schedule::{split_by, verify_schedule};
+use swflow_scheduler::schedule::{planned, split_by, verify_schedule};
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
 
@@ -302,4 +302,63 @@ fn split_boxes_give_the_owners_results_with_every_cpe_fetching_a_slice() {
 fn only_a_guarded_reads_shared_box_can_be_split() {
     let err = refused(|text| text.replace("shared along columns", "shared along columns in slices"));
     assert!(err.contains("'b' cannot be fetched in slices"), "{err}");
+}
+
+/// On SW26010-Pro a box shared across the mesh may be split too: the first row's CPEs each
+/// fetch a slice, send it down their column, and every row then passes its slices along.
+/// Under a 1 x 64 grid of the matrix product (`a` shared across the mesh) the outputs equal
+/// those of CPE 0 fetching whole boxes, bit for bit, through the C and the JIT (and the
+/// interpreter's within tolerance); the same bytes come through the queue in more transfers,
+/// as the walk counts them; and each tile's box takes, per slice, one broadcast down a
+/// column and one along each row where the whole box takes one along the first row and one
+/// down each column, each received by the seven other CPEs of its line.
+#[test]
+fn split_boxes_across_the_mesh_give_the_owners_results() {
+    let g = matmul();
+    let inputs = seeded_inputs(&g, 13);
+    let want = interp::run(&g, &inputs).unwrap();
+    let target = Target::sw26010pro();
+    let mut p = with_grid(&g, &target, vec![1, 64], true);
+    // Tiles of 32 rows of `a`: four units of eight rows to slice.
+    let k = &p.kernels[0];
+    let s = k.schedule.as_ref().unwrap();
+    let part = Partition {
+        loops: s.partition.clone(),
+        points: s.partition_points,
+        chunk: s.chunk,
+        grid: s.grid.clone(),
+    };
+    let mut s = planned(k, &p, &part, vec![32, 2, K], &target);
+    let i = 1;
+    assert_eq!(s.buffers[i].shared, Some(MeshLine::Mesh));
+    s.buffers[i].split = true;
+    p.kernels[0].schedule = Some(s);
+    let k = &p.kernels[0];
+    let s = k.schedule.as_ref().unwrap();
+    verify_schedule(k, &p, s, &target).unwrap();
+    let d = split_dim(k, s, i).expect("a split dimension");
+    let text = print_kernel(k, &p);
+    assert!(text.contains("shared across the mesh in slices"), "{text}");
+    assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule);
+
+    let mut whole = p.clone();
+    whole.kernels[0].schedule.as_mut().unwrap().buffers[i].split = false;
+    let (out, row) = run_both(&p, &g, &inputs, &target, "mesh-slices");
+    let (whole_out, whole_row) = run_both(&whole, &g, &inputs, &target, "mesh-whole");
+    compare(&out, &whole_out, Comparison::Exact).unwrap_or_else(|m| panic!("{}", m.message));
+    compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{}", m.message));
+
+    let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+    assert_eq!(count(&row, "get_bytes"), count(&whole_row, "get_bytes"));
+    assert!(count(&row, "gets") > count(&whole_row, "gets"), "{row} {whole_row}");
+    let walked = kernel_stats(&p, k, s, &target).traffic;
+    assert_eq!(
+        (walked.gets, walked.get_bytes),
+        (count(&row, "gets") as usize, count(&row, "get_bytes") as usize)
+    );
+    let slices = s.buffers[i].dims[d].div_ceil(8).min(8) as u64;
+    assert_eq!(slices, 4);
+    let sends = count(&row, "reg_puts");
+    assert_eq!(sends, slices * count(&whole_row, "reg_puts"));
+    assert_eq!(count(&row, "reg_gets"), 7 * sends);
 }

@@ -651,13 +651,13 @@ fn stagger_loop(k: &Kernel, s: &Schedule, depth: usize, tile_r: &[Option<Var>]) 
     (whole && forwards && tiles >= 2).then_some((l, tiles))
 }
 
-/// This CPE's position along its mesh `line`, a row or a column (`MeshLine::position`).
+/// This CPE's position along its mesh `line`, a row or a column; across the mesh, its column
+/// (`MeshLine::position`).
 fn position(line: MeshLine) -> Int {
     let side = Int::Const(MESH_SIDE as i64);
     match line {
-        MeshLine::Row => Int::Cpe % side,
+        MeshLine::Row | MeshLine::Mesh => Int::Cpe % side,
         MeshLine::Column => Int::Cpe / side,
-        MeshLine::Mesh => unreachable!("a buffer shared across the mesh is not split"),
     }
 }
 
@@ -1739,6 +1739,7 @@ impl Gen<'_> {
         if let Some(sv) = &self.buf_vars(i).slice {
             let (lo, hi) = self.slice_range(i, sv, &row, position(line));
             let v = self.buf_vars(i);
+            let mut bounds = Vec::new();
             for d in 0..self.rank(i) {
                 let at: Vec<Int> = row.iter().cloned().chain([Int::Const(d as i64)]).collect();
                 let (start, extent) = (Int::Elem(v.start, at.clone()), Int::Elem(v.extent, at.clone()));
@@ -1746,8 +1747,8 @@ impl Gen<'_> {
                     true => (start + lo.clone(), hi.clone() - lo.clone()),
                     false => (start, extent),
                 };
-                out.push(Stmt::SetElem(sv.start, at.clone(), start));
-                out.push(Stmt::SetElem(sv.extent, at, extent));
+                bounds.push(Stmt::SetElem(sv.start, at.clone(), start));
+                bounds.push(Stmt::SetElem(sv.extent, at, extent));
             }
             // Per dimension, the slice's start and extent from the box's; the slice's bounds
             // (the units, a multiplication, two divisions and a minimum each), the test and
@@ -1757,8 +1758,21 @@ impl Gen<'_> {
                 store: 2,
                 ..int(2)
             };
-            charge(&mut out, ops, Int::Const(self.rank(i) as i64));
-            charge_once(&mut out, int(17) + branch(1));
+            charge(&mut bounds, ops, Int::Const(self.rank(i) as i64));
+            charge_once(&mut bounds, int(17) + branch(1));
+            match line {
+                // Across the mesh only the first row fetches: the others' slices are empty.
+                MeshLine::Mesh => {
+                    let at: Vec<Int> = row.iter().cloned().chain([Int::Const(sv.dim as i64)]).collect();
+                    charge_once(&mut out, int(1) + branch(1));
+                    out.push(Stmt::If {
+                        cond: owner(MeshLine::Column),
+                        then: bounds,
+                        otherwise: vec![Stmt::SetElem(sv.extent, at, Int::Const(0))],
+                    });
+                }
+                _ => out.extend(bounds),
+            }
             let offset = Some(self.slice_offset(i, sv, &row));
             let sliced = stmts
                 .into_iter()
@@ -1904,25 +1918,45 @@ impl Gen<'_> {
         };
         let v = self.buf_vars(i);
         if let Some(sv) = &v.slice {
-            let round = Int::Var(sv.round);
-            let (lo, hi) = self.slice_range(i, sv, &row, round.clone());
-            let mut body = vec![Stmt::Set(sv.lo, lo), Stmt::Set(sv.hi, hi)];
-            let (lo, hi) = (Int::Var(sv.lo), Int::Var(sv.hi));
-            let plane = self.plane(i, sv, &row);
-            let registers = self.registers(i, (hi.clone() - lo.clone()) * plane.clone());
-            let offset = Some(lo.clone() * plane);
-            // The round's slice and the tests.
-            charge_once(&mut body, int(14) + branch(2));
-            body.push(Stmt::If {
-                cond: Cond::Lt(lo, hi),
-                then: vec![Stmt::If {
-                    cond: Cond::Eq(position(line), round.clone()),
-                    then: self.broadcast(i, line, true, round.clone(), &half, offset.clone(), registers.clone()),
-                    otherwise: self.broadcast(i, line, false, round, &half, offset, registers),
-                }],
-                otherwise: Vec::new(),
-            });
+            // The slice from `at` of the line (its range in `lo..hi`), sent along `line`
+            // by the CPE at `root` of it where `sends`, else received, when it is not empty.
+            let slice_broadcast = |at: Int, line: MeshLine, root: Int, sends: Cond| {
+                let (lo, hi) = self.slice_range(i, sv, &row, at);
+                let mut out = vec![Stmt::Set(sv.lo, lo), Stmt::Set(sv.hi, hi)];
+                let (lo, hi) = (Int::Var(sv.lo), Int::Var(sv.hi));
+                let plane = self.plane(i, sv, &row);
+                let registers = self.registers(i, (hi.clone() - lo.clone()) * plane.clone());
+                let offset = Some(lo.clone() * plane);
+                // The slice and the tests.
+                charge_once(&mut out, int(14) + branch(2));
+                out.push(Stmt::If {
+                    cond: Cond::Lt(lo, hi),
+                    then: vec![Stmt::If {
+                        cond: sends,
+                        then: self.broadcast(i, line, true, root.clone(), &half, offset.clone(), registers.clone()),
+                        otherwise: self.broadcast(i, line, false, root, &half, offset, registers),
+                    }],
+                    otherwise: Vec::new(),
+                });
+                out
+            };
             arrived.extend(next);
+            // Across the mesh, the first row's CPEs first send their slices down their
+            // columns; then every row passes its slices along, as a line does.
+            let line = match line {
+                MeshLine::Mesh => {
+                    arrived.extend(slice_broadcast(
+                        position(MeshLine::Mesh),
+                        MeshLine::Column,
+                        Int::Const(0),
+                        owner(MeshLine::Column),
+                    ));
+                    MeshLine::Row
+                }
+                line => line,
+            };
+            let round = Int::Var(sv.round);
+            let body = slice_broadcast(round.clone(), line, round.clone(), Cond::Eq(position(line), round));
             arrived.push(Stmt::For {
                 var: sv.round,
                 from: Int::Const(0),

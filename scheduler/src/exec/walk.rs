@@ -279,7 +279,11 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                     let (start, extent) = match (splits[access], s.buffers[access].shared) {
                         (Some(d), Some(line)) if moves[access] == Moves::Boxes => {
                             let unit = slice_unit(s.buffers[access].elem_bytes).expect("a split buffer has a unit");
-                            let (lo, hi) = slice(extent[d], unit, line.position(cpe));
+                            let Some(at) = line.fetched_slice(cpe) else {
+                                // Across the mesh, only the first row fetches.
+                                return Ok(());
+                            };
+                            let (lo, hi) = slice(extent[d], unit, at);
                             if lo == hi {
                                 // This CPE has no slice of the box.
                                 return Ok(());

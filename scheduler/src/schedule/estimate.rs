@@ -594,15 +594,24 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                     .map(|s| box_bytes * s.1 / s.0)
                                     .collect(),
                             };
-                            let stages = line.stages() as f64;
-                            for bytes in broadcasts {
+                            let cycles = |bytes: usize| {
                                 let bytes = bytes.next_multiple_of(REGISTER_BYTES);
                                 let moved = match t.regcomm_latency_cycles {
                                     Some(_) => 2.0 * (bytes / REGISTER_BYTES) as f64,
                                     None => 0.0,
                                 };
-                                e.own += a.gets as f64 * stages * (moved + t.broadcast_cycles(bytes as u64));
-                            }
+                                moved + t.broadcast_cycles(bytes as u64)
+                            };
+                            let each: f64 = broadcasts.iter().map(|&b| cycles(b)).sum();
+                            // Across the mesh, a split box's slices first go down the columns
+                            // at once, then along every row in turn.
+                            let stages = match (line, slices.is_empty()) {
+                                (MeshLine::Mesh, false) => {
+                                    broadcasts.iter().map(|&b| cycles(b)).fold(0.0, f64::max) + each
+                                }
+                                _ => line.stages() as f64 * each,
+                            };
+                            e.own += a.gets as f64 * stages;
                         }
                         None => {
                             e.queue += q;

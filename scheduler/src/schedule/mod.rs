@@ -503,7 +503,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
         }
         if b.split && share::split_dim(k, s, i).is_none() {
             return Err(format!(
-                "buffer of '{tensor}' cannot be fetched in slices: only a guarded read's buffer shared along rows or columns can, whose outermost dimension longer than one is not its last and holds two units of slices"
+                "buffer of '{tensor}' cannot be fetched in slices: only a guarded read's buffer shared along rows or columns, or a buffer shared across the mesh, can, whose outermost dimension longer than one is not its last and holds two units of slices"
             ));
         }
         let needed = dma::depth(a, &s.order);

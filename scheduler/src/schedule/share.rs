@@ -40,6 +40,13 @@
 //! SW26010-Pro, splitting every padded shared box made a strided convolution whose queue is
 //! busy 95 % of its time 8 % slower (its boxes' rows lie whole in the tensor: finishing them
 //! only sets the rows outside it).
+//!
+//! A box shared across the mesh, guarded or not, may be split as well, where the estimate
+//! finds it faster: its whole broadcasts move the box along the first row and then down every
+//! column, each holding its line for the whole box, while the first row's CPEs can each fetch
+//! one slice (by their column) and send it down their column, all columns at once, after
+//! which every row passes its slices along in turn, as a split line does. The box then
+//! crosses the lines once and its largest slice more, for a broadcast's latency per slice.
 
 use crate::loops::{Index, Kernel, Program};
 use crate::target::Target;
@@ -59,12 +66,13 @@ pub fn split_dim(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
 }
 
 /// The dimension along which the CPEs of its line may fetch buffer `i` of `s` in slices: a
-/// guarded read's buffer shared along a row or a column, whose outermost dimension longer
-/// than one (every one before it is one) is not its last and holds at least two slice units
-/// ([`slice_unit`]).
+/// guarded read's buffer shared along a row or a column, or any buffer shared across the
+/// mesh, whose outermost dimension longer than one (every one before it is one) is not its
+/// last and holds at least two slice units ([`slice_unit`]).
 pub fn may_split(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
     let b = s.buffers.get(i)?;
-    if !matches!(b.shared?, MeshLine::Row | MeshLine::Column) || accesses(k).get(i)?.pad.is_none() {
+    let guarded = accesses(k).get(i)?.pad.is_some();
+    if !(b.shared? == MeshLine::Mesh || guarded) {
         return None;
     }
     let unit = slice_unit(b.elem_bytes)?;
@@ -134,12 +142,21 @@ impl MeshLine {
     }
 
     /// The position of CPE `cpe` along this line (a row or a column): its column in a row,
-    /// its row in a column. The owner is at 0.
+    /// its row in a column. The owner is at 0. Across the mesh, its column: the slice of a
+    /// split buffer it holds after the first stage, which it sends along its row.
     pub fn position(self, cpe: usize) -> usize {
         match self {
-            MeshLine::Row => cpe % MESH_SIDE,
+            MeshLine::Row | MeshLine::Mesh => cpe % MESH_SIDE,
             MeshLine::Column => cpe / MESH_SIDE,
-            MeshLine::Mesh => unreachable!("a buffer shared across the mesh is not split"),
+        }
+    }
+
+    /// The slice of a split buffer that CPE `cpe` fetches, if any: its position along its
+    /// line; across the mesh, only the first row's CPEs fetch, each its column's slice.
+    pub fn fetched_slice(self, cpe: usize) -> Option<usize> {
+        match self {
+            MeshLine::Mesh => (cpe / MESH_SIDE == 0).then_some(cpe % MESH_SIDE),
+            _ => Some(self.position(cpe)),
         }
     }
 
@@ -252,7 +269,17 @@ pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target)
         lines_only
     };
     for i in 0..s.buffers.len() {
-        s.buffers[i].split = may_split(k, s, i).is_some() && finishing_outweighs_get(k, p, s, i, target);
+        if may_split(k, s, i).is_none() {
+            continue;
+        }
+        s.buffers[i].split = match s.buffers[i].shared {
+            Some(MeshLine::Mesh) => {
+                let mut split = s.clone();
+                split.buffers[i].split = true;
+                estimate(k, p, &split, target).cycles() < estimate(k, p, s, target).cycles()
+            }
+            _ => finishing_outweighs_get(k, p, s, i, target),
+        };
     }
 }
 
