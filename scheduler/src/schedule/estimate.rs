@@ -26,7 +26,9 @@
 //!   every CPE of the line waits for each tile's broadcast (`Timing::broadcast_cycles`; two
 //!   in turn across the mesh) and, with register communication, spends two P1 instructions
 //!   per register moving it; a split one's slices are fetched, finished and broadcast by the
-//!   line's CPEs in turn (the queue time the same), each CPE finishing its slice;
+//!   line's CPEs in turn (the queue time the same), each CPE finishing its slice (across the
+//!   mesh, the first row's CPEs fetch them and send them down the columns at once, the largest
+//!   slice's broadcast, and every row then passes them along in turn);
 //! - a sum of products runs in register blocks ([`super::blocking`]): each reduction step of
 //!   a block takes the cycles its shape does, over the tiles' rows (a short last tile runs
 //!   smaller blocks or single rows), and at every visit of a tile of the reduction loops

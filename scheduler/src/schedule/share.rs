@@ -269,17 +269,16 @@ pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target)
         lines_only
     };
     for i in 0..s.buffers.len() {
-        if may_split(k, s, i).is_none() {
-            continue;
-        }
-        s.buffers[i].split = match s.buffers[i].shared {
-            Some(MeshLine::Mesh) => {
-                let mut split = s.clone();
-                split.buffers[i].split = true;
-                estimate(k, p, &split, target).cycles() < estimate(k, p, s, target).cycles()
-            }
-            _ => finishing_outweighs_get(k, p, s, i, target),
-        };
+        let split = may_split(k, s, i).is_some()
+            && match s.buffers[i].shared {
+                Some(MeshLine::Mesh) => {
+                    let mut split = s.clone();
+                    split.buffers[i].split = true;
+                    estimate(k, p, &split, target).cycles() < estimate(k, p, s, target).cycles()
+                }
+                _ => finishing_outweighs_get(k, p, s, i, target),
+            };
+        s.buffers[i].split = split;
     }
 }
 
