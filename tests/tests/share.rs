@@ -8,7 +8,8 @@
 //! broadcasting this one where the broadcast holds the line (SW26010-Pro); and a buffer that
 //! a line does not all need cannot be shared.
 //! A padded window's box shared along a line is fetched in slices by every CPE of the line,
-//! with the results of the owner fetching it whole.
+//! and a box shared across the mesh by the first row's CPEs, with the results of the owner
+//! fetching it whole.
 
 use swflow_frontend::interp;
 use swflow_frontend::ir::{ConvAttrs, DType, Graph, Op, Output, Tensor, TensorType};
