@@ -1764,11 +1764,20 @@ impl Gen<'_> {
                 // Across the mesh only the first row fetches: the others' slices are empty.
                 MeshLine::Mesh => {
                     let at: Vec<Int> = row.iter().cloned().chain([Int::Const(sv.dim as i64)]).collect();
+                    let mut empty = vec![Stmt::SetElem(sv.extent, at, Int::Const(0))];
+                    // The empty extent's store and the test of the slice below.
+                    charge_once(
+                        &mut empty,
+                        Ops {
+                            store: 1,
+                            ..int(1) + branch(1)
+                        },
+                    );
                     charge_once(&mut out, int(1) + branch(1));
                     out.push(Stmt::If {
                         cond: owner(MeshLine::Column),
                         then: bounds,
-                        otherwise: vec![Stmt::SetElem(sv.extent, at, Int::Const(0))],
+                        otherwise: empty,
                     });
                 }
                 _ => out.extend(bounds),
