@@ -425,3 +425,67 @@ fn a_block_of_written_out_steps_is_one_stretch() {
         }
     }
 }
+
+/// A 3 x 3 window whose tile holds all of it is written out whole: its rows' steps follow one
+/// another without the rows' loop, nine steps in one stretch (flops of nine multiply-adds per
+/// accumulator in one charge). With one input channel a tile, that stretch is the block's
+/// whole walk, charged with the accumulators' stores; with four, the channels' loop runs
+/// around it. Both compute the interpreter's result.
+#[test]
+fn a_whole_window_is_written_out() {
+    use swflow_scheduler::schedule::partition::Partition;
+    use swflow_scheduler::schedule::{planned, verify_schedule};
+    let g = parse(
+        r#"graph "window" {
+  %x: f32[1,4,10,16] = input
+  %w: f32[8,4,3,3] = input
+  %y: f32[1,8,10,16] = conv(%x, %w) {strides=[1,1], dilations=[1,1], pads=[1,1,1,1], groups=1}
+  output "y" = %y
+}"#,
+    )
+    .unwrap();
+    let inputs = seeded_inputs(&g, 4);
+    let want = interp::run(&g, &inputs).unwrap();
+    let target = Target::sw26010();
+    for (c, whole_walk) in [(1, true), (4, false)] {
+        let label = format!("{c} input channel(s) a tile");
+        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        let k = &p.kernels[0];
+        let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
+        let part = Partition {
+            loops: vec![loop_of("o0")],
+            points: 10,
+            chunk: 1,
+            grid: Vec::new(),
+        };
+        let mut tiles = k.schedule.as_ref().unwrap().tiles.clone();
+        for (name, t) in [("m", 8), ("o0", 1), ("o1", 16), ("c", c), ("k0", 3), ("k1", 3)] {
+            tiles[loop_of(name)] = t;
+        }
+        let n = planned(k, &p, &part, tiles, &target);
+        verify_schedule(k, &p, &n, &target).unwrap();
+        let b = blocks_of(&p, &n, &target).unwrap_or_else(|| panic!("{label}: no blocks"));
+        assert_eq!((b.unrolled, b.outer_unrolled), (Some(3), Some(3)), "{label}");
+        assert_eq!(b.written_steps(), whole_walk.then_some(9), "{label}");
+        // Nine steps of the block's multiply-adds, each two flops a lane.
+        let stretch = (9 * 2 * b.rows * b.vectors * b.lanes) as u32;
+        p.kernels[0].schedule = Some(n);
+        let (mut nine, mut with_stores) = (0, 0);
+        let run = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
+            swflow_tests::each_body(&mut f.body, &mut |body| {
+                for s in body.iter() {
+                    if let Stmt::Charge { ops, .. } = s {
+                        nine += usize::from(ops.flops == stretch);
+                        with_stores += usize::from(ops.flops == stretch && ops.store > 0);
+                    }
+                }
+            });
+        })
+        .unwrap()
+        .run(&p, &target, &inputs)
+        .unwrap();
+        assert_eq!(nine, 1, "{label}");
+        assert_eq!(with_stores, usize::from(whole_walk), "{label}");
+        compare(&run.outputs[0], &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+    }
+}

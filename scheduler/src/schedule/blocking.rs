@@ -38,6 +38,9 @@ pub const ACCUMULATORS: usize = 24;
 /// Most points of an innermost reduction loop written out step by step (a 3 x 3 or 7 x 7
 /// window's row).
 pub const UNROLL: usize = 8;
+/// Most steps written out when the loop outside the innermost is written out too (a 3 x 3
+/// window, whole: its rows' steps one after the other, without the rows' loop).
+pub const WRITTEN_STEPS: usize = 16;
 /// Vector registers a block may hold (of the CPE's 32, `$31` reads as zero and one is left to
 /// the compiler: reference/simd.md).
 pub const REGISTERS: usize = 30;
@@ -60,6 +63,11 @@ pub struct Blocking {
     /// Points of the innermost reduction loop when every tile has the same few (at most
     /// [`UNROLL`]): its steps are written out one after the other, without loop control.
     pub unrolled: Option<usize>,
+    /// Points of the reduction loop outside the innermost when it is written out too (the
+    /// innermost is, and every tile has the same few of both, at most [`WRITTEN_STEPS`]
+    /// steps together): its points' steps follow one another, each point's indices bumped
+    /// between them.
+    pub outer_unrolled: Option<usize>,
     pub factors: [Factor; 2],
     /// Every whole vector of the target in a block of whole vectors starts aligned (see
     /// [`aligned`]).
@@ -91,9 +99,10 @@ impl Blocking {
     /// LDM accesses and a merge each where the target's vectors are not aligned), and setting
     /// its indices (the lanes loop's iteration, an index per row, a first index and the
     /// streams of each factor, and the copies the reduction walk starts from), on the two
-    /// pipelines as a step's cycles are counted. When the walk is one loop whose steps are
-    /// written out, the block is one stretch of straight-line code: its own work issues in
-    /// the slots its steps leave free, and it costs what the stretch takes beyond the steps.
+    /// pipelines as a step's cycles are counted. When the whole walk is written out
+    /// ([`Blocking::written_steps`]), the block is one stretch of straight-line code: its own
+    /// work issues in the slots its steps leave free, and it costs what the stretch takes
+    /// beyond the steps.
     pub fn entry_cycles(&self) -> f64 {
         let accumulators = (self.rows * self.vectors) as f64;
         let (p0, p1) = match self.target_aligned {
@@ -104,8 +113,8 @@ impl Blocking {
         let integer = (3 + self.rows + self.factors.len() + 2 * streams) as f64;
         // The lanes loop's branch issues on P1 with the accesses.
         let p1 = p1 + 1.0;
-        match (self.reduce.len(), self.unrolled) {
-            (1, Some(n)) => {
+        match self.written_steps() {
+            Some(n) => {
                 let n = n as f64;
                 let (s0, s1) = self.step_slots;
                 let steps = n * s0.max(s1).max(self.fp_latency);
@@ -113,7 +122,18 @@ impl Blocking {
                 let stretch = p0.max(p1).max((p0 + p1 + integer) / 2.0).max(n * self.fp_latency);
                 stretch - steps
             }
-            _ => p0.max(p1).max((p0 + p1 + integer) / 2.0),
+            None => p0.max(p1).max((p0 + p1 + integer) / 2.0),
+        }
+    }
+
+    /// The steps of a block's whole reduction walk when every loop of it is written out (one
+    /// loop, or two with [`Blocking::outer_unrolled`]): the block is then one stretch of
+    /// straight-line code.
+    pub fn written_steps(&self) -> Option<usize> {
+        match (self.reduce.len(), self.unrolled, self.outer_unrolled) {
+            (1, Some(n), None) => Some(n),
+            (2, Some(n), Some(m)) => Some(n * m),
+            _ => None,
         }
     }
 }
@@ -246,9 +266,16 @@ pub fn blocking(
     if running.is_empty() {
         (running, fixed) = (reduce.clone(), Vec::new());
     }
-    let unrolled = running.last().map(|&l| k.loops[l].extent).filter(|&n| {
-        let l = *running.last().expect("a last loop");
+    // A loop whose every tile holds all its few points, which the partition does not cut.
+    let few = |l: usize| {
+        let n = k.loops[l].extent;
         (2..=UNROLL).contains(&n) && s.tiles[l] == n && !s.partition.contains(&l)
+    };
+    let unrolled = running.last().filter(|&&l| few(l)).map(|&l| k.loops[l].extent);
+    let outer_unrolled = unrolled.and_then(|n| {
+        let &l = running.iter().rev().nth(1)?;
+        let m = k.loops[l].extent;
+        (few(l) && n * m <= WRITTEN_STEPS).then_some(m)
     });
     // The most points a tile takes along loop `l` (its size, unless every CPE's block is
     // shorter).
@@ -431,6 +458,7 @@ pub fn blocking(
             reduce: running.clone(),
             fixed: fixed.clone(),
             unrolled,
+            outer_unrolled,
             factors: [factor(fa, &ai, rows_loop), factor(fb, &bi, rows_loop)],
             target_aligned: aligned(0, &ti),
             lanes,

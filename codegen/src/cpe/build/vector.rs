@@ -940,7 +940,15 @@ impl Gen<'_> {
         }
         let mut body = self.walk(v, rows, width, level + 1);
         bump(&mut body);
-        out.extend(self.point_loops(&[p.shape.reduce[level]], body));
+        match p.shape.outer_unrolled.filter(|_| level + 2 == p.shape.reduce.len()) {
+            // Written out too: each point's steps, then its indices' bumps, in turn.
+            Some(m) => {
+                for _ in 0..m {
+                    out.extend(body.iter().cloned());
+                }
+            }
+            None => out.extend(self.point_loops(&[p.shape.reduce[level]], body)),
+        }
         out
     }
 
@@ -1152,19 +1160,29 @@ impl Gen<'_> {
         let step = self.step_ops(v, rows, width);
         let iterations = |j: usize| Int::product(p.shape.reduce[..j].iter().map(|&l| self.extent(l)).collect());
         // The levels run as loops, and the steps (with their bumps) the innermost one's body
-        // holds.
-        let (loops, body) = match p.shape.unrolled {
-            Some(n) => (levels - 1, step * n as u32 + int(bumped * (n as u32 - 1))),
-            None => (levels, step),
+        // holds; a written-out level outside the innermost repeats, per point, the copies of
+        // the innermost's indices, its steps and its own indices' bumps.
+        let (written, body) = match (p.shape.unrolled, p.shape.outer_unrolled) {
+            (Some(n), outer) => {
+                let steps = step * n as u32 + int(bumped * (n as u32 - 1));
+                match outer {
+                    Some(m) => (2, (int(bumped) + steps + int(streams)) * m as u32),
+                    None => (1, steps),
+                }
+            }
+            (None, _) => (0, step),
         };
+        let loops = levels - written;
         if loops > 0 {
             charge(out, own, blocks.clone());
         }
         for j in 0..loops {
-            // The inner loop's start and its indices' copies (no start for one written out,
-            // and no copies of the indices its steps load at displacements from).
+            // The inner level's start and its indices' copies (no start for one written out,
+            // and, written out innermost, no copies of the indices its steps load at
+            // displacements from).
             let inner = match j + 1 < levels {
-                true if p.shape.unrolled.is_some() && j + 2 == levels => int(bumped),
+                true if j + 1 == loops && written == 1 => int(bumped),
+                true if j + 1 == loops && written == 2 => int(streams),
                 true => int(1 + streams),
                 false => Ops::default(),
             };
@@ -1221,10 +1239,13 @@ impl Gen<'_> {
             Width::Lane => {}
         }
         // The outermost reduction level's index copies and its loop's start (none when its
-        // steps are written out, and then copies only of the indices bumped between them).
-        let (copies, start) = match p.shape.unrolled.is_some() && p.shape.reduce.len() == 1 {
-            true => (bumped_streams(p, rows), 0),
-            false => (p.shape.factors.iter().map(|f| f.streams(rows) as u32).sum(), 1),
+        // steps are written out, and then, innermost, copies only of the indices bumped
+        // between them).
+        let streams = p.shape.factors.iter().map(|f| f.streams(rows) as u32).sum();
+        let (copies, start) = match (p.shape.written_steps(), p.shape.reduce.len()) {
+            (Some(_), 1) => (bumped_streams(p, rows), 0),
+            (Some(_), _) => (streams, 0),
+            (None, _) => (streams, 1),
         };
         ops + int(copies + start)
     }
