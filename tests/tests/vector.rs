@@ -1,12 +1,12 @@
 //! The vector code of sums of products: the operations it is charged with are those it
 //! executes, and it computes what the scalar code computes.
 
-use swflow_codegen::cpe::{fused_product, Func, Int, Stmt};
+use swflow_codegen::cpe::{fused_product, Func, Int, Ops, Stmt};
 use swflow_codegen::jit;
 use swflow_frontend::interp;
-use swflow_frontend::ir::{parse, Graph};
+use swflow_frontend::ir::{parse, Graph, Tensor};
 use swflow_frontend::tolerance::{compare, Comparison};
-use swflow_scheduler::loops::Program;
+use swflow_scheduler::loops::{Kernel, Program};
 use swflow_scheduler::schedule::blocking::{blocking, Blocking};
 use swflow_scheduler::schedule::{accesses, Residence, Schedule};
 use swflow_scheduler::target::Target;
@@ -252,6 +252,54 @@ fn blocks_of(p: &Program, s: &Schedule, target: &Target) -> Option<Blocking> {
     )
 }
 
+/// The index of `k`'s loop named `name`.
+fn loop_of(k: &Kernel, name: &str) -> usize {
+    k.loops.iter().position(|l| l.name == name).unwrap()
+}
+
+/// `g`'s program for `target` with its first kernel's schedule pinned: partitioned a point a
+/// CPE along loop `along`, tiled as `tiles` names its loops, its buffers planned and checked;
+/// and the register blocks the scheduler finds under that schedule.
+fn pinned(g: &Graph, target: &Target, along: &str, tiles: &[(&str, usize)]) -> (Program, Blocking) {
+    use swflow_scheduler::schedule::partition::Partition;
+    use swflow_scheduler::schedule::{planned, verify_schedule};
+    let mut p = swflow_scheduler::pipeline::compile(g, target).unwrap();
+    let k = &p.kernels[0];
+    let part = Partition {
+        loops: vec![loop_of(k, along)],
+        points: k.loops[loop_of(k, along)].extent,
+        chunk: 1,
+        grid: Vec::new(),
+    };
+    let mut sizes = k.schedule.as_ref().unwrap().tiles.clone();
+    for &(name, t) in tiles {
+        sizes[loop_of(k, name)] = t;
+    }
+    let s = planned(k, &p, &part, sizes, target);
+    verify_schedule(k, &p, &s, target).unwrap();
+    let b = blocks_of(&p, &s, target).unwrap_or_else(|| panic!("{}: no blocks for {tiles:?}", target.name));
+    p.kernels[0].schedule = Some(s);
+    (p, b)
+}
+
+/// Every charge of the code of `p`'s kernels, and the first output of a run of it by the JIT
+/// on `inputs`.
+fn charges_and_output(p: &Program, target: &Target, inputs: &[Tensor]) -> (Vec<Ops>, Tensor) {
+    let mut charges = Vec::new();
+    let run = jit::compile_edited(p, target, &mut |_, f: &mut Func| {
+        swflow_tests::each_body(&mut f.body, &mut |body| {
+            charges.extend(body.iter().filter_map(|s| match s {
+                Stmt::Charge { ops, .. } => Some(*ops),
+                _ => None,
+            }));
+        });
+    })
+    .unwrap()
+    .run(p, target, inputs)
+    .unwrap();
+    (charges, run.outputs[0].clone())
+}
+
 /// A 5x1 convolution padded by two rows: the input's box is as wide as the output's 6-wide
 /// rows, and the blocks run the lanes through the output's rows joined (24 points a tile,
 /// whole vectors on both targets). A window row further
@@ -260,8 +308,6 @@ fn blocks_of(p: &Program, s: &Schedule, target: &Target) -> Option<Blocking> {
 /// and the JIT compute the interpreter's result.
 #[test]
 fn joined_rows_under_a_window_load_unaligned() {
-    use swflow_scheduler::schedule::partition::Partition;
-    use swflow_scheduler::schedule::{planned, verify_schedule};
     let g = parse(
         r#"graph "window" {
   %x: f32[1,3,4,6] = input
@@ -275,27 +321,12 @@ fn joined_rows_under_a_window_load_unaligned() {
     let want = interp::run(&g, &inputs).unwrap();
     for target in [Target::sw26010(), Target::sw26010pro()] {
         let label = target.name.clone();
-        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
-        let k = &p.kernels[0];
-        let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
         // A channel a CPE, the others idle: each CPE's tiles span whole rows.
-        let part = Partition {
-            loops: vec![loop_of("m")],
-            points: 8,
-            chunk: 1,
-            grid: Vec::new(),
-        };
-        let mut tiles = k.schedule.as_ref().unwrap().tiles.clone();
-        for (name, t) in [("m", 1), ("o0", 4), ("o1", 6), ("c", 3), ("k0", 5), ("k1", 1)] {
-            tiles[loop_of(name)] = t;
-        }
-        let n = planned(k, &p, &part, tiles, &target);
-        verify_schedule(k, &p, &n, &target).unwrap();
-        let b = blocks_of(&p, &n, &target).unwrap_or_else(|| panic!("{label}: no blocks"));
-        assert_eq!(b.coalesced, Some(loop_of("o0")), "{label}");
+        let tiles = [("m", 1), ("o0", 4), ("o1", 6), ("c", 3), ("k0", 5), ("k1", 1)];
+        let (p, b) = pinned(&g, &target, "m", &tiles);
+        assert_eq!(b.coalesced, Some(loop_of(&p.kernels[0], "o0")), "{label}");
         assert!(b.target_aligned, "{label}");
         assert!(b.factors.iter().all(|f| !f.aligned), "{label}");
-        p.kernels[0].schedule = Some(n);
         let both = run_both_engines(&p, &g, &inputs, &target, "vector", &format!("window-{label}"));
         compare(&both.output, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
     }
@@ -362,8 +393,6 @@ fn blocks_are_found_where_vector_code_runs() {
 /// its own. A block whose steps run in a loop charges its accumulators apart from them.
 #[test]
 fn a_block_of_written_out_steps_is_one_stretch() {
-    use swflow_scheduler::schedule::partition::Partition;
-    use swflow_scheduler::schedule::{planned, verify_schedule};
     let target = Target::sw26010();
     for (c, written_out) in [(8, true), (16, false)] {
         let label = format!("{c} input channels");
@@ -378,39 +407,14 @@ fn a_block_of_written_out_steps_is_one_stretch() {
         .unwrap();
         let inputs = seeded_inputs(&g, 8);
         let want = interp::run(&g, &inputs).unwrap();
-        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
-        let k = &p.kernels[0];
-        let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
-        let part = Partition {
-            loops: vec![loop_of("o0")],
-            points: 14,
-            chunk: 1,
-            grid: Vec::new(),
-        };
-        let mut tiles = k.schedule.as_ref().unwrap().tiles.clone();
-        for (name, t) in [("m", 8), ("o0", 1), ("o1", 28), ("c", c), ("k0", 1), ("k1", 1)] {
-            tiles[loop_of(name)] = t;
-        }
-        let n = planned(k, &p, &part, tiles, &target);
-        verify_schedule(k, &p, &n, &target).unwrap();
-        let b = blocks_of(&p, &n, &target).unwrap_or_else(|| panic!("{label}: no blocks"));
+        let tiles = [("m", 8), ("o0", 1), ("o1", 28), ("c", c), ("k0", 1), ("k1", 1)];
+        let (p, b) = pinned(&g, &target, "o0", &tiles);
         assert_eq!(b.reduce.len(), 1, "{label}");
         assert_eq!(b.unrolled.is_some(), written_out, "{label}");
-        p.kernels[0].schedule = Some(n);
-        let mut together = 0;
-        let run = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
-            swflow_tests::each_body(&mut f.body, &mut |body| {
-                together += body
-                    .iter()
-                    .filter(|s| matches!(s, Stmt::Charge { ops, .. } if ops.flops > 0 && ops.store > 0))
-                    .count();
-            });
-        })
-        .unwrap()
-        .run(&p, &target, &inputs)
-        .unwrap();
+        let (charges, output) = charges_and_output(&p, &target, &inputs);
+        let together = charges.iter().filter(|o| o.flops > 0 && o.store > 0).count();
         assert_eq!(together, usize::from(written_out), "{label}");
-        compare(&run.outputs[0], &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        compare(&output, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
         if written_out {
             let alone = Blocking {
                 unrolled: None,
@@ -433,8 +437,6 @@ fn a_block_of_written_out_steps_is_one_stretch() {
 /// around it. Both compute the interpreter's result.
 #[test]
 fn a_whole_window_is_written_out() {
-    use swflow_scheduler::schedule::partition::Partition;
-    use swflow_scheduler::schedule::{planned, verify_schedule};
     let g = parse(
         r#"graph "window" {
   %x: f32[1,4,10,16] = input
@@ -449,43 +451,16 @@ fn a_whole_window_is_written_out() {
     let target = Target::sw26010();
     for (c, whole_walk) in [(1, true), (4, false)] {
         let label = format!("{c} input channel(s) a tile");
-        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
-        let k = &p.kernels[0];
-        let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
-        let part = Partition {
-            loops: vec![loop_of("o0")],
-            points: 10,
-            chunk: 1,
-            grid: Vec::new(),
-        };
-        let mut tiles = k.schedule.as_ref().unwrap().tiles.clone();
-        for (name, t) in [("m", 8), ("o0", 1), ("o1", 16), ("c", c), ("k0", 3), ("k1", 3)] {
-            tiles[loop_of(name)] = t;
-        }
-        let n = planned(k, &p, &part, tiles, &target);
-        verify_schedule(k, &p, &n, &target).unwrap();
-        let b = blocks_of(&p, &n, &target).unwrap_or_else(|| panic!("{label}: no blocks"));
+        let tiles = [("m", 8), ("o0", 1), ("o1", 16), ("c", c), ("k0", 3), ("k1", 3)];
+        let (p, b) = pinned(&g, &target, "o0", &tiles);
         assert_eq!((b.unrolled, b.outer_unrolled), (Some(3), Some(3)), "{label}");
         assert_eq!(b.written_steps(), whole_walk.then_some(9), "{label}");
         // Nine steps of the block's multiply-adds, each two flops a lane.
         let stretch = (9 * 2 * b.rows * b.vectors * b.lanes) as u32;
-        p.kernels[0].schedule = Some(n);
-        let (mut nine, mut with_stores) = (0, 0);
-        let run = jit::compile_edited(&p, &target, &mut |_, f: &mut Func| {
-            swflow_tests::each_body(&mut f.body, &mut |body| {
-                for s in body.iter() {
-                    if let Stmt::Charge { ops, .. } = s {
-                        nine += usize::from(ops.flops == stretch);
-                        with_stores += usize::from(ops.flops == stretch && ops.store > 0);
-                    }
-                }
-            });
-        })
-        .unwrap()
-        .run(&p, &target, &inputs)
-        .unwrap();
-        assert_eq!(nine, 1, "{label}");
-        assert_eq!(with_stores, usize::from(whole_walk), "{label}");
-        compare(&run.outputs[0], &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        let (charges, output) = charges_and_output(&p, &target, &inputs);
+        let nine: Vec<&Ops> = charges.iter().filter(|o| o.flops == stretch).collect();
+        assert_eq!(nine.len(), 1, "{label}");
+        assert_eq!(nine[0].store > 0, whole_walk, "{label}");
+        compare(&output, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
     }
 }

@@ -604,14 +604,13 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 };
                                 moved + t.broadcast_cycles(bytes as u64)
                             };
-                            let each: f64 = broadcasts.iter().map(|&b| cycles(b)).sum();
+                            let each: Vec<f64> = broadcasts.iter().map(|&b| cycles(b)).collect();
+                            let turns: f64 = each.iter().sum();
                             // Across the mesh, a split box's slices first go down the columns
                             // at once, then along every row in turn.
                             let stages = match (line, slices.is_empty()) {
-                                (MeshLine::Mesh, false) => {
-                                    broadcasts.iter().map(|&b| cycles(b)).fold(0.0, f64::max) + each
-                                }
-                                _ => line.stages() as f64 * each,
+                                (MeshLine::Mesh, false) => each.iter().copied().fold(0.0, f64::max) + turns,
+                                _ => line.stages() as f64 * turns,
                             };
                             e.own += a.gets as f64 * stages;
                         }
