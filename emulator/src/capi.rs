@@ -315,6 +315,38 @@ pub extern "C" fn swflow_emu_regcomm_recv_block(code: c_int, ldm: *mut c_void, b
     cpe::reg_recv_block(l, ldm as usize, bytes).unwrap_or_else(|v| stop(&v));
 }
 
+/// Remote LDM access (SW26010-Pro): posts the `bytes` of LDM at `ldm` to the same place of
+/// every other CPE of the calling CPE's row (`line` 0) or column (1) without waiting
+/// (`CRTS_rma_row_ibcast` / `CRTS_rma_col_ibcast` with the same source and destination),
+/// and adds one to the reply word at `reply` (an `int` in LDM) for its own copy; each
+/// receiver adds one to its word at the same place when the block lands, which
+/// [`swflow_emu_rma_wait`] waits for. Both ranges must lie in declared LDM buffers.
+#[no_mangle]
+pub extern "C" fn swflow_emu_rma_post(code: c_int, ldm: *const c_void, bytes: usize, reply: *mut c_int) {
+    let l = line(code, "swflow_emu_rma_post");
+    cpe::rma_post(l, ldm as usize, bytes, reply as usize).unwrap_or_else(|v| stop(&v));
+}
+
+/// Remote LDM access (SW26010-Pro): waits until the reply word at `reply` holds at least
+/// `count` (`CRTS_rma_wait_value`), the blocks posted along the calling CPE's row (`line` 0)
+/// or column (1) landing meanwhile. A count that no post will reach stops the program.
+#[no_mangle]
+pub extern "C" fn swflow_emu_rma_wait(code: c_int, reply: *mut c_int, count: c_long) {
+    let l = line(code, "swflow_emu_rma_wait");
+    // `long` is 64 bits here but not on every C platform.
+    #[allow(clippy::useless_conversion)]
+    let count = i64::from(count);
+    cpe::rma_wait(l, reply as usize, count).unwrap_or_else(|v| stop(&v));
+}
+
+/// Waits until every CPE of the calling CPE's row (`line` 0) or column (1) has arrived
+/// (`CRTS_ssync_row` / `CRTS_ssync_col`).
+#[no_mangle]
+pub extern "C" fn swflow_emu_sync_line(code: c_int) {
+    let l = line(code, "swflow_emu_sync_line");
+    cpe::sync_line(l).unwrap_or_else(|v| stop(&v));
+}
+
 /// Stops the program with a failure the running kernel detected.
 ///
 /// # Safety

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::machine::{Direction, KernelCounters, Launch, Shared, Violation};
-use crate::mesh::Line;
+use crate::mesh::{Landing, Line};
 use crate::replay::{Event, Log};
 use crate::tape::DmaClass;
 use crate::timing::Ops;
@@ -553,7 +553,7 @@ pub fn reg_send_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violat
 /// ([`reg_send_block`]) into LDM at `ldm`, waiting for it.
 pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violation> {
     let what = line.get_name();
-    let (shared, id) = communicating(what, Some((ldm, bytes)), Some(Event::Receive { line }))?;
+    let (shared, id) = communicating(what, Some((ldm, bytes)), Some(Event::Receive { line, posted: false }))?;
     // SAFETY: the range lies in one of the CPE's declared LDM buffers, which only this CPE's
     // thread touches.
     let out = unsafe { std::slice::from_raw_parts_mut(ldm as *mut u8, bytes) };
@@ -564,8 +564,145 @@ pub fn reg_recv_block(line: Line, ldm: usize, bytes: usize) -> Result<(), Violat
 /// as were put), waiting for it.
 pub fn reg_get(line: Line, out: &mut [u8]) -> Result<(), Violation> {
     let what = line.get_name();
-    let (shared, id) = communicating(what, None, Some(Event::Receive { line }))?;
+    let (shared, id) = communicating(what, None, Some(Event::Receive { line, posted: false }))?;
     take(&shared, id, what, line, out)
+}
+
+/// Remote LDM access's posted broadcasts and line syncs need a machine that has it (when time
+/// is modelled: its description gives `timing.rma_latency_cycles`).
+fn check_rma(cpe: &Cpe, what: &str) -> Result<(), Violation> {
+    match &cpe.machine.spec {
+        Some(spec) if spec.timing.rma_latency_cycles.is_none() => Err(cpe.violation(format!(
+            "uses {what}, but this machine has no remote LDM access (its description gives no timing.rma_latency_cycles)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Bytes of a reply word (`crts_rply_t`, an int).
+const REPLY_BYTES: usize = 4;
+
+impl Cpe {
+    /// The declared LDM buffer holding `[ldm, ldm + bytes)`, by its place among the
+    /// declarations, and the offset in it.
+    fn place_in_ldm(&self, what: &str, ldm: usize, bytes: usize) -> Result<(usize, usize), Violation> {
+        check_ldm_range(self, what, ldm, bytes)?;
+        let at = self.buffers.iter().position(|b| b.contains(ldm)).expect("checked");
+        Ok((at, ldm - self.buffers[at].base))
+    }
+
+    /// The reply word at `counter`, which must lie in a declared LDM buffer.
+    fn reply_word(&self, what: &str, counter: usize) -> Result<*mut i32, Violation> {
+        self.place_in_ldm(&format!("{what}'s reply word"), counter, REPLY_BYTES)?;
+        Ok(counter as *mut i32)
+    }
+}
+
+/// Posts the `bytes` of LDM at `ldm` to the same place of every other CPE of the calling
+/// CPE's row or column (remote LDM access's `CRTS_rma_row_ibcast`, which the receivers do not
+/// call), and counts its own arrival in the reply word at `counter`, as the SDK's broadcast
+/// lands on its sender too (in place here: the sender's block is already there). Each
+/// receiver counts the block's arrival in its reply word at the same place when it waits for
+/// it ([`rma_wait`]). Both ranges lie in declared LDM buffers.
+pub fn rma_post(line: Line, ldm: usize, bytes: usize, counter: usize) -> Result<(), Violation> {
+    let what = line.post_name();
+    let landing = with_cpe(what, |cpe| {
+        check_rma(cpe, what)?;
+        let (buffer, offset) = cpe.place_in_ldm(&format!("{what} block"), ldm, bytes)?;
+        let word = cpe.reply_word(what, counter)?;
+        let (counter_buffer, counter_offset) = cpe.place_in_ldm(what, counter, REPLY_BYTES)?;
+        // SAFETY: the word lies in one of the CPE's declared LDM buffers, which only this
+        // CPE's thread touches.
+        unsafe { *word += 1 };
+        Ok(Landing {
+            buffer,
+            name: cpe.buffers[buffer].name.clone(),
+            offset,
+            counter: (counter_buffer, counter_offset),
+        })
+    })?;
+    let (shared, id) = meeting(what, &format!("uses {what}"), None)?;
+    // SAFETY: the range lies in one of the CPE's declared LDM buffers.
+    let data = unsafe { std::slice::from_raw_parts(ldm as *const u8, bytes) };
+    let to = shared.mesh.post(id, line, data, landing)?;
+    with_cpe(what, |cpe| {
+        cpe.counters.reg_puts += 1;
+        if cpe.machine.spec.is_some() {
+            let bytes = bytes as u64;
+            cpe.log.push(Event::Post { line, to, bytes });
+        }
+        Ok(())
+    })
+}
+
+/// Waits until the reply word at `counter` holds at least `count` (`CRTS_rma_wait_value`):
+/// the blocks posted along the calling CPE's row or column land, oldest first, each counting
+/// its arrival in its own reply word, until this one reaches `count`. A count no post will
+/// reach stops the launch as a receive that no CPE will send to.
+pub fn rma_wait(line: Line, counter: usize, count: i64) -> Result<(), Violation> {
+    let what = "rma_wait_value";
+    let word = with_cpe(what, |cpe| {
+        check_rma(cpe, what)?;
+        cpe.reply_word(what, counter)
+    })?;
+    let (shared, id) = meeting(what, &format!("uses {what}"), None)?;
+    // SAFETY (here and below): reply words and landing places lie in the CPE's declared LDM
+    // buffers, which only this CPE's thread touches.
+    while i64::from(unsafe { *word }) < count {
+        with_cpe(what, |cpe| {
+            if cpe.machine.spec.is_some() {
+                cpe.log.push(Event::Receive { line, posted: true });
+            }
+            Ok(())
+        })?;
+        let m = shared.mesh.take(id, line)?;
+        with_cpe(what, |cpe| {
+            let Some(l) = &m.landing else {
+                return Err(cpe.violation(format!(
+                    "{what} takes a block of {} bytes that CPE {} sent by {}, not posted",
+                    m.bytes.len(),
+                    m.from,
+                    line.put_name()
+                )));
+            };
+            let place = |buffer: usize, offset: usize, bytes: usize| {
+                match cpe.buffers.get(buffer) {
+                Some(b) if offset + bytes <= b.bytes => Ok(b.base + offset),
+                _ => Err(cpe.violation(format!(
+                    "a block posted by CPE {} to LDM buffer '{}' at offset {offset} ({bytes} bytes) has no such place here",
+                    m.from, l.name
+                ))),
+            }
+            };
+            if cpe.buffers.get(l.buffer).is_none_or(|b| b.name != l.name) {
+                return Err(cpe.violation(format!(
+                    "a block posted by CPE {} to LDM buffer '{}' lands where this CPE declared {}",
+                    m.from,
+                    l.name,
+                    cpe.buffers
+                        .get(l.buffer)
+                        .map_or("nothing".to_string(), |b| format!("'{}'", b.name))
+                )));
+            }
+            let at = place(l.buffer, l.offset, m.bytes.len())?;
+            let reply = place(l.counter.0, l.counter.1, REPLY_BYTES)?;
+            unsafe {
+                std::ptr::copy_nonoverlapping(m.bytes.as_ptr(), at as *mut u8, m.bytes.len());
+                *(reply as *mut i32) += 1;
+            }
+            cpe.counters.reg_gets += 1;
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Waits until every CPE of the calling CPE's row or column has arrived (`CRTS_ssync_row`,
+/// `CRTS_ssync_col`).
+pub fn sync_line(line: Line) -> Result<(), Violation> {
+    let what = line.sync_name();
+    let (shared, id) = meeting(what, &format!("meets at {what}"), Some(Event::LineSync { line }))?;
+    shared.mesh.sync_line(id, line)
 }
 
 /// The calling CPE's LDM area for a kernel compiled into this process, or `None` on the

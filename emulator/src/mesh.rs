@@ -12,6 +12,13 @@
 //! A block ([`Mesh::put_block`]) is one message of many registers to every other CPE of the
 //! line, which the receivers take whole: what a loop of register broadcasts and the matching
 //! loops of gets move on SW26010, or a collective remote-LDM broadcast on SW26010-Pro.
+//! A posted block ([`Mesh::post`]) is remote LDM access's broadcast that only its sender
+//! calls: it lands in the same place of every other CPE of the line, each of which counts its
+//! arrival in a word of its LDM and waits for the count it expects. Here a posted block waits
+//! in the receiver's buffer like any message and lands when the receiver waits for its count
+//! ([`Mesh::take`]), which the hardware's earlier landing cannot tell apart from a program
+//! that leaves the place alone until then. Line syncs ([`Mesh::sync_line`]) meet the CPEs of
+//! one row or column, as barriers meet the launch's.
 //!
 //! The mesh knows what each CPE of the running launch is doing: running, waiting for a
 //! message, waiting at a barrier, or returned. When no CPE runs and some still wait, none of
@@ -63,6 +70,22 @@ impl Line {
         }
     }
 
+    /// The SDK's name of a posted remote-LDM broadcast along it.
+    pub(crate) fn post_name(self) -> &'static str {
+        match self {
+            Line::Row => "rma_row_ibcast",
+            Line::Column => "rma_col_ibcast",
+        }
+    }
+
+    /// The SDK's name of a sync of its CPEs.
+    pub(crate) fn sync_name(self) -> &'static str {
+        match self {
+            Line::Row => "ssync_row",
+            Line::Column => "ssync_col",
+        }
+    }
+
     /// The SDK's name of a get along it.
     pub(crate) fn get_name(self) -> &'static str {
         match self {
@@ -71,7 +94,7 @@ impl Line {
         }
     }
 
-    fn noun(self) -> &'static str {
+    pub(crate) fn noun(self) -> &'static str {
         match self {
             Line::Row => "row",
             Line::Column => "column",
@@ -93,6 +116,14 @@ impl Line {
             Line::Column => cpe / MESH_SIDE,
         }
     }
+
+    /// Which line of its kind `cpe` is on: its row's index, or its column's.
+    pub(crate) fn which(self, cpe: usize) -> usize {
+        match self {
+            Line::Row => cpe / MESH_SIDE,
+            Line::Column => cpe % MESH_SIDE,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,13 +131,27 @@ enum Status {
     Running,
     Receiving(Line),
     AtBarrier,
+    AtLineSync(Line),
     Returned,
 }
 
-/// A register, or a block of registers sent in one go ([`Mesh::put_block`]).
-struct Message {
-    from: usize,
-    bytes: Vec<u8>,
+/// Where a posted block lands on each receiver: a declared LDM buffer (by its place among
+/// the kernel's declarations, which every CPE makes in the same order, and its name) and the
+/// offset in it, and the word that counts its arrival (a buffer's place and an offset).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Landing {
+    pub buffer: usize,
+    pub name: String,
+    pub offset: usize,
+    pub counter: (usize, usize),
+}
+
+/// A register, or a block of registers sent in one go ([`Mesh::put_block`]), or a posted
+/// block with where it lands ([`Mesh::post`]).
+pub(crate) struct Message {
+    pub from: usize,
+    pub bytes: Vec<u8>,
+    pub landing: Option<Landing>,
 }
 
 struct State {
@@ -115,6 +160,8 @@ struct State {
     /// Per CPE, its row and column receive buffers.
     inbox: Vec<[VecDeque<Message>; 2]>,
     barrier_generation: u64,
+    /// Per line (row, column) and index of it, the syncs it has completed.
+    line_generation: [[u64; MESH_SIDE]; 2],
     /// Why the launch cannot go on, once it cannot.
     stuck: Option<Violation>,
 }
@@ -132,7 +179,7 @@ impl State {
     fn blocked(&self, c: usize) -> bool {
         match self.status[c] {
             Status::Receiving(l) => self.inbox[c][l.index()].is_empty(),
-            Status::AtBarrier => true,
+            Status::AtBarrier | Status::AtLineSync(_) => true,
             Status::Running | Status::Returned => false,
         }
     }
@@ -155,14 +202,24 @@ impl State {
         let count = |f: fn(&Status) -> bool| self.status.iter().filter(|s| f(s)).count();
         let receiving = count(|s| matches!(s, Status::Receiving(_)));
         let at_barrier = count(|s| *s == Status::AtBarrier);
+        let at_sync = count(|s| matches!(s, Status::AtLineSync(_)));
         let returned = count(|s| *s == Status::Returned);
+        let syncing = match at_sync {
+            0 => String::new(),
+            n => format!(", {n} at a line sync"),
+        };
         let others = format!(
-            "every CPE of the launch waits or has returned ({receiving} in a receive, {at_barrier} at a barrier, {returned} returned)"
+            "every CPE of the launch waits or has returned ({receiving} in a receive, {at_barrier} at a barrier{syncing}, {returned} returned)"
         );
         let message = match self.status[first] {
             Status::Receiving(l) => format!(
                 "{} waits for a message that no CPE of its {} will send: {others}",
                 l.get_name(),
+                l.noun()
+            ),
+            Status::AtLineSync(l) => format!(
+                "waits at a {} sync that not every CPE of its {} will reach: {others}",
+                l.noun(),
                 l.noun()
             ),
             _ => format!("waits at a barrier that not every CPE will reach: {others}"),
@@ -188,6 +245,7 @@ impl Mesh {
                 status: vec![Status::Running; cpes],
                 inbox: (0..cpes).map(|_| Default::default()).collect(),
                 barrier_generation: 0,
+                line_generation: [[0; MESH_SIDE]; 2],
                 stuck: None,
             }),
             wake: (0..cpes).map(|_| Condvar::new()).collect(),
@@ -274,13 +332,26 @@ impl Mesh {
                 ))
             }
         };
-        Ok(self.deliver(st, from, line, &to, data))
+        Ok(self.deliver(st, from, line, &to, data, None))
     }
 
     /// Sends the `data` bytes from `from` to every other CPE of its `line` as one block of
     /// registers (the hardware's loop of broadcasts, which a block get of as many bytes
     /// takes whole); returns the receivers as a bit set of CPE ids.
     pub fn put_block(&self, from: usize, line: Line, data: &[u8]) -> Result<u64, Violation> {
+        self.to_the_others(from, line, data, None)
+    }
+
+    /// Posts the `data` bytes from `from` to every other CPE of its `line`, to land where
+    /// `landing` says when each takes it ([`Mesh::take`]); returns the receivers as a bit set
+    /// of CPE ids.
+    pub fn post(&self, from: usize, line: Line, data: &[u8], landing: Landing) -> Result<u64, Violation> {
+        self.to_the_others(from, line, data, Some(landing))
+    }
+
+    /// Sends `data` from `from` to every other CPE of its `line` as one message; returns the
+    /// receivers as a bit set of CPE ids.
+    fn to_the_others(&self, from: usize, line: Line, data: &[u8], landing: Option<Landing>) -> Result<u64, Violation> {
         let st = self.lock();
         self.check_mesh(&st, from, line)?;
         let me = line.position(from);
@@ -288,7 +359,7 @@ impl Mesh {
             .filter(|&i| i != me)
             .map(|i| line.member(from, i))
             .collect();
-        Ok(self.deliver(st, from, line, &to, data))
+        Ok(self.deliver(st, from, line, &to, data, landing))
     }
 
     fn check_mesh(&self, st: &State, from: usize, line: Line) -> Result<(), Violation> {
@@ -305,11 +376,20 @@ impl Mesh {
         }
     }
 
-    fn deliver(&self, mut st: MutexGuard<'_, State>, from: usize, line: Line, to: &[usize], data: &[u8]) -> u64 {
+    fn deliver(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        from: usize,
+        line: Line,
+        to: &[usize],
+        data: &[u8],
+        landing: Option<Landing>,
+    ) -> u64 {
         for &c in to {
             st.inbox[c][line.index()].push_back(Message {
                 from,
                 bytes: data.to_vec(),
+                landing: landing.clone(),
             });
             self.wake[c].notify_all();
         }
@@ -318,24 +398,30 @@ impl Mesh {
 
     /// Takes `cpe`'s oldest message along `line` into `out`, waiting for one.
     pub fn get(&self, cpe: usize, line: Line, out: &mut [u8]) -> Result<(), Violation> {
+        let m = self.take(cpe, line)?;
+        let wrong = match (&m.landing, m.bytes.len() == out.len()) {
+            (Some(_), _) => Some(format!("a block of {} bytes that CPE {} posted", m.bytes.len(), m.from)),
+            (None, false) => Some(format!("a message of {} bytes that CPE {} put", m.bytes.len(), m.from)),
+            (None, true) => None,
+        };
+        if let Some(what) = wrong {
+            let st = self.lock();
+            return Err(st.violation(
+                cpe,
+                format!("{} takes {} bytes from {what}", line.get_name(), out.len()),
+            ));
+        }
+        out.copy_from_slice(&m.bytes);
+        Ok(())
+    }
+
+    /// Takes `cpe`'s oldest message along `line`, waiting for one.
+    pub fn take(&self, cpe: usize, line: Line) -> Result<Message, Violation> {
         let mut st = self.lock();
         loop {
             if let Some(m) = st.inbox[cpe][line.index()].pop_front() {
                 st.status[cpe] = Status::Running;
-                if m.bytes.len() != out.len() {
-                    return Err(st.violation(
-                        cpe,
-                        format!(
-                            "{} takes {} bytes from a message of {} bytes that CPE {} put",
-                            line.get_name(),
-                            out.len(),
-                            m.bytes.len(),
-                            m.from
-                        ),
-                    ));
-                }
-                out.copy_from_slice(&m.bytes);
-                return Ok(());
+                return Ok(m);
             }
             if let Some(v) = &st.stuck {
                 return Err(v.clone());
@@ -372,6 +458,40 @@ impl Mesh {
         let generation = st.barrier_generation;
         loop {
             if st.barrier_generation != generation {
+                return Ok(());
+            }
+            if let Some(v) = &st.stuck {
+                return Err(v.clone());
+            }
+            st = self.wait(cpe, st);
+        }
+    }
+
+    /// Waits until every CPE of `cpe`'s `line` (its row or its column) has arrived.
+    pub fn sync_line(&self, cpe: usize, line: Line) -> Result<(), Violation> {
+        let mut st = self.lock();
+        self.check_mesh(&st, cpe, line)?;
+        if let Some(v) = &st.stuck {
+            return Err(v.clone());
+        }
+        let members: Vec<usize> = (0..MESH_SIDE).map(|i| line.member(cpe, i)).collect();
+        let which = line.which(cpe);
+        st.status[cpe] = Status::AtLineSync(line);
+        if members.iter().all(|&m| st.status[m] == Status::AtLineSync(line)) {
+            st.line_generation[line.index()][which] += 1;
+            for &m in &members {
+                st.status[m] = Status::Running;
+            }
+            self.wake_all();
+            return Ok(());
+        }
+        st.check_stuck();
+        if st.stuck.is_some() {
+            self.wake_all();
+        }
+        let generation = st.line_generation[line.index()][which];
+        loop {
+            if st.line_generation[line.index()][which] != generation {
                 return Ok(());
             }
             if let Some(v) = &st.stuck {

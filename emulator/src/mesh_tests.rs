@@ -327,3 +327,131 @@ fn a_block_broadcast_by_remote_ldm_access_arrives_after_its_latency_and_bytes() 
     let v = violation(&Machine::new(64, 1024, Some(rma)), lost);
     assert!(v.message.contains("has no register communication"), "{}", v.message);
 }
+
+fn rma() -> Spec {
+    let mut rma = timed();
+    rma.timing.regcomm_latency_cycles = None;
+    rma.timing.rma_latency_cycles = Some(100.0);
+    rma.timing.rma_bytes_per_cycle = Some(32.0);
+    rma
+}
+
+/// The LDM of a posting kernel: a 320-byte block and its reply words (row's, column's) after it.
+fn posting_ldm() -> Result<(usize, usize), Violation> {
+    let ldm = crate::native::swflow_native_ldm(336) as usize;
+    cpe::declare_ldm(ldm, 320, "block")?;
+    cpe::declare_ldm(ldm + 320, 16, "reply")?;
+    // SAFETY: the words are this CPE's LDM area.
+    unsafe { std::ptr::write_bytes((ldm + 320) as *mut u8, 0, 16) };
+    Ok((ldm, ldm + 320))
+}
+
+/// CPE 8 (row 1, column 0) posts a block of 320 bytes along its row, twice, with the row
+/// synced before the second post (whose bytes differ); the others of the row wait for each
+/// and record its bytes' sum, the second one after computing for 500 cycles.
+extern "C" fn posted_row(arg: *mut c_void) {
+    on_cpe(arg, |id, out| {
+        let (ldm, reply) = posting_ldm()?;
+        if id / 8 != 1 {
+            return Ok(());
+        }
+        let sum = || {
+            // SAFETY: the 320 bytes are this CPE's LDM area.
+            let got = unsafe { std::slice::from_raw_parts(ldm as *const u8, 320) };
+            got.iter().map(|&b| b as u64).sum::<u64>()
+        };
+        for (round, byte) in [(1, 7u8), (2, 9u8)] {
+            if round == 2 {
+                cpe::sync_line(Line::Row)?;
+            }
+            if id == 8 {
+                // SAFETY: as above.
+                unsafe { std::ptr::write_bytes(ldm as *mut u8, byte, 320) };
+                cpe::rma_post(Line::Row, ldm, 320, reply)?;
+            }
+            if round == 2 {
+                cpe::charge(
+                    &Ops {
+                        fp: 500,
+                        ..Ops::default()
+                    },
+                    1,
+                )?;
+            }
+            cpe::rma_wait(Line::Row, reply, round)?;
+            if id != 8 {
+                let before = out[id].load(Ordering::SeqCst);
+                out[id].store(if round == 1 { sum() } else { before * 1000 + sum() }, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn a_posted_block_lands_in_place_and_arrives_while_its_receivers_compute() {
+    let m = Machine::new(64, 1024, Some(rma()));
+    let out = results();
+    m.spawn("posted", posted_row, &*out as *const Results as *mut c_void, 0);
+    m.try_join().expect("no violation");
+    for id in 9..16 {
+        assert_eq!(out[id].load(Ordering::SeqCst), 7 * 320 * 1000 + 9 * 320, "CPE {id}");
+    }
+    let stats = &m.stats()["posted"];
+    // Each post: the line takes 320 / 32 cycles and then the 100 - 2 * 5 of the collective's
+    // latency without its two syncs. The first arrives at 100; the row syncs (5 cycles), and
+    // the second arrives while the receivers compute their 500.
+    assert_eq!(stats.time.span_cycles, 100.0 + 5.0 + 500.0);
+    assert_eq!((stats.counters.reg_puts, stats.counters.reg_gets), (2, 14));
+}
+
+/// Every CPE of row 1 waits for a post that CPE 8 never makes.
+extern "C" fn unposted(arg: *mut c_void) {
+    on_cpe(arg, |id, _| {
+        let (_, reply) = posting_ldm()?;
+        match id / 8 {
+            1 if id != 8 => cpe::rma_wait(Line::Row, reply, 1),
+            _ => Ok(()),
+        }
+    });
+}
+
+/// CPE 9 syncs its row; the row's other CPEs return.
+extern "C" fn lone_sync(arg: *mut c_void) {
+    on_cpe(arg, |id, _| match id {
+        9 => cpe::sync_line(Line::Row),
+        _ => Ok(()),
+    });
+}
+
+/// CPE 8 posts along its row on a machine with register communication only.
+extern "C" fn post_without_rma(arg: *mut c_void) {
+    on_cpe(arg, |id, _| {
+        let (ldm, reply) = posting_ldm()?;
+        match id {
+            8 => cpe::rma_post(Line::Row, ldm, 320, reply),
+            _ => Ok(()),
+        }
+    });
+}
+
+#[test]
+fn posts_and_syncs_that_would_hang_are_violations() {
+    let v = violation(&Machine::new(64, 1024, Some(rma())), unposted);
+    assert!(
+        v.message
+            .contains("waits for a message that no CPE of its row will send"),
+        "{}",
+        v.message
+    );
+    let v = violation(&Machine::new(64, 1024, Some(rma())), lone_sync);
+    assert!(
+        v.message
+            .contains("waits at a row sync that not every CPE of its row will reach"),
+        "{}",
+        v.message
+    );
+    assert_eq!(v.cpes, vec![9]);
+    let v = violation(&Machine::new(64, 1024, Some(timed())), post_without_rma);
+    assert!(v.message.contains("has no remote LDM access"), "{}", v.message);
+}

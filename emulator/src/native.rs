@@ -123,6 +123,30 @@ pub extern "C" fn swflow_native_reg_recv(line: i32, ldm: usize, bytes: usize) ->
     status(reg_line(line).and_then(|l| cpe::reg_recv_block(l, ldm, bytes)))
 }
 
+/// Posts the `bytes` of LDM at `ldm` along the calling CPE's row (`line` 0) or column (1),
+/// counting its own copy in the reply word at `reply` (see
+/// [`crate::capi::swflow_emu_rma_post`]).
+#[no_mangle]
+pub extern "C" fn swflow_native_rma_post(line: i32, ldm: usize, bytes: usize, reply: usize) -> i32 {
+    status(reg_line(line).and_then(|l| cpe::rma_post(l, ldm, bytes, reply)))
+}
+
+/// Waits until the reply word at `reply` holds at least `count`, the blocks posted along the
+/// calling CPE's row (`line` 0) or column (1) landing meanwhile.
+#[no_mangle]
+pub extern "C" fn swflow_native_rma_wait(line: i32, reply: usize, count: i64) -> i32 {
+    status(reg_line(line).and_then(|l| cpe::rma_wait(l, reply, count)))
+}
+
+/// Meets the CPEs of the calling CPE's row (`scope` 0), its column (1), or all the CPEs (2).
+#[no_mangle]
+pub extern "C" fn swflow_native_sync(scope: i32) -> i32 {
+    status(match scope {
+        2 => cpe::barrier(),
+        code => reg_line(code).and_then(cpe::sync_line),
+    })
+}
+
 fn reg_line(code: i32) -> Result<Line, Violation> {
     Line::from_code(code).ok_or_else(|| {
         cpe::fail(&format!(

@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::mesh::Line;
+use crate::mesh::{Line, MESH_SIDE};
 use crate::timing::Timing;
 
 /// One thing a CPE did, in program order.
@@ -37,7 +37,14 @@ pub(crate) enum Event {
     /// CPEs of the bit set `to`.
     Send { line: Line, to: u64, bytes: u64 },
     /// A register-communication get along `line`: it waits for the oldest message there.
-    Receive { line: Line },
+    /// With `posted`, the arrival of a posted block ([`Event::Post`]), even where broadcasts
+    /// are otherwise collectives.
+    Receive { line: Line, posted: bool },
+    /// A remote-LDM broadcast of `bytes` along `line` to the CPEs of the bit set `to` that
+    /// only its sender calls: it waits for the line to be free and moves on.
+    Post { line: Line, to: u64, bytes: u64 },
+    /// A sync of the CPEs of this CPE's row or column.
+    LineSync { line: Line },
 }
 
 /// A CPE's events during one launch; consecutive stretches of the same kind merge.
@@ -187,16 +194,46 @@ fn release(
     }
 }
 
+/// Releases every CPE waiting at a complete sync (with its clock) at cycle `done`, as a
+/// barrier does.
+fn release_sync(
+    waiting: &[(usize, f64)],
+    done: f64,
+    logs: &[Log],
+    states: &mut [CpeState],
+    heap: &mut BinaryHeap<Next>,
+    emit: &mut dyn FnMut(Span),
+) {
+    for &(c, clock) in waiting {
+        let s = &mut states[c];
+        s.time.idle += done - clock;
+        emit(Span::Barrier {
+            cpe: c,
+            start: clock,
+            cycles: done - clock,
+        });
+        s.clock = done;
+        s.pos += 1;
+        if s.pos < logs[c].events.len() {
+            heap.push(Next(done, c));
+        }
+    }
+}
+
 /// Replays the logs of one launch (indexed by CPE id), all CPEs starting at cycle 0; `trace`
 /// receives every interval when given. The logs must come from a run that completed: every
-/// CPE reaches every barrier, and every broadcast's receivers call for it.
+/// CPE reaches every barrier and line sync, and every broadcast's receivers call for it.
 ///
 /// With register communication a send costs its sender nothing here (the code charges each
 /// register it moves) and a receive waits for the oldest message of its line. Without it, a
 /// block broadcast is remote LDM access's collective call (`CRTS_rma_row_bcast_coll`): the
 /// line synchronises, the root broadcasts, and every CPE of it, the root too, waits until the
 /// block has arrived; so the call ends for all of them [`Timing::broadcast_cycles`] after the
-/// last of them made it.
+/// last of them made it. A posted broadcast (`CRTS_rma_row_ibcast`) costs its sender nothing
+/// either: each row and each column carries one block at a time, in the order they are
+/// posted, and a block arrives [`Timing::posted_cycles`] after the line took it up; its
+/// receivers wait for it as for a register. A line sync releases the CPEs of the row or
+/// column a barrier's cycles after the last of them arrived.
 pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(Span)>) -> LaunchTime {
     let mut states: Vec<CpeState> = logs
         .iter()
@@ -215,14 +252,19 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
     let mut queue_busy = 0.0;
     let mut tape_queue = 0.0;
     let mut at_barrier: Vec<usize> = Vec::new();
-    // Per CPE, the arrival times of the register messages not yet taken (row, column), and
-    // the line of a receive it waits at with none there, with its clock.
+    // Per CPE, the arrival times of the register messages and posted blocks not yet taken
+    // (row, column), and the line of a receive it waits at with none there, with its clock
+    // and whether it waits for a posted block.
     let mut inbox: Vec<[std::collections::VecDeque<f64>; 2]> = logs.iter().map(|_| Default::default()).collect();
-    let mut parked: Vec<Option<(Line, f64)>> = vec![None; logs.len()];
+    let mut parked: Vec<Option<(Line, f64, bool)>> = vec![None; logs.len()];
     // Without register communication, broadcasts are collectives; those some receiver has
     // not called yet, oldest first.
     let collectives = t.regcomm_latency_cycles.is_none();
     let mut pending: Vec<Collective> = Vec::new();
+    // Per line (row, column) and index of it: when it is free to carry the next posted
+    // block, and the CPEs waiting at its sync with their clocks.
+    let mut line_free = [[0.0f64; MESH_SIDE]; 2];
+    let mut at_sync: [[Vec<(usize, f64)>; MESH_SIDE]; 2] = Default::default();
     let mut emit = |s: Span| {
         if let Some(f) = trace.as_mut() {
             f(s)
@@ -307,7 +349,7 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 };
                 // Receivers already at their call join it.
                 for r in (0..logs.len()).filter(|&r| to >> r & 1 == 1) {
-                    if let Some((_, clock)) = parked[r].filter(|p| p.0 == line) {
+                    if let Some((_, clock, _)) = parked[r].filter(|p| p.0 == line && !p.2) {
                         parked[r] = None;
                         c.missing &= !(1 << r);
                         c.arrived.push((r, clock));
@@ -319,7 +361,31 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 }
                 continue;
             }
-            Event::Receive { line } if collectives => {
+            Event::Post { line, to, bytes } => {
+                let which = line.which(i);
+                let start = line_free[line as usize][which].max(s.clock);
+                let (carried, arrival) = t.posted_cycles(bytes);
+                line_free[line as usize][which] = start + carried;
+                for c in (0..logs.len()).filter(|&c| to >> c & 1 == 1) {
+                    inbox[c][line as usize].push_back(start + arrival);
+                    if let Some((_, clock, _)) = parked[c].filter(|p| p.0 == line && p.2) {
+                        parked[c] = None;
+                        heap.push(Next(clock, c));
+                    }
+                }
+            }
+            Event::LineSync { line } => {
+                let which = line.which(i);
+                let waiting = &mut at_sync[line as usize][which];
+                waiting.push((i, s.clock));
+                if waiting.len() == MESH_SIDE {
+                    let done = waiting.iter().map(|w| w.1).fold(0.0, f64::max) + t.barrier_cycles;
+                    let waiting = std::mem::take(waiting);
+                    release_sync(&waiting, done, logs, &mut states, &mut heap, &mut emit);
+                }
+                continue;
+            }
+            Event::Receive { line, posted: false } if collectives => {
                 let clock = s.clock;
                 match pending.iter().position(|c| c.line == line && c.missing >> i & 1 == 1) {
                     Some(at) => {
@@ -331,7 +397,7 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                         }
                     }
                     // Taken up by the broadcast when its root calls.
-                    None => parked[i] = Some((line, clock)),
+                    None => parked[i] = Some((line, clock, false)),
                 }
                 continue;
             }
@@ -339,16 +405,16 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 let arrival = s.clock + t.broadcast_cycles(bytes);
                 for c in (0..logs.len()).filter(|&c| to >> c & 1 == 1) {
                     inbox[c][line as usize].push_back(arrival);
-                    if let Some((_, clock)) = parked[c].filter(|p| p.0 == line) {
+                    if let Some((_, clock, _)) = parked[c].filter(|p| p.0 == line) {
                         parked[c] = None;
                         heap.push(Next(clock, c));
                     }
                 }
             }
-            Event::Receive { line } => {
+            Event::Receive { line, posted } => {
                 let Some(arrival) = inbox[i][line as usize].pop_front() else {
                     // Taken up again by the put that delivers its message.
-                    parked[i] = Some((line, s.clock));
+                    parked[i] = Some((line, s.clock, posted));
                     continue;
                 };
                 let waited = arrival - s.clock;
@@ -536,10 +602,19 @@ mod tests {
                 },
                 Event::Compute(1.0),
             ]),
-            log(&[Event::Receive { line: Line::Row }, Event::Compute(1.0)]),
+            log(&[
+                Event::Receive {
+                    line: Line::Row,
+                    posted: false,
+                },
+                Event::Compute(1.0),
+            ]),
             log(&[
                 Event::Compute(200.0),
-                Event::Receive { line: Line::Row },
+                Event::Receive {
+                    line: Line::Row,
+                    posted: false,
+                },
                 Event::Compute(1.0),
             ]),
         ];
@@ -568,13 +643,70 @@ mod tests {
         // Receivers that call before the root wait for it.
         let early = [
             log(&[Event::Compute(300.0), logs[0].events[1]]),
-            log(&[Event::Receive { line: Line::Row }]),
-            log(&[Event::Receive { line: Line::Row }]),
+            log(&[Event::Receive {
+                line: Line::Row,
+                posted: false,
+            }]),
+            log(&[Event::Receive {
+                line: Line::Row,
+                posted: false,
+            }]),
         ];
         let r = replay(&early, &t, None);
         assert_eq!(r.span, 410.0);
         assert_eq!(r.cpes[0].idle, 110.0);
         assert_eq!(r.cpes[2].idle, 410.0);
+    }
+
+    #[test]
+    fn posted_blocks_queue_on_their_line_and_arrive_without_holding_it() {
+        let mut t = timing();
+        t.regcomm_latency_cycles = None;
+        t.rma_latency_cycles = Some(100.0);
+        t.rma_bytes_per_cycle = Some(32.0);
+        let post = Event::Post {
+            line: Line::Row,
+            to: 0b110,
+            bytes: 320,
+        };
+        let receive = Event::Receive {
+            line: Line::Row,
+            posted: true,
+        };
+        // CPE 0 posts twice at cycle 50: the row carries the first for 10 cycles, then the
+        // second; each arrives 100 - 2 * 5 cycles after it was carried. The sender goes on.
+        let logs = [
+            log(&[Event::Compute(50.0), post, post, Event::Compute(1.0)]),
+            log(&[receive, receive, Event::Compute(1.0)]),
+            log(&[Event::Compute(200.0), receive, receive, Event::Compute(1.0)]),
+        ];
+        let r = replay(&logs, &t, None);
+        assert_eq!(r.span, 201.0);
+        assert_eq!(r.cpes[0].idle, 201.0 - 51.0);
+        assert_eq!(r.cpes[1].idle, 160.0 + (201.0 - 161.0));
+        assert_eq!(r.cpes[2].idle, 0.0);
+    }
+
+    #[test]
+    fn a_line_sync_releases_its_line_after_its_last_arrival() {
+        let t = timing();
+        // Rows 0 and 1 of the mesh: row 0's CPEs arrive at 0, 10, ..., 70; row 1's at 500.
+        let logs: Vec<Log> = (0..16)
+            .map(|c| {
+                let arrive = if c < 8 { 10.0 * c as f64 } else { 500.0 };
+                log(&[
+                    Event::Compute(arrive),
+                    Event::LineSync { line: Line::Row },
+                    Event::Compute(1.0),
+                ])
+            })
+            .collect();
+        let r = replay(&logs, &t, None);
+        assert_eq!(r.span, 506.0);
+        // Row 0 leaves at 70 + 5, row 1 at 505.
+        assert_eq!(r.cpes[0].idle, 75.0 + (506.0 - 76.0));
+        assert_eq!(r.cpes[7].idle, 5.0 + (506.0 - 76.0));
+        assert_eq!(r.cpes[8].idle, 5.0);
     }
 
     #[test]

@@ -263,6 +263,22 @@ impl Timing {
         }
     }
 
+    /// For a posted remote-LDM broadcast of `bytes` (one that only its sender calls), the
+    /// cycles its line carries it, and the cycles from when the line takes it up until it has
+    /// arrived. The collective call's latency ([`Timing::broadcast_cycles`]) holds two line
+    /// syncs of a barrier's cycles each around the transfer, as the SDK's collective calls
+    /// sync the line before and after it; a posted broadcast has the rest. (0, 0) without
+    /// remote LDM access.
+    pub fn posted_cycles(&self, bytes: u64) -> (f64, f64) {
+        match (self.rma_latency_cycles, self.rma_bytes_per_cycle) {
+            (Some(l), Some(b)) => {
+                let carried = bytes as f64 / b;
+                (carried, carried + (l - 2.0 * self.barrier_cycles).max(0.0))
+            }
+            _ => (0.0, 0.0),
+        }
+    }
+
     /// Cycles of one execution of `ops` on a CPE.
     pub fn cycles(&self, ops: &Ops) -> f64 {
         let p0 = ops.fp as f64 + ops.div as f64 * self.div_cycles + ops.sqrt as f64 * self.sqrt_cycles;

@@ -73,6 +73,16 @@ void swflow_emu_regcomm_get(int line, void *value, size_t bytes);
  * LDM buffers. */
 void swflow_emu_regcomm_send_block(int line, const void *ldm, size_t bytes);
 void swflow_emu_regcomm_recv_block(int line, void *ldm, size_t bytes);
+/* Remote LDM access (SW26010-Pro): posts the `bytes` of LDM at `ldm` to the same place of
+ * every other CPE of the calling CPE's row (line 0) or column (1) without waiting, and adds
+ * one to the reply word at `reply` (in LDM) for its own copy; each receiver adds one to its
+ * word at the same place when the block lands, which swflow_emu_rma_wait waits for. */
+void swflow_emu_rma_post(int line, const void *ldm, size_t bytes, int *reply);
+/* Waits until the reply word at `reply` holds at least `count`, the blocks posted along the
+ * calling CPE's row (0) or column (1) landing meanwhile. */
+void swflow_emu_rma_wait(int line, int *reply, long count);
+/* Waits until every CPE of the calling CPE's row (0) or column (1) has arrived. */
+void swflow_emu_sync_line(int line);
 /* Stops the program with a failure the running kernel detected. */
 void swflow_emu_fail(const char *message);
 

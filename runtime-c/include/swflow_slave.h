@@ -132,6 +132,30 @@ typedef volatile int swflow_reply_t;
     } while (0)
 #endif
 
+/* A shared buffer's posted broadcast, by remote LDM access (SW26010-Pro only): SWFLOW_SHARE_POST,
+ * called by the sender alone, puts the `bytes` (a multiple of 32) of LDM at `p` in the same
+ * place of every CPE of its row (line 0) or column (line 1), itself included, and returns at
+ * once (CRTS_rma_row_ibcast / CRTS_rma_col_ibcast); `sent` (the sender's) counts the sends
+ * complete, and each CPE's `reply` (an LDM swflow_reply_t at the same place on every CPE)
+ * the blocks that landed there. SWFLOW_SHARE_WAIT waits until `reply` holds at least `n`
+ * (on the emulator the blocks posted along `line` land meanwhile). SWFLOW_SYNC_LINE meets the
+ * CPEs of the calling CPE's row (line 0) or column (line 1), SWFLOW_SYNC_ALL all the CPEs:
+ * a kernel that posts syncs before posting into places that other CPEs may still read. */
+#if defined(SWFLOW_EMULATOR)
+#define SWFLOW_SHARE_POST(line, p, bytes, sent, reply)                             \
+    swflow_emu_rma_post((line), (p), (size_t)(bytes), (int *)&(reply))
+#define SWFLOW_SHARE_WAIT(line, reply, n) swflow_emu_rma_wait((line), (int *)&(reply), (long)(n))
+#define SWFLOW_SYNC_LINE(line) swflow_emu_sync_line(line)
+#define SWFLOW_SYNC_ALL() swflow_emu_barrier()
+#elif defined(SWFLOW_CRTS)
+#define SWFLOW_SHARE_POST(line, p, bytes, sent, reply)                                  \
+    ((line) == 0 ? CRTS_rma_row_ibcast((p), (p), (int)(bytes), &(sent), &(reply))       \
+                 : CRTS_rma_col_ibcast((p), (p), (int)(bytes), &(sent), &(reply)))
+#define SWFLOW_SHARE_WAIT(line, reply, n) CRTS_rma_wait_value(&(reply), (int)(n))
+#define SWFLOW_SYNC_LINE(line) ((line) == 0 ? CRTS_ssync_row() : CRTS_ssync_col())
+#define SWFLOW_SYNC_ALL() CRTS_ssync_array()
+#endif
+
 /* Element `i` of the main-memory array `base` of type T, read (SWFLOW_GLOAD) or written
  * (SWFLOW_GSTORE, an lvalue) directly instead of through LDM. On the emulator the address is
  * checked against main memory and writes take part in the race check. */

@@ -55,9 +55,29 @@ fn with_grid(g: &Graph, target: &Target, grid: Vec<usize>, share: bool) -> Progr
     };
     let mut s = split_by(k, &p, &part, target).unwrap();
     if !share {
-        s.buffers.iter_mut().for_each(|b| b.shared = None);
+        s.buffers.iter_mut().for_each(|b| {
+            b.shared = None;
+            b.posted = false;
+        });
     }
     verify_schedule(k, &p, &s, target).unwrap();
+    p.kernels[0].schedule = Some(s);
+    p
+}
+
+/// [`with_grid`]'s program with `tiles` instead of the scheduler's, planned for them
+/// (ordered, placed and shared).
+fn with_tiles(g: &Graph, target: &Target, grid: Vec<usize>, tiles: Vec<usize>) -> Program {
+    let mut p = with_grid(g, target, grid, true);
+    let k = &p.kernels[0];
+    let s = k.schedule.as_ref().unwrap();
+    let part = Partition {
+        loops: s.partition.clone(),
+        points: s.partition_points,
+        chunk: s.chunk,
+        grid: s.grid.clone(),
+    };
+    let s = planned(k, &p, &part, tiles, target);
     p.kernels[0].schedule = Some(s);
     p
 }
@@ -146,7 +166,9 @@ fn shared_tiles_give_the_unshared_results_with_an_eighth_of_their_transfers() {
             // where the broadcast is a collective call that holds the line (remote LDM
             // access), after it with register communication.
             if s.buffers[shared].double {
-                let generated = swflow_codegen::generate(&p, &target, "").unwrap();
+                let mut collective = p.clone();
+                collective.kernels[0].schedule.as_mut().unwrap().buffers[shared].posted = false;
+                let generated = swflow_codegen::generate(&collective, &target, "").unwrap();
                 let (_, source) = generated
                     .files
                     .iter()
@@ -319,21 +341,12 @@ fn split_boxes_across_the_mesh_give_the_owners_results() {
     let inputs = seeded_inputs(&g, 13);
     let want = interp::run(&g, &inputs).unwrap();
     let target = Target::sw26010pro();
-    let mut p = with_grid(&g, &target, vec![1, 64], true);
     // Tiles of 32 rows of `a`: four units of eight rows to slice.
-    let k = &p.kernels[0];
-    let s = k.schedule.as_ref().unwrap();
-    let part = Partition {
-        loops: s.partition.clone(),
-        points: s.partition_points,
-        chunk: s.chunk,
-        grid: s.grid.clone(),
-    };
-    let mut s = planned(k, &p, &part, vec![32, 2, K], &target);
+    let mut p = with_tiles(&g, &target, vec![1, 64], vec![32, 2, K]);
     let i = 1;
+    let s = p.kernels[0].schedule.as_mut().unwrap();
     assert_eq!(s.buffers[i].shared, Some(MeshLine::Mesh));
     s.buffers[i].split = true;
-    p.kernels[0].schedule = Some(s);
     let k = &p.kernels[0];
     let s = k.schedule.as_ref().unwrap();
     verify_schedule(k, &p, s, &target).unwrap();
@@ -362,4 +375,83 @@ fn split_boxes_across_the_mesh_give_the_owners_results() {
     let sends = count(&row, "reg_puts");
     assert_eq!(sends, slices * count(&whole_row, "reg_puts"));
     assert_eq!(count(&row, "reg_gets"), 7 * sends);
+}
+
+/// On SW26010-Pro a shared double buffer may be posted: each box broadcast a tile ahead, into
+/// a third half, by remote-LDM broadcasts that only their senders call. For a box shared
+/// along columns (8 x 8 grid), along rows (4 x 16), across the mesh whole and in slices
+/// (1 x 64), and a padded window's box split along columns, the posted schedule reads back
+/// from its text, and its outputs equal those of the same schedule with collective broadcasts
+/// bit for bit through the C (type-checked against the SDK mirror) and the JIT, with the same
+/// gets, the same blocks sent and received, and its C posts, syncs and never calls a
+/// collective broadcast.
+#[test]
+fn posted_boxes_give_the_collective_results() {
+    let target = Target::sw26010pro();
+    let product = matmul();
+    let conv = padded_conv();
+    // The product on `grid` with `tiles` (the reduction's in several tiles, so that the
+    // shared factor is double-buffered), its buffer `i` split or not.
+    let pinned = |grid: Vec<usize>, tiles: Vec<usize>, i: usize, split: bool| {
+        let mut p = with_tiles(&product, &target, grid, tiles);
+        p.kernels[0].schedule.as_mut().unwrap().buffers[i].split = split;
+        p
+    };
+    // Across the mesh, tiles of 32 rows of `a`: its box has four slices.
+    let cases = [
+        ("columns", &product, pinned(vec![8, 8], vec![12, 16, 40], 2, false), 2),
+        ("rows", &product, pinned(vec![4, 16], vec![24, 8, 40], 1, false), 1),
+        ("mesh", &product, pinned(vec![1, 64], vec![32, 2, 40], 1, false), 1),
+        (
+            "mesh-slices",
+            &product,
+            pinned(vec![1, 64], vec![32, 2, 40], 1, true),
+            1,
+        ),
+        ("padded-slices", &conv, padded_conv_on_columns(&conv, &target), 1),
+    ];
+    for (label, g, p, i) in cases {
+        let inputs = seeded_inputs(g, 17);
+        let want = interp::run(g, &inputs).unwrap();
+        let with = |posted: bool| {
+            let mut q = p.clone();
+            let s = q.kernels[0].schedule.as_mut().unwrap();
+            assert!(
+                s.buffers[i].shared.is_some() && s.buffers[i].double,
+                "{label}: {}",
+                print_kernel(&p.kernels[0], &p)
+            );
+            s.buffers[i].posted = posted;
+            let k = &q.kernels[0];
+            verify_schedule(k, &q, k.schedule.as_ref().unwrap(), &target).unwrap_or_else(|e| panic!("{label}: {e}"));
+            q
+        };
+        let (posted, collective) = (with(true), with(false));
+        let k = &posted.kernels[0];
+        let text = print_kernel(k, &posted);
+        assert!(text.contains(", posted"), "{text}");
+        assert_eq!(parse_kernel(&text, &posted).unwrap().schedule, k.schedule, "{label}");
+
+        let both = run_both_engines(&posted, g, &inputs, &target, "share", &format!("{label}-posted"));
+        let (out, row) = (both.output, both.row);
+        let (plain_out, plain_row) = run_both(&collective, g, &inputs, &target, &format!("{label}-collective"));
+        compare(&out, &plain_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+        for key in ["gets", "get_bytes", "reg_puts", "reg_gets"] {
+            assert_eq!(count(&row, key), count(&plain_row, key), "{label}: {key}");
+        }
+        assert!(count(&row, "reg_puts") > 0, "{label}");
+        let (_, source) = both
+            .generated
+            .files
+            .iter()
+            .find(|(path, _)| path.starts_with("slave/k_"))
+            .unwrap();
+        let source = String::from_utf8_lossy(source);
+        for call in ["SWFLOW_SHARE_POST(", "SWFLOW_SHARE_WAIT(", "SWFLOW_SYNC_"] {
+            assert!(source.contains(call), "{label}: no {call}");
+        }
+        assert!(!source.contains("SWFLOW_SHARE_SEND("), "{label}");
+    }
 }

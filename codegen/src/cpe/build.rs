@@ -33,9 +33,11 @@ use super::{
 use crate::cost::{self, branch, int, LOOP};
 use crate::names::{comment, Names};
 use crate::CodegenError;
+use post::PostVars;
 use vector::{VBROADCAST, VSTORE};
 
 mod lanewise;
+mod post;
 mod vector;
 
 /// Vectors a dense reduction target's fill stores per iteration.
@@ -104,6 +106,8 @@ struct BufVars {
     stream: Option<StreamVars>,
     /// For a split shared buffer: this CPE's slice of each box.
     slice: Option<SliceVars>,
+    /// For a posted shared buffer: its broadcasts' counters and the tiles ahead.
+    post: Option<PostVars>,
 }
 
 /// The slice of a split shared buffer's box that this CPE fetches and finishes
@@ -349,13 +353,17 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         } else {
             dims.join("x")
         };
-        let double = if b.double { ", double-buffered" } else { "" };
+        let double = match (b.posted, b.double) {
+            (true, _) => ", three halves (posted a tile ahead)",
+            (false, true) => ", double-buffered",
+            (false, false) => "",
+        };
         f.bufs.push(match streams[i] {
             Some(x) => BufDecl {
                 name: buf_scope.fresh(&format!("{}_arena", info.name), "t_"),
                 dtype: info.ty.dtype,
                 elements: x.half,
-                double: true,
+                halves: 2,
                 note: format!(
                     "'{}': tape arena, two halves of {} elements (tiles up to {tile})",
                     comment(&info.name),
@@ -366,7 +374,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
                 name: name.clone(),
                 dtype: info.ty.dtype,
                 elements: b.capacity(),
-                double: b.double,
+                halves: b.halves(),
                 note: format!(
                     "'{}': tile {tile}{double}{}",
                     comment(&info.name),
@@ -378,7 +386,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         reply[i] = f.replies;
         f.replies += 1;
         let rank = info.ty.shape.len().max(1);
-        let box_dims = if b.double { vec![2, rank] } else { vec![rank] };
+        let box_dims = if b.double { vec![b.halves(), rank] } else { vec![rank] };
         let array = |f: &mut Func, name: String, dims: Vec<usize>, values: Option<Vec<i64>>| {
             f.arrays.push(ArrayDecl { name, dims, values });
             Array(f.arrays.len() as u32 - 1)
@@ -486,16 +494,18 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         });
         let slice = split_dim(k, s, i).filter(|_| shared[i].is_some()).map(|dim| {
             let unit = slice_unit(b.elem_bytes).expect("a split buffer has a slice unit") as i64;
-            let dims = if b.double { vec![2, rank] } else { vec![rank] };
+            let dims = if b.double { vec![b.halves(), rank] } else { vec![rank] };
             let start = array(&mut f, format!("{name}_slice"), dims.clone(), None);
             let extent = array(&mut f, format!("{name}_slice_n"), dims, None);
             let round = var(&mut f, format!("{name}_round"), None);
             let lo = var(&mut f, format!("{name}_lo"), None);
             let hi = var(&mut f, format!("{name}_hi"), None);
+            // A posted buffer's slices go out at once, in no rounds.
+            let rounds = (!b.posted).then_some(round);
             f.decl_lines.push(
                 [Local::Array(start), Local::Array(extent)]
                     .into_iter()
-                    .chain([round, lo, hi].map(Local::Var))
+                    .chain(rounds.into_iter().chain([lo, hi]).map(Local::Var))
                     .collect(),
             );
             SliceVars {
@@ -521,6 +531,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             record,
             stream,
             slice,
+            post: None,
         }));
     }
     // A reader of a streamed tensor walks the boxes of it backwards: its segments (a grid's
@@ -543,6 +554,11 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         .collect();
     if !counters.is_empty() {
         f.decl_lines.push(counters);
+    }
+    for (i, v) in bufs.iter_mut().enumerate() {
+        if let (Some(v), Some(line)) = (v.as_mut(), shared[i].filter(|_| s.buffers[i].posted)) {
+            v.post = Some(post::declare(&mut f, v, line, chain_of(s, s.buffers[i].depth, &tile_r)));
+        }
     }
     let deferred = bufs[0]
         .as_ref()
@@ -649,6 +665,17 @@ fn stagger_loop(k: &Kernel, s: &Schedule, depth: usize, tile_r: &[Option<Var>]) 
     let forwards = tile_r[l].is_none() && tile_r[outer].is_none();
     let tiles = k.loops[l].extent.div_ceil(s.tiles[l]) as i64;
     (whole && forwards && tiles >= 2).then_some((l, tiles))
+}
+
+/// The tile loops a double buffer filled at `depth` prefetches along, innermost first (see
+/// [`Gen::prefetch_chain`]), with `tile_r` the backward tile counters.
+fn chain_of(s: &Schedule, depth: usize, tile_r: &[Option<Var>]) -> Vec<usize> {
+    let inner = s.order[depth - 1];
+    let mut chain = vec![inner];
+    if tile_r[inner].is_none() {
+        chain.extend(s.order[..depth - 1].iter().rev().take_while(|&&l| tile_r[l].is_none()));
+    }
+    chain
 }
 
 /// This CPE's position along its mesh `line`, a row or a column; across the mesh, its column
@@ -791,6 +818,7 @@ impl Gen<'_> {
                 out.push(Stmt::Set(r.next, Int::Cpe * Int::Const(r.per_cpe)));
             }
         }
+        self.posted_start(&mut out);
         for i in 0..self.all.len() {
             self.stream_start(&mut out, i);
         }
@@ -1002,7 +1030,11 @@ impl Gen<'_> {
         for i in 0..self.all.len() {
             if self.double(i) && self.s.buffers[i].depth == pos + 1 {
                 let h = self.buf_vars(i).half.expect("a double buffer has a half");
-                body.push(Stmt::Set(h, Int::Const(1) - Int::Var(h)));
+                let next = match self.buf_vars(i).post {
+                    Some(_) => (Int::Var(h) + Int::Const(1)) % Int::Const(3),
+                    None => Int::Const(1) - Int::Var(h),
+                };
+                body.push(Stmt::Set(h, next));
             }
         }
         match self.tile_r[l] {
@@ -1515,6 +1547,8 @@ impl Gen<'_> {
                 let ops = self.box_lines(out, i, None, &here);
                 charge_once(out, ops);
                 self.stream_box(out, i);
+            } else if self.buf_vars(i).post.is_some() {
+                self.posted_fill(out, &mut arrivals, i, &here);
             } else if self.double(i) {
                 let h = self.buf_vars(i).half.expect("a double buffer has a half");
                 let chain = self.prefetch_chain(depth);
@@ -1624,17 +1658,7 @@ impl Gen<'_> {
     /// box of an outer loop's next tile arrives while this one's last tile computes (before
     /// that tile's puts, which would otherwise queue ahead of it).
     fn prefetch_chain(&self, depth: usize) -> Vec<usize> {
-        let inner = self.s.order[depth - 1];
-        let mut chain = vec![inner];
-        if self.tile_r[inner].is_none() {
-            chain.extend(
-                self.s.order[..depth - 1]
-                    .iter()
-                    .rev()
-                    .take_while(|&&l| self.tile_r[l].is_none()),
-            );
-        }
-        chain
+        chain_of(self.s, depth, &self.tile_r)
     }
 
     /// The get of access `i`'s box on the tile after this one along `chain` (see

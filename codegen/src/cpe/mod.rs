@@ -76,19 +76,15 @@ pub struct BufDecl {
     pub dtype: DType,
     /// Elements of one half.
     pub elements: usize,
-    /// Double-buffered: two halves.
-    pub double: bool,
+    /// Tiles' spaces it holds: 1, 2 (double-buffered), or 3 (posted a tile ahead).
+    pub halves: usize,
     /// What it holds, for the reader: the tensor and the tile.
     pub note: String,
 }
 
 impl BufDecl {
-    pub fn halves(&self) -> usize {
-        1 + usize::from(self.double)
-    }
-
     pub fn bytes(&self) -> usize {
-        self.halves() * self.elements * self.dtype.size_bytes()
+        self.halves * self.elements * self.dtype.size_bytes()
     }
 }
 
@@ -116,12 +112,26 @@ pub struct Func {
 }
 
 impl Func {
+    /// Whether the program posts broadcasts ([`Stmt::Post`]), whose reply counters other CPEs
+    /// write: the counters then form a declared LDM buffer.
+    pub fn posts(&self) -> bool {
+        fn any(stmts: &[Stmt]) -> bool {
+            stmts.iter().any(|s| match s {
+                Stmt::Post { .. } => true,
+                Stmt::For { body, .. } => any(body),
+                Stmt::If { then, otherwise, .. } => any(then) || any(otherwise),
+                _ => false,
+            })
+        }
+        any(&self.body)
+    }
+
     /// Whether the program broadcasts to other CPEs ([`Stmt::Broadcast`]), so that each of
     /// its CPEs must run on a thread of its own.
     pub fn communicates(&self) -> bool {
         fn any(stmts: &[Stmt]) -> bool {
             stmts.iter().any(|s| match s {
-                Stmt::Broadcast { .. } => true,
+                Stmt::Broadcast { .. } | Stmt::Post { .. } | Stmt::ArrivalWait { .. } | Stmt::Sync { .. } => true,
                 Stmt::For { body, .. } => any(body),
                 Stmt::If { then, otherwise, .. } => any(then) || any(otherwise),
                 _ => false,
@@ -359,6 +369,32 @@ pub enum Stmt {
         half: Half,
         offset: Option<Int>,
         bytes: Int,
+    },
+    /// A posted broadcast along this CPE's mesh row or column (remote LDM access only): the
+    /// `bytes` (a multiple of 32) of the buffer's `half`, from `offset` elements into it,
+    /// land in the same place of every CPE of the line, this one included, without waiting
+    /// (`SWFLOW_SHARE_POST`); reply counter `sent` counts this CPE's sends, and each CPE counts
+    /// the arrival in its reply counter `reply`.
+    Post {
+        line: MeshLine,
+        buf: Buf,
+        half: Half,
+        offset: Option<Int>,
+        bytes: Int,
+        sent: usize,
+        reply: Int,
+    },
+    /// Waits until reply counter `reply` holds at least `count`, the blocks posted along
+    /// `line` landing meanwhile (`SWFLOW_SHARE_WAIT`).
+    ArrivalWait {
+        line: MeshLine,
+        reply: Int,
+        count: Int,
+    },
+    /// Meets the CPEs of this CPE's mesh row or column, or with [`MeshLine::Mesh`] all the
+    /// CPEs (`SWFLOW_SYNC_LINE`, `SWFLOW_SYNC_ALL`).
+    Sync {
+        line: MeshLine,
     },
     /// Chooses the current half of a double buffer (half `var`) for the compute loops, which
     /// write it when `write` (the target's) and only read it otherwise.

@@ -9,6 +9,7 @@ use crate::scalar::{binary, cast, ctype, fma, fold, literal, unary};
 use crate::writer::Writer;
 use swflow_frontend::ir::{BinaryOp, DType, UnaryOp};
 use swflow_scheduler::loops::Scalar;
+use swflow_scheduler::schedule::share::MeshLine;
 use swflow_scheduler::schedule::LDM_BUFFER_ALIGN;
 
 /// Members of the kernel's LDM struct (after `para`, before `reply`), one per line, each
@@ -18,7 +19,10 @@ pub fn print_ldm_members(f: &Func) -> Vec<String> {
     f.bufs
         .iter()
         .map(|b| {
-            let half = if b.double { "[2]" } else { "" };
+            let half = match b.halves {
+                1 => String::new(),
+                n => format!("[{n}]"),
+            };
             format!(
                 "{} {}{half}[{}] __attribute__((aligned({LDM_BUFFER_ALIGN}))); /* {} */",
                 ctype(b.dtype),
@@ -162,6 +166,10 @@ impl Printer<'_> {
                 }
             }
             Stmt::FetchParams => {
+                if self.f.posts() {
+                    // Other CPEs' posted broadcasts count their arrivals in these counters.
+                    w.line("SWFLOW_LDM_BUFFER((void *)ldm->reply, sizeof ldm->reply, \"reply\");");
+                }
                 w.open(format!("for (f = 0; f < {}; f++) {{", self.f.replies));
                 w.line("ldm->reply[f] = 0;");
                 w.close();
@@ -244,6 +252,35 @@ impl Printer<'_> {
                     self.int(bytes, TERNARY)
                 ));
             }
+            Stmt::Post {
+                line,
+                buf,
+                half,
+                offset,
+                bytes,
+                sent,
+                reply,
+            } => {
+                w.line(format!(
+                    "SWFLOW_SHARE_POST({}, {}, {}, ldm->reply[{sent}], ldm->reply[{}]);",
+                    line.code(),
+                    self.at_offset(*buf, half, offset),
+                    self.int(bytes, TERNARY),
+                    self.int(reply, TERNARY)
+                ));
+            }
+            Stmt::ArrivalWait { line, reply, count } => {
+                w.line(format!(
+                    "SWFLOW_SHARE_WAIT({}, ldm->reply[{}], {});",
+                    line.code(),
+                    self.int(reply, TERNARY),
+                    self.int(count, TERNARY)
+                ));
+            }
+            Stmt::Sync { line } => match line {
+                MeshLine::Mesh => w.line("SWFLOW_SYNC_ALL();"),
+                _ => w.line(format!("SWFLOW_SYNC_LINE({});", line.code())),
+            },
             Stmt::SelectHalf { buf, var, write } => {
                 let b = self.f.buf(*buf);
                 w.line(format!(

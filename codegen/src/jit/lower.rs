@@ -22,6 +22,7 @@ mod block;
 mod transpose;
 mod vector;
 
+use swflow_scheduler::schedule::share::MeshLine;
 use swflow_scheduler::schedule::{LDM_BUFFER_ALIGN, PARAM_FIELD_BYTES};
 
 use super::runtime::{Callee, Pool};
@@ -168,7 +169,7 @@ impl<'f> Lower<'f, '_> {
         }
         self.declare_vregs();
         for (i, buf) in self.f.bufs.iter().enumerate() {
-            if buf.double {
+            if buf.halves > 1 {
                 let var = self.b.declare_var(I64);
                 let zero = self.b.ins().iconst(I64, 0);
                 self.b.def_var(var, zero);
@@ -184,6 +185,10 @@ impl<'f> Lower<'f, '_> {
         self.declare(0, 8 * self.f.fields.len(), "para");
         for (i, buf) in self.f.bufs.iter().enumerate() {
             self.declare(self.layout.bufs[i], buf.bytes(), &buf.name);
+        }
+        if self.f.posts() {
+            // Other CPEs' posted broadcasts count their arrivals in the reply counters.
+            self.declare(self.layout.replies, 4 * self.f.replies, "reply");
         }
         let f = self.f;
         self.stmts(&f.body);
@@ -343,6 +348,35 @@ impl<'f> Lower<'f, '_> {
                 let callee = if *send { Callee::RegSend } else { Callee::RegRecv };
                 self.hook(callee, &[code, at, n]);
             }
+            Stmt::Post {
+                line,
+                buf,
+                half,
+                offset,
+                bytes,
+                reply,
+                ..
+            } => {
+                let code = self.b.ins().iconst(types::I32, i64::from(line.code()));
+                let at = self.buffer_at(*buf, half, offset);
+                let n = self.int(bytes);
+                let reply = self.reply_at(reply);
+                self.hook(Callee::RmaPost, &[code, at, n, reply]);
+            }
+            Stmt::ArrivalWait { line, reply, count } => {
+                let code = self.b.ins().iconst(types::I32, i64::from(line.code()));
+                let reply = self.reply_at(reply);
+                let n = self.int(count);
+                self.hook(Callee::RmaWait, &[code, reply, n]);
+            }
+            Stmt::Sync { line } => {
+                let scope = match line {
+                    MeshLine::Mesh => 2,
+                    l => i64::from(l.code()),
+                };
+                let scope = self.b.ins().iconst(types::I32, scope);
+                self.hook(Callee::Sync, &[scope]);
+            }
             Stmt::SelectHalf { buf, var, .. } => {
                 let h = self.b.use_var(self.vars[var.0 as usize]);
                 let base = self.half_base(*buf, h);
@@ -491,6 +525,14 @@ impl<'f> Lower<'f, '_> {
             .b
             .ins()
             .imul_imm_s(elements, self.f.buf(buf).dtype.size_bytes() as i64);
+        self.b.ins().iadd(base, bytes)
+    }
+
+    /// The address of the reply counter at index `r`, computed.
+    fn reply_at(&mut self, r: &Int) -> Val {
+        let r = self.int(r);
+        let bytes = self.b.ins().imul_imm_s(r, 4);
+        let base = self.b.ins().iadd_imm_s(self.ldm, self.layout.replies as i64);
         self.b.ins().iadd(base, bytes)
     }
 

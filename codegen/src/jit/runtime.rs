@@ -37,6 +37,9 @@ pub enum Callee {
     PowI64,
     RegSend,
     RegRecv,
+    RmaPost,
+    RmaWait,
+    Sync,
     /// A libm routine: its name without the `f` suffix, whether it is the f32 one, and its
     /// arity.
     Libm(&'static str, bool, u8),
@@ -73,6 +76,9 @@ impl Callee {
             Callee::PowI64,
             Callee::RegSend,
             Callee::RegRecv,
+            Callee::RmaPost,
+            Callee::RmaWait,
+            Callee::Sync,
         ];
         for &(name, arity) in LIBM {
             all.push(Callee::Libm(name, true, arity));
@@ -99,6 +105,9 @@ impl Callee {
             Callee::PowI64 => "swflow_jit_pow_i64".into(),
             Callee::RegSend => "swflow_native_reg_send".into(),
             Callee::RegRecv => "swflow_native_reg_recv".into(),
+            Callee::RmaPost => "swflow_native_rma_post".into(),
+            Callee::RmaWait => "swflow_native_rma_wait".into(),
+            Callee::Sync => "swflow_native_sync".into(),
             Callee::Libm(name, true, _) => format!("{name}f"),
             Callee::Libm(name, false, _) => name.into(),
         }
@@ -122,6 +131,9 @@ impl Callee {
             Callee::PowI64 => swflow_jit_pow_i64 as *const u8,
             Callee::RegSend => native::swflow_native_reg_send as *const u8,
             Callee::RegRecv => native::swflow_native_reg_recv as *const u8,
+            Callee::RmaPost => native::swflow_native_rma_post as *const u8,
+            Callee::RmaWait => native::swflow_native_rma_wait as *const u8,
+            Callee::Sync => native::swflow_native_sync as *const u8,
             Callee::Libm(name, single, _) => libm_address(name, single),
         }
     }
@@ -144,6 +156,9 @@ impl Callee {
             Callee::PadBox => (&[I64, I64, I64, I64, I64, I64, I64, I64], &[I64]),
             Callee::PowI64 => (&[I64, I64], &[I64]),
             Callee::RegSend | Callee::RegRecv => (&[I32, I64, I64], &[I32]),
+            Callee::RmaPost => (&[I32, I64, I64, I64], &[I32]),
+            Callee::RmaWait => (&[I32, I64, I64], &[I32]),
+            Callee::Sync => (&[I32], &[I32]),
             Callee::Libm(_, true, 1) => (&[F32], &[F32]),
             Callee::Libm(_, true, _) => (&[F32, F32], &[F32]),
             Callee::Libm(_, false, 1) => (&[F64], &[F64]),

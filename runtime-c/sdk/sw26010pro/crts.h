@@ -32,6 +32,17 @@ void CRTS_ssync_array(void);
  * bytes at `src` reach `dst` on every CPE of the line, the root included. */
 int CRTS_rma_row_bcast_coll(void *dst, void *src, int len, int root);
 int CRTS_rma_col_bcast_coll(void *dst, void *src, int len, int root);
+/* Broadcast along the calling CPE's row or column by remote LDM access that only the sender
+ * calls and that returns at once: the `len` bytes at `src` reach `dst` on every CPE of the
+ * line, the sender included; `l_rply` on the sender counts the sends complete, `r_rply` on
+ * every CPE of the line the blocks that landed there. */
+int CRTS_rma_row_ibcast(void *dst, void *src, int len, crts_rply_t *l_rply, crts_rply_t *r_rply);
+int CRTS_rma_col_ibcast(void *dst, void *src, int len, crts_rply_t *l_rply, crts_rply_t *r_rply);
+/* Waits until the reply word reaches `value`. */
+int CRTS_rma_wait_value(crts_rply_t *rply, int value);
+/* Sync of the CPEs of the calling CPE's row, or of its column. */
+int CRTS_ssync_row(void);
+int CRTS_ssync_col(void);
 void *CRTS_pldm_malloc(size_t size);
 void CRTS_pldm_free(void *addr, size_t size);
 

@@ -604,6 +604,7 @@ impl Parser<'_> {
                     double: false,
                     shared: None,
                     split: false,
+                    posted: false,
                     room: 0,
                 },
                 "buffer" => {
@@ -615,7 +616,7 @@ impl Parser<'_> {
                     self.keyword("at")?;
                     self.keyword("depth")?;
                     let depth = self.number()?;
-                    let (mut double, mut shared, mut split) = (false, None, false);
+                    let (mut double, mut shared, mut split, mut posted) = (false, None, false, false);
                     while self.is_punct(',') {
                         self.punct(',')?;
                         match self.word()?.as_str() {
@@ -642,10 +643,11 @@ impl Parser<'_> {
                                     split = true;
                                 }
                             }
+                            "posted" if shared.is_some() && !posted => posted = true,
                             other => {
                                 return self.err(format!(
                                     "expected 'double', 'shared along rows|columns' (then perhaps 'in slices') or \
-                                     'shared across the mesh', found '{other}'"
+                                     'shared across the mesh', then perhaps 'posted', found '{other}'"
                                 ))
                             }
                         }
@@ -658,6 +660,7 @@ impl Parser<'_> {
                         double,
                         shared,
                         split,
+                        posted,
                         room: 0,
                     }
                 }

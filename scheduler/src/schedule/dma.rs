@@ -58,6 +58,7 @@ pub fn plan_buffers(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> V
                 double: false,
                 shared: None,
                 split: false,
+                posted: false,
                 room: 0,
             }
         })

@@ -253,6 +253,8 @@ struct Segment {
     shared_fill: [f64; 3],
     /// The CPE's own cycles: compute, get latencies, direct accesses, broadcasts.
     own: f64,
+    /// Cycles its lines carry posted broadcasts to it ([`super::Buffer::posted`]).
+    carried: f64,
     /// Queue cycles of the puts of the segment's last tiles, which no compute of the CPE
     /// overlaps when the segment is its last.
     tail: f64,
@@ -604,6 +606,30 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 };
                                 moved + t.broadcast_cycles(bytes as u64)
                             };
+                            if b.is_some_and(|b| b.posted) {
+                                // Posted a tile ahead: each refill syncs the line, waits for
+                                // the first stage across the mesh (the whole box along the
+                                // first row, or the largest slice down the columns), and the
+                                // line carries every block meanwhile, while the CPEs compute.
+                                let posted =
+                                    |bytes: usize| t.posted_cycles(bytes.next_multiple_of(REGISTER_BYTES) as u64);
+                                let carried: f64 = broadcasts.iter().map(|&b| posted(b).0).sum();
+                                let arrival = broadcasts
+                                    .iter()
+                                    .map(|&b| posted(b).1 - posted(b).0)
+                                    .fold(0.0, f64::max);
+                                let first_stage = match line {
+                                    MeshLine::Mesh => broadcasts.iter().map(|&b| posted(b).1).fold(0.0, f64::max),
+                                    _ => 0.0,
+                                };
+                                e.own += a.gets as f64 * (t.barrier_cycles + first_stage);
+                                e.carried += a.gets as f64 * (carried + arrival);
+                                // The first tile waits for the second box's get as well, and
+                                // for the whole broadcast of the first.
+                                e.shared_fill[slot] += a.gets.min(1) as f64 * get;
+                                e.own += a.gets.min(1) as f64 * (carried + arrival);
+                                continue;
+                            }
                             let each: Vec<f64> = broadcasts.iter().map(|&b| cycles(b)).collect();
                             let turns: f64 = each.iter().sum();
                             // Across the mesh, a split box's slices first go down the columns
@@ -700,6 +726,9 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                     let exposed = (d.get_latency_cycles - e.own / prefetched as f64).max(0.0);
                     e.own += (prefetched - 1) as f64 * exposed;
                 }
+                // Posted broadcasts overlap the compute, but a line carries one block at a
+                // time: the CPEs wait for what it has not carried by the end of their work.
+                e.own = e.own.max(e.carried);
                 memo.push((seg.len.clone(), e));
                 memo.len() - 1
             });

@@ -114,6 +114,9 @@ pub struct Buffer {
     /// Shared, and fetched in slices by every CPE of its line, which broadcast them in turn
     /// ([`share::split_dim`]).
     pub split: bool,
+    /// Shared and double, and broadcast a tile ahead by posted remote-LDM broadcasts into a
+    /// third half ([`share::may_post`]).
+    pub posted: bool,
     /// Elements kept after the tile for vector code to read past a short row ([`keep_room`]).
     pub room: usize,
 }
@@ -161,13 +164,20 @@ impl Buffer {
         (elements * self.elem_bytes).next_multiple_of(unit) / self.elem_bytes.max(1)
     }
 
+    /// Tiles' spaces it holds: three when posted, two when double, else one.
+    pub fn halves(&self) -> usize {
+        match (self.posted, self.double) {
+            (true, _) => 3,
+            (false, true) => 2,
+            (false, false) => 1,
+        }
+    }
+
     /// LDM bytes it takes, aligned as generated code places it (none when accessed directly).
     pub fn ldm_bytes(&self) -> usize {
         match self.residence {
             Residence::Direct => 0,
-            Residence::Buffer => {
-                (self.capacity() * self.elem_bytes * if self.double { 2 } else { 1 }).next_multiple_of(LDM_BUFFER_ALIGN)
-            }
+            Residence::Buffer => (self.capacity() * self.elem_bytes * self.halves()).next_multiple_of(LDM_BUFFER_ALIGN),
         }
     }
 }
@@ -262,11 +272,12 @@ impl Schedule {
             let how = match b.residence {
                 Residence::Direct => "direct".to_string(),
                 Residence::Buffer => format!(
-                    "buffer {dims} at depth {}{}{}{}",
+                    "buffer {dims} at depth {}{}{}{}{}",
                     b.depth,
                     if b.double { ", double" } else { "" },
                     b.shared.map_or(String::new(), |l| format!(", shared {}", l.name())),
-                    if b.split { " in slices" } else { "" }
+                    if b.split { " in slices" } else { "" },
+                    if b.posted { ", posted" } else { "" }
                 ),
             };
             let _ = writeln!(s, "  ldm {tensor}: {how}");
@@ -390,8 +401,9 @@ pub fn split_by(k: &Kernel, p: &Program, part: &partition::Partition, target: &T
 }
 
 /// The schedule of `k` split by `part` with `tiles`: the best order of its tile loops, and its
-/// buffers placed and shared along the mesh where they can be ([`share`]).
-pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<usize>, target: &Target) -> Schedule {
+/// buffers placed and shared along the mesh where they can be ([`share`]), with collective
+/// broadcasts only.
+pub fn shared(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<usize>, target: &Target) -> Schedule {
     let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
     let order = reorder::best_order(k, p, &tiles, &ranges).order;
     let mut s = Schedule {
@@ -406,6 +418,14 @@ pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<
     };
     s.buffers = dma::plan_buffers(k, p, &s, target);
     share::share_buffers(k, p, &mut s, target);
+    s
+}
+
+/// The schedule of `k` split by `part` with `tiles`: [`shared`]'s, with its shared buffers
+/// posted where that fits and the estimate finds it faster ([`share::post_buffers`]).
+pub fn planned(k: &Kernel, p: &Program, part: &partition::Partition, tiles: Vec<usize>, target: &Target) -> Schedule {
+    let mut s = shared(k, p, part, tiles, target);
+    share::post_buffers(k, p, &mut s, target);
     s
 }
 
@@ -504,6 +524,11 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
         if b.split && share::split_dim(k, s, i).is_none() {
             return Err(format!(
                 "buffer of '{tensor}' cannot be fetched in slices: only a guarded read's buffer shared along rows or columns, or a buffer shared across the mesh, can, whose outermost dimension longer than one is not its last and holds two units of slices"
+            ));
+        }
+        if b.posted && !(b.double && b.shared.is_some() && share::posts(target)) {
+            return Err(format!(
+                "buffer of '{tensor}' cannot be posted: only a shared double buffer can, on a target whose CPEs broadcast by remote LDM access"
             ));
         }
         let needed = dma::depth(a, &s.order);

@@ -198,7 +198,8 @@ const MOVES: usize = 64;
 /// Tiles near `tiles` (which fit) with a shorter [`super::estimate`], by descent over two
 /// neighbourhoods, the near one first: each step takes the best move of the near
 /// neighbourhood that still fits and shortens the estimate of the schedule it gives (the best
-/// order of its tile loops, its buffers placed and double-buffered where the LDM has room),
+/// order of its tile loops, its buffers placed and double-buffered where the LDM has room,
+/// and shared with collective broadcasts: [`super::shared`]),
 /// and only when none does, the best of the far one. Near: a tile doubled (or grown to its
 /// range) or halved, or one tile halved and another grown (which trades LDM between loops: a
 /// tile's rows grown whole, so that its transfers become one contiguous block, for fewer
@@ -216,7 +217,7 @@ pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>,
     let mut known: HashMap<Vec<usize>, f64> = HashMap::new();
     let mut cycles = |t: &[usize]| {
         *known.entry(t.to_vec()).or_insert_with(|| {
-            let s = super::planned(k, p, part, t.to_vec(), target);
+            let s = super::shared(k, p, part, t.to_vec(), target);
             super::estimate::estimate(k, p, &s, target).cycles()
         })
     };
