@@ -17,8 +17,9 @@ use swflow_scheduler::target::Target;
 /// per cent; across the nine light models' kernels it lies within 10 % for most of them.
 const STRAY: f64 = 0.25;
 
-/// Kernel `name` of the compiled `g` alone, with each given tiling of its own partition:
-/// the estimate with the launch, and the emulator's modelled cycles.
+/// Kernel `name` of the compiled `g` alone, with each given tiling of its own partition (its
+/// shared buffers broadcast by collective calls, as the scheduler ranks tilings:
+/// [`schedule::shared`]): the estimate with the launch, and the emulator's modelled cycles.
 fn estimates(g: &Graph, target: &Target, name: &str, tilings: &[Vec<usize>]) -> Vec<(Vec<usize>, f64, f64)> {
     let p = swflow_scheduler::pipeline::compile(g, target).unwrap();
     let ki = p.kernels.iter().position(|k| k.name == name).expect("the kernel");
@@ -38,7 +39,7 @@ fn estimates(g: &Graph, target: &Target, name: &str, tilings: &[Vec<usize>]) -> 
     tilings
         .iter()
         .map(|tiles| {
-            let s = schedule::planned(&k, &alone, &part, tiles.clone(), target);
+            let s = schedule::shared(&k, &alone, &part, tiles.clone(), target);
             verify_schedule(&k, &alone, &s, target).unwrap();
             let estimated = estimate(&k, &alone, &s, target).cycles() + launch_cycles(target);
             alone.kernels[0].schedule = Some(s);

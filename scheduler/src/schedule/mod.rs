@@ -353,7 +353,9 @@ pub fn schedule_program(p: &mut Program, target: &Target) -> Result<(), Schedule
 }
 
 /// Runs the passes on one kernel, for every partition of [`partition::candidates`], and
-/// keeps the schedule with the shortest [`estimate`] (the first such).
+/// keeps the schedule with the shortest [`estimate`] (the first such) with collective
+/// broadcasts: posting a buffer ([`share::post_buffers`]) is a choice within a partition's
+/// tiles, not one that ranks partitions (see [`share`]).
 pub fn schedule_kernel(k: &Kernel, p: &Program, target: &Target) -> Result<Schedule, ScheduleError> {
     schedule_among(k, p, partition::candidates(k, target), target)
 }
@@ -380,7 +382,9 @@ pub fn schedule_among(
                 continue;
             }
         };
-        let cycles = estimate::estimate(k, p, &s, target).cycles();
+        let mut collective = s.clone();
+        collective.buffers.iter_mut().for_each(|b| b.posted = false);
+        let cycles = estimate::estimate(k, p, &collective, target).cycles();
         if best.as_ref().is_none_or(|b| cycles < b.0) {
             best = Some((cycles, s));
         }

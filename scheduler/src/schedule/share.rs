@@ -55,13 +55,14 @@
 //! two tiles ahead. A tile then waits for the sync and, across the mesh, for the first stage
 //! of the next box's broadcast (the whole box along the first row, or the largest slice down
 //! the columns), instead of holding every line for each of the tile's collective broadcasts;
-//! the third half takes LDM that the tiles may need. Once the tiles are chosen (with
-//! collective broadcasts), the scheduler posts where the third half fits and its estimate
-//! finds it faster: it does not choose tiles for the sake of posting, as the estimate of a
-//! posted schedule, which charges no more per tile than its sync and first stage, rated
-//! smaller tiles too well (light ResNet-50's 3 x 3 convolutions on SW26010-Pro, tiles of one
-//! input channel, estimated 1.5 % faster than the collective schedule with sixteen, ran 14 %
-//! slower).
+//! the third half takes LDM that the tiles may need. Once a partition's tiles are chosen
+//! (with collective broadcasts), the scheduler posts where the third half fits and its
+//! estimate finds it faster, and it ranks partitions by their collective estimates: it
+//! chooses neither tiles nor partitions for the sake of posting, as the estimate of a posted
+//! schedule, which charges no more per tile than its sync and first stage, rated smaller
+//! tiles too well (light ResNet-50's 3 x 3 convolutions on SW26010-Pro, tiles of one input
+//! channel, estimated 1.5 % faster than the collective schedule with sixteen, ran 14 %
+//! slower; light Inception-v2's 3 x 3 convolution on 56 x 56, another partition, 8 %).
 
 use crate::loops::{Index, Kernel, Program};
 use crate::target::Target;
