@@ -91,6 +91,7 @@ fn with_and_without_double_buffering(
     {
         if single.is_none_or(|s| s == i) {
             b.double = false;
+            b.posted = false;
         }
     }
     let single = undoubled;

@@ -353,10 +353,10 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         } else {
             dims.join("x")
         };
-        let double = match (b.posted, b.double) {
-            (true, _) => ", three halves (posted a tile ahead)",
-            (false, true) => ", double-buffered",
-            (false, false) => "",
+        let double = match b.halves() {
+            3 => ", three halves (posted a tile ahead)",
+            2 => ", double-buffered",
+            _ => "",
         };
         f.bufs.push(match streams[i] {
             Some(x) => BufDecl {
@@ -501,7 +501,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             let lo = var(&mut f, format!("{name}_lo"), None);
             let hi = var(&mut f, format!("{name}_hi"), None);
             // A posted buffer's slices go out at once, in no rounds.
-            let rounds = (!b.posted).then_some(round);
+            let rounds = (b.halves() != 3).then_some(round);
             f.decl_lines.push(
                 [Local::Array(start), Local::Array(extent)]
                     .into_iter()
@@ -556,7 +556,8 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         f.decl_lines.push(counters);
     }
     for (i, v) in bufs.iter_mut().enumerate() {
-        if let (Some(v), Some(line)) = (v.as_mut(), shared[i].filter(|_| s.buffers[i].posted)) {
+        let posted = s.buffers[i].posted && s.buffers[i].double;
+        if let (Some(v), Some(line)) = (v.as_mut(), shared[i].filter(|_| posted)) {
             v.post = Some(post::declare(&mut f, v, line, chain_of(s, s.buffers[i].depth, &tile_r)));
         }
     }

@@ -164,12 +164,12 @@ impl Buffer {
         (elements * self.elem_bytes).next_multiple_of(unit) / self.elem_bytes.max(1)
     }
 
-    /// Tiles' spaces it holds: three when posted, two when double, else one.
+    /// Tiles' spaces it holds: three when double and posted, two when double, else one.
     pub fn halves(&self) -> usize {
-        match (self.posted, self.double) {
-            (true, _) => 3,
-            (false, true) => 2,
-            (false, false) => 1,
+        match (self.double, self.posted) {
+            (true, true) => 3,
+            (true, false) => 2,
+            (false, _) => 1,
         }
     }
 

@@ -215,6 +215,7 @@ pub fn stream_schedules(
     }
     for buffer in &mut rs.buffers {
         buffer.double = false;
+        buffer.posted = false;
     }
     verify_schedule(b, p, &rs, &beside).map_err(|e| StreamError::Mirror(MirrorError::DoesNotFit(e)))?;
     Ok((fs, rs))
