@@ -58,11 +58,11 @@
 //! the third half takes LDM that the tiles may need. Once a partition's tiles are chosen
 //! (with collective broadcasts), the scheduler posts where the third half fits and its
 //! estimate finds it faster, and it ranks partitions by their collective estimates: it
-//! chooses neither tiles nor partitions for the sake of posting, as the estimate of a posted
-//! schedule, which charges no more per tile than its sync and first stage, rated smaller
-//! tiles too well (light ResNet-50's 3 x 3 convolutions on SW26010-Pro, tiles of one input
-//! channel, estimated 1.5 % faster than the collective schedule with sixteen, ran 14 %
-//! slower; light Inception-v2's 3 x 3 convolution on 56 x 56, another partition, 8 %).
+//! chooses neither tiles nor partitions for the sake of posting. The third half leads the
+//! tile search to smaller tiles, which the estimate rates too well whatever the broadcast
+//! (light ResNet-50's 3 x 3 convolutions on SW26010-Pro, posted in tiles of one input channel,
+//! were estimated 1.5 % faster than collective in sixteen and ran 14 % slower; light
+//! Inception-v2's 3 x 3 convolution on 56 x 56, posted under another partition, 8 %).
 
 use crate::loops::{Index, Kernel, Program};
 use crate::target::Target;
