@@ -92,9 +92,12 @@ use Pattern::*;
 /// The fusion rules. A producer joins a consumer by the first rule that matches both patterns;
 /// it is joined into its consumers when a rule admits each of them.
 ///
-/// Elementwise producers are not joined into contractions: a convolution or matrix product
-/// reads each operand element many times, and would compute it again every time. For the
-/// same reason a producer whose value holds a CPE for many cycles per element (a library
+/// An elementwise producer joins a contraction only as its *prologue* ([`prologue_fits`]): a
+/// convolution or matrix product reads each operand element many times, and would compute the
+/// producer again every time, so the producer must be a function of one element of one
+/// tensor (and of small per-position parameters, such as a batch normalisation's scale and
+/// shift), which the code applies once to each element of that tensor's LDM box before the
+/// products read it. For the same reason a producer whose value holds a CPE for many cycles per element (a library
 /// routine such as `exp` or `pow`, a division, a square root) is not joined into a pooling
 /// whose windows overlap (a local response normalisation before a 3x3 stride-2 max pool would
 /// compute its square roots and division 2.25 times per element).
@@ -115,6 +118,12 @@ pub const RULES: &[Rule] = &[
         name: "pool-producer",
         producer: Elementwise,
         consumers: &[Pool],
+        join: Join::Inline,
+    },
+    Rule {
+        name: "contraction-prologue",
+        producer: Elementwise,
+        consumers: &[Contraction],
         join: Join::Inline,
     },
     Rule {
@@ -199,8 +208,10 @@ pub fn unfused(g: &Graph) -> Plan {
 pub fn plan(g: &Graph) -> Plan {
     let (consumers, outputs) = (g.users(), g.output_mask());
     let mut plan = unfused(g);
-    // Per node: its value, computed where it is needed, takes slow operators.
+    // Per node: its value, computed where it is needed, takes slow operators; reads a pad's
+    // guarded positions.
     let mut slow = vec![false; g.nodes().len()];
+    let mut guarded = vec![false; g.nodes().len()];
     for id in g.ids() {
         let node = g.node(id);
         let i = id.index();
@@ -221,6 +232,8 @@ pub fn plan(g: &Graph) -> Plan {
             continue;
         }
         slow[i] = is_slow(&node.op) || node.inputs.iter().any(|&x| plan.is_joined(x) && slow[x.index()]);
+        guarded[i] =
+            matches!(node.op, Op::Pad { .. }) || node.inputs.iter().any(|&x| plan.is_joined(x) && guarded[x.index()]);
         let joins = |c: NodeId| {
             let consumer = g.node(c);
             let padded = consumer
@@ -229,7 +242,13 @@ pub fn plan(g: &Graph) -> Plan {
                 .enumerate()
                 .any(|(j, &x)| x == id && consumer.op.reads_padded(j));
             let recomputed = slow[i] && overlapping_windows(&consumer.op);
-            !padded && !recomputed && rule(plan.patterns[i], Pattern::of(&consumer.op), Join::Inline).is_some()
+            let prologue = plan.patterns[i] != Elementwise
+                || Pattern::of(&consumer.op) != Contraction
+                || (uses.len() == 1 && !slow[i] && !guarded[i] && prologue_fits(g, id, c, &sources));
+            !padded
+                && !recomputed
+                && prologue
+                && rule(plan.patterns[i], Pattern::of(&consumer.op), Join::Inline).is_some()
         };
         if !uses.iter().all(|&c| joins(c)) {
             continue;
@@ -271,6 +290,32 @@ fn joined_sources<'a>(operands: impl Iterator<Item = &'a Vec<(NodeId, usize)>>, 
         }
     }
     sources
+}
+
+/// Whether elementwise node `id`, whose value is computed from the stored tensors `sources`
+/// (with the bytes read of each), can be contraction `consumer`'s prologue: an f32 value read
+/// as one factor of the products (a matrix product's operand, or a 1x1 convolution's input
+/// without groups), each of whose elements is a function of one element of a tensor of its
+/// own size and of parameters at most an eighth of its size together (so that computing it
+/// once per element of the tensor's box costs little beside the products). Movement does not
+/// join a contraction with elementwise work: only one subscript of it at a time.
+fn prologue_fits(g: &Graph, id: NodeId, consumer: NodeId, sources: &[(NodeId, usize)]) -> bool {
+    let node = g.node(id);
+    let c = g.node(consumer);
+    let size = node.ty.size_bytes();
+    let slots: Vec<usize> = (0..c.inputs.len()).filter(|&j| c.inputs[j] == id).collect();
+    let factor = match (&c.op, slots.as_slice()) {
+        (Op::MatMul, [_]) => true,
+        (Op::Conv(a), [0]) => a.groups == 1 && g.node(c.inputs[1]).ty.shape.iter().skip(2).all(|&k| k == 1),
+        _ => false,
+    };
+    let whole = sources.iter().filter(|&&(_, bytes)| bytes >= size).count();
+    let parameters: usize = sources.iter().filter(|&&(_, bytes)| bytes < size).map(|&(_, b)| b).sum();
+    factor
+        && node.ty.dtype == crate::ir::DType::F32
+        && matches!(node.op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. })
+        && whole == 1
+        && 8 * parameters <= size
 }
 
 /// Whether elementwise `op` holds a CPE for many cycles per element: a library routine (`exp`,

@@ -23,6 +23,7 @@ use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorId};
 use swflow_scheduler::schedule::share::{slice_unit, split_dim, MeshLine, MESH_SIDE, REGISTER_BYTES};
+use swflow_scheduler::schedule::prologue::Prologue;
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, window_of, Residence, Schedule};
 use swflow_scheduler::target::Target;
 
@@ -38,6 +39,7 @@ use vector::{VBROADCAST, VSTORE};
 
 mod lanewise;
 mod post;
+mod prologue;
 mod vector;
 
 /// Vectors a dense reduction target's fill stores per iteration.
@@ -216,6 +218,10 @@ struct Gen<'a> {
     lanewise: Option<lanewise::Vars>,
     /// The epilogue's lane-wise vector code, when it has one.
     epilogue: Option<lanewise::Vars>,
+    /// The prologue of one factor of the product ([`prologue`]), applied to the box of its
+    /// main access (this index) in place: every other evaluation of the factor loads it.
+    prologue: Option<(Prologue<'a>, usize)>,
+    prologue_vars: Option<prologue::Vars>,
     /// Per loop of a grid partition: the variables holding the start and the length of this
     /// CPE's block along it.
     block: Vec<Option<(Var, Var)>>,
@@ -593,12 +599,36 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     }
     let buffered: Vec<bool> = bufs.iter().map(Option::is_some).collect();
     let streamed: Vec<bool> = streams.iter().map(Option::is_some).collect();
+    // A prologue rewrites its main access's box, which must be this CPE's own box in LDM;
+    // read directly from main memory, the factor is evaluated where it is read.
+    let prologue = match swflow_scheduler::schedule::prologue::prologue(k) {
+        None => None,
+        Some(pr) => {
+            let main = all.iter().position(|a| **a == *pr.main).expect("the main access has a window");
+            let in_ldm = |i: usize| buffered[i] && records[i].is_none() && streams[i].is_none();
+            let params = pr.expr.accesses().into_iter().filter_map(|a| window_of(&all, a)).map(|w| w.0);
+            let f32 = p.tensor(k.operands[pr.main.operand]).ty.dtype == DType::F32;
+            match (buffered[main], params.clone().all(in_ldm) && in_ldm(main) && f32) {
+                // Read directly, the factor is evaluated where the products read it.
+                (false, _) => None,
+                (true, true) => Some((pr, main)),
+                (true, false) => {
+                    return Err(CodegenError::Unsupported {
+                        kernel: k.name.clone(),
+                        reason: "a prologue whose operands are not all f32 boxes of their own in LDM".into(),
+                    })
+                }
+            }
+        }
+    };
     let vector = vector::plan(p, k, s, target, &buffered, &streamed).map(|plan| {
         let prefix = scope.fresh("vx", "v_");
         vector::Vars::declare(plan, &mut f, &format!("{prefix}_"))
     });
     let lanewise = match vector {
+        // Lane-wise vector code would evaluate a prologue at every product.
         Some(_) => None,
+        None if swflow_scheduler::schedule::prologue::prologue(k).is_some() => None,
         None => lanewise::plan(p, k, s, lanes, &buffered).map(|plan| {
             let prefix = scope.fresh("vx", "v_");
             lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
@@ -608,10 +638,24 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         let prefix = scope.fresh("vx", "v_");
         lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
     });
+    let prologue_vars = match &prologue {
+        None => None,
+        Some((pr, main)) => {
+            let prefix = scope.fresh("pro", "v_");
+            let rank = p.tensor(k.operands[pr.main.operand]).ty.shape.len();
+            let vars = prologue::declare(pr, &all, *main, rank, lanes, &mut f, &format!("{prefix}_"));
+            Some(vars.ok_or_else(|| CodegenError::Internal {
+                kernel: k.name.clone(),
+                reason: "the prologue's main access is displaced in its window".into(),
+            })?)
+        }
+    };
     let g = Gen {
         vector,
         lanewise,
         epilogue,
+        prologue,
+        prologue_vars,
         block,
         seg_r,
         tile_r,
@@ -1528,7 +1572,14 @@ impl Gen<'_> {
         // issued first, so that their latencies overlap, and then waited for (padded,
         // broadcast) one by one, each double buffer's followed by its prefetch.
         let mut arrivals = Vec::new();
+        // A prologue's main box arrives after its parameters' (see `prologue_box`).
+        let mut last = Vec::new();
+        let main = self.prologue.as_ref().map(|(_, m)| *m);
         for i in 0..self.all.len() {
+            let arrivals = match main == Some(i) {
+                true => &mut last,
+                false => &mut arrivals,
+            };
             if !self.buffered(i) || self.s.buffers[i].depth != depth {
                 continue;
             }
@@ -1549,7 +1600,7 @@ impl Gen<'_> {
                 charge_once(out, ops);
                 self.stream_box(out, i);
             } else if self.buf_vars(i).post.is_some() {
-                self.posted_fill(out, &mut arrivals, i, &here);
+                self.posted_fill(out, arrivals, i, &here);
             } else if self.double(i) {
                 let h = self.buf_vars(i).half.expect("a double buffer has a half");
                 let chain = self.prefetch_chain(depth);
@@ -1599,6 +1650,7 @@ impl Gen<'_> {
             }
         }
         out.extend(arrivals);
+        out.extend(last);
     }
 
     /// For a double buffer read by this CPE alone from boxes of the tensor (not shared,
@@ -1942,6 +1994,7 @@ impl Gen<'_> {
     fn arrive(&self, i: usize, half: Half, row: Option<Int>, next: Vec<Stmt>) -> Vec<Stmt> {
         let mut arrived = vec![self.wait(i)];
         arrived.extend(self.pad(i, half.clone(), row.clone()));
+        arrived.extend(self.prologue_box(i, &half, &row));
         let Some(line) = self.shared[i] else {
             arrived.extend(next);
             return arrived;
@@ -2574,7 +2627,8 @@ impl Gen<'_> {
         let mut stack = roots.to_vec();
         let mut flops = 0;
         while let Some(e) = stack.pop() {
-            if seen.contains(&e) {
+            let prologue = self.prologue.as_ref().is_some_and(|(pr, _)| std::ptr::eq(e, pr.expr));
+            if seen.contains(&e) || prologue {
                 continue;
             }
             seen.push(e);
@@ -2595,8 +2649,17 @@ impl Gen<'_> {
         flops
     }
 
-    /// An expression's value, its type, and the operations that evaluate it.
+    /// An expression's value, its type, and the operations that evaluate it. The prologue's
+    /// factor is a load of its main access, whose box the prologue has rewritten.
     fn expr(&self, e: &Expr) -> (Value, DType, Ops) {
+        match &self.prologue {
+            Some((pr, _)) if std::ptr::eq(e, pr.expr) => self.load(pr.main),
+            _ => self.expr_node(e),
+        }
+    }
+
+    /// [`Self::expr`] of an expression's own operator (a prologue's factor included).
+    fn expr_node(&self, e: &Expr) -> (Value, DType, Ops) {
         match e {
             Expr::Load(a) => self.load(a),
             Expr::Acc => {

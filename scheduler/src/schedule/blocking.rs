@@ -192,7 +192,9 @@ impl Factor {
 }
 
 /// The accesses ([`super::accesses`] indices) of the two factors when kernel `k`'s statement
-/// is a sum of products of two loads.
+/// is a sum of products of two loads, or of a load and a prologue ([`super::prologue`]), whose
+/// factor is its main access: the code applies the prologue to that access's box before the
+/// products read it.
 pub fn product_factors(k: &Kernel) -> Option<(usize, usize)> {
     if k.stmt.reduce?.kind != ReduceKind::Sum {
         return None;
@@ -200,9 +202,15 @@ pub fn product_factors(k: &Kernel) -> Option<(usize, usize)> {
     let Expr::Binary(BinaryOp::Mul, a, b) = &k.stmt.value else {
         return None;
     };
-    let (Expr::Load(a), Expr::Load(b)) = (&**a, &**b) else {
-        return None;
+    let main = super::prologue::prologue(k).map(|p| (p.factor, p.main));
+    let factor = |j: usize, e: &'_ Expr| -> Option<Access> {
+        match (e, main) {
+            (_, Some((f, m))) if f == j => Some(m.clone()),
+            (Expr::Load(x), _) => Some(x.clone()),
+            _ => None,
+        }
     };
+    let (a, b) = (&factor(0, a)?, &factor(1, b)?);
     let all = super::accesses(k);
     let position = |x: &Access| all.iter().position(|y| **y == *x);
     Some((position(a)?, position(b)?))

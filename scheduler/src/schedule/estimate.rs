@@ -527,6 +527,11 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         .epilogue
         .as_ref()
         .map_or(0.0, |e| slow::of(e, k, p).cycles(target));
+    // A prologue runs once over each box of its main access, on every CPE that holds it.
+    let prologue = super::prologue::prologue(k).and_then(|pr| {
+        let main = all.iter().position(|a| **a == *pr.main)?;
+        Some((main, super::prologue::element_cycles(&pr, target)))
+    });
     let mut memo: Vec<(Vec<usize>, Segment)> = Vec::new();
     let (mut queue, mut stalled) = (0.0, 0.0);
     let mut busiest: f64 = 0.0;
@@ -562,6 +567,12 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                         None => 1.0,
                     };
                     e.own += a.gets as f64 * finishing(a.access, &seg_tiles, ranges) * finished;
+                    // The prologue runs on what each CPE fetches, before the line shares it.
+                    if let Some((_, per_element)) = prologue.filter(|pr| pr.0 == a.access) {
+                        let dims = box_dims(k, p, a.access, &all[a.access], &seg_tiles).unwrap_or_default();
+                        let elements = dims.iter().product::<usize>() as f64;
+                        e.own += a.gets as f64 * elements * per_element * finished;
+                    }
                     if a.puts > 0 {
                         e.tail += transfer(a.access, &last_tiles, ranges).1;
                     }

@@ -39,6 +39,7 @@ pub mod estimate;
 pub mod lanewise;
 pub mod pack;
 pub mod partition;
+pub mod prologue;
 pub mod reorder;
 pub mod share;
 pub mod sizing;
@@ -533,6 +534,11 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
         if b.posted && !(b.double && b.shared.is_some() && share::posts(target)) {
             return Err(format!(
                 "buffer of '{tensor}' cannot be posted: only a shared double buffer can, on a target whose CPEs broadcast by remote LDM access"
+            ));
+        }
+        if b.posted && prologue::prologue(k).is_some() {
+            return Err(format!(
+                "buffer of '{tensor}' cannot be posted: the kernel's prologue needs the tile's parameters before its main box is shared"
             ));
         }
         let needed = dma::depth(a, &s.order);

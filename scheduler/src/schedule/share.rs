@@ -82,13 +82,15 @@ pub fn split_dim(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
 }
 
 /// The dimension along which the CPEs of its line may fetch buffer `i` of `s` in slices: a
-/// guarded read's buffer shared along a row or a column, or any buffer shared across the
-/// mesh, whose outermost dimension longer than one (every one before it is one) is not its
-/// last and holds at least two slice units ([`slice_unit`]).
+/// guarded read's buffer or a prologue's main one (each CPE finishes its slice) shared along
+/// a row or a column, or any buffer shared across the mesh, whose outermost dimension longer
+/// than one (every one before it is one) is not its last and holds at least two slice units
+/// ([`slice_unit`]).
 pub fn may_split(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
     let b = s.buffers.get(i)?;
-    let guarded = accesses(k).get(i)?.pad.is_some();
-    if !(b.shared? == MeshLine::Mesh || guarded) {
+    let a = accesses(k).get(i)?.clone();
+    let finished = a.pad.is_some() || super::prologue::prologue(k).is_some_and(|pr| *pr.main == *a);
+    if !(b.shared? == MeshLine::Mesh || finished) {
         return None;
     }
     let unit = slice_unit(b.elem_bytes)?;
@@ -296,15 +298,20 @@ pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target)
     } else {
         lines_only
     };
+    let all = accesses(k);
+    let main = super::prologue::prologue(k).and_then(|pr| all.iter().position(|a| **a == *pr.main));
     for i in 0..s.buffers.len() {
+        // A guarded read's slices along a line pay where finishing its box outweighs a get;
+        // the others where the estimate finds them faster.
+        let compared = s.buffers[i].shared == Some(MeshLine::Mesh) || main == Some(i);
         let split = may_split(k, s, i).is_some()
-            && match s.buffers[i].shared {
-                Some(MeshLine::Mesh) => {
+            && match compared {
+                true => {
                     let mut split = s.clone();
                     split.buffers[i].split = true;
                     estimate(k, p, &split, target).cycles() < estimate(k, p, s, target).cycles()
                 }
-                _ => finishing_outweighs_get(k, p, s, i, target),
+                false => finishing_outweighs_get(k, p, s, i, target),
             };
         s.buffers[i].split = split;
     }
@@ -314,6 +321,11 @@ pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target)
 /// fits the LDM and the estimate finds the schedule faster so, each in turn.
 pub fn post_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target) {
     let budget = target.ldm_budget();
+    // A prologue's main boxes take it before they are shared, which posting does a tile
+    // ahead, after its parameters have arrived.
+    if super::prologue::prologue(k).is_some() {
+        return;
+    }
     for i in 0..s.buffers.len() {
         if !may_post(s, target, i) {
             continue;

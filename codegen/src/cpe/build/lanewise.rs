@@ -48,7 +48,7 @@ const REGISTERS: usize = 30;
 
 /// One operation of the value, evaluated per vector.
 #[derive(Clone, Debug)]
-enum Node {
+pub(super) enum Node {
     /// A load held by access `access` (in [`Gen::all`] order), whose index moves `stride`
     /// elements per lane: `load`, when it lies at a displacement in a window (see
     /// [`swflow_scheduler::loops::Stmt::windows`]), or the access itself.
@@ -427,7 +427,7 @@ fn registers(nodes: &[Node], fold: Fold, v: usize) -> usize {
 /// Appends the nodes of `e` (operands first; a node computing the value of one already there
 /// is not added again) and returns the index of its value's node, when every operation has a
 /// vector form. An epilogue's `acc` is the target's element (access 0).
-fn add_nodes(e: &Expr, all: &[Cow<'_, Access>], nodes: &mut Vec<Node>) -> Option<usize> {
+pub(super) fn add_nodes(e: &Expr, all: &[Cow<'_, Access>], nodes: &mut Vec<Node>) -> Option<usize> {
     let node = match e {
         Expr::Load(a) => {
             let (access, shift) = window_of(all, a)?;
@@ -582,7 +582,7 @@ fn strided_load(lanes: u32) -> Ops {
 /// A vector operation on `lanes` lanes, as `SWFLOW_VMAX`/`SWFLOW_VMIN` and the C operators
 /// write it. A division is charged as a division per lane: no public source gives the cost
 /// of `simd_vdivs`, and it is not pipelined (an assumption).
-fn vector_op(op: BinaryOp, lanes: u32) -> Ops {
+pub(super) fn vector_op(op: BinaryOp, lanes: u32) -> Ops {
     let flops = Ops {
         flops: lanes,
         ..Ops::ZERO
@@ -601,7 +601,7 @@ fn vector_op(op: BinaryOp, lanes: u32) -> Ops {
 
 /// A vector operation of one operand on `lanes` lanes: the square root (`simd_vsqrts`),
 /// charged as a square root per lane, as a division is (see [`vector_op`]).
-fn vector_unary(op: UnaryOp, lanes: u32) -> Ops {
+pub(super) fn vector_unary(op: UnaryOp, lanes: u32) -> Ops {
     match op {
         UnaryOp::Sqrt => Ops {
             sqrt: lanes,
