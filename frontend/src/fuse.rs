@@ -11,6 +11,11 @@
 //! only when that moves fewer bytes than storing it once and reading it back per use (see
 //! [`Plan::sources`]).
 //!
+//! An elementwise producer joins a contraction only as its prologue ([`prologue_fits`]): a
+//! function of one element of one tensor and of small parameters, which the contraction's
+//! code applies once to each element of that tensor's boxes in LDM rather than at every
+//! product that reads it.
+//!
 //! Then, a reduction (a contraction or a reduce) takes an elementwise consumer as its
 //! epilogue when the reduced values flow into that consumer, unchanged in shape and type,
 //! through inlined elementwise nodes used once each: the consumer's computation runs on the
@@ -212,6 +217,9 @@ pub fn plan(g: &Graph) -> Plan {
     // guarded positions.
     let mut slow = vec![false; g.nodes().len()];
     let mut guarded = vec![false; g.nodes().len()];
+    // Per node: its value, computed where it is needed, takes only arithmetic with a vector
+    // form (see `prologue_fits`), through data movement.
+    let mut vector_form = vec![false; g.nodes().len()];
     for id in g.ids() {
         let node = g.node(id);
         let i = id.index();
@@ -234,6 +242,11 @@ pub fn plan(g: &Graph) -> Plan {
         slow[i] = is_slow(&node.op) || node.inputs.iter().any(|&x| plan.is_joined(x) && slow[x.index()]);
         guarded[i] =
             matches!(node.op, Op::Pad { .. }) || node.inputs.iter().any(|&x| plan.is_joined(x) && guarded[x.index()]);
+        vector_form[i] = has_vector_form(&node.op)
+            && node
+                .inputs
+                .iter()
+                .all(|&x| !plan.is_joined(x) || vector_form[x.index()]);
         let joins = |c: NodeId| {
             let consumer = g.node(c);
             let padded = consumer
@@ -244,7 +257,7 @@ pub fn plan(g: &Graph) -> Plan {
             let recomputed = slow[i] && overlapping_windows(&consumer.op);
             let prologue = plan.patterns[i] != Elementwise
                 || Pattern::of(&consumer.op) != Contraction
-                || (uses.len() == 1 && !slow[i] && !guarded[i] && prologue_fits(g, id, c, &sources));
+                || (uses.len() == 1 && !slow[i] && !guarded[i] && vector_form[i] && prologue_fits(g, id, c, &sources));
             !padded
                 && !recomputed
                 && prologue
@@ -297,8 +310,10 @@ fn joined_sources<'a>(operands: impl Iterator<Item = &'a Vec<(NodeId, usize)>>, 
 /// as one factor of the products (a matrix product's operand, or a 1x1 convolution's input
 /// without groups), each of whose elements is a function of one element of a tensor of its
 /// own size and of parameters at most an eighth of its size together (so that computing it
-/// once per element of the tensor's box costs little beside the products). Movement does not
-/// join a contraction with elementwise work: only one subscript of it at a time.
+/// once per element of the tensor's box costs little beside the products), when that tensor
+/// is no reduction's value (which takes the computation as its epilogue). The caller also
+/// asks that the value take no slow operators, reads no pad's guarded positions, and has a
+/// vector form ([`has_vector_form`]).
 fn prologue_fits(g: &Graph, id: NodeId, consumer: NodeId, sources: &[(NodeId, usize)]) -> bool {
     let node = g.node(id);
     let c = g.node(consumer);
@@ -309,13 +324,39 @@ fn prologue_fits(g: &Graph, id: NodeId, consumer: NodeId, sources: &[(NodeId, us
         (Op::Conv(a), [0]) => a.groups == 1 && g.node(c.inputs[1]).ty.shape.iter().skip(2).all(|&k| k == 1),
         _ => false,
     };
-    let whole = sources.iter().filter(|&&(_, bytes)| bytes >= size).count();
-    let parameters: usize = sources.iter().filter(|&&(_, bytes)| bytes < size).map(|&(_, b)| b).sum();
+    let whole: Vec<NodeId> = sources
+        .iter()
+        .filter(|&&(_, bytes)| bytes >= size)
+        .map(|s| s.0)
+        .collect();
+    let parameters: usize = sources
+        .iter()
+        .filter(|&&(_, bytes)| bytes < size)
+        .map(|&(_, b)| b)
+        .sum();
+    // A reduction's value takes such a computation as its epilogue instead, on each reduced
+    // element once, while it is still in LDM.
+    let reduced = |x: NodeId| matches!(Pattern::of(&g.node(x).op), Contraction | Reduce);
     factor
         && node.ty.dtype == crate::ir::DType::F32
-        && matches!(node.op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Cast { .. })
-        && whole == 1
+        && matches!(node.op, Op::Unary(_) | Op::Binary(_))
+        && matches!(whole[..], [x] if !reduced(x))
         && 8 * parameters <= size
+}
+
+/// Whether `op` computes its value by arithmetic that the CPEs' vector code has (`+ - * /`,
+/// maximum, minimum, ReLU, square root), or moves data through index expressions (not a
+/// pad's guarded reads).
+fn has_vector_form(op: &Op) -> bool {
+    match op {
+        Op::Unary(u) => matches!(u, UnaryOp::Relu | UnaryOp::Sqrt),
+        Op::Binary(b) => matches!(
+            b,
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Max | BinaryOp::Min
+        ),
+        Op::Broadcast { .. } | Op::Transpose { .. } | Op::Slice { .. } => true,
+        _ => false,
+    }
 }
 
 /// Whether elementwise `op` holds a CPE for many cycles per element: a library routine (`exp`,

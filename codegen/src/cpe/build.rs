@@ -22,8 +22,8 @@ use std::borrow::Cow;
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorId};
-use swflow_scheduler::schedule::share::{slice_unit, split_dim, MeshLine, MESH_SIDE, REGISTER_BYTES};
 use swflow_scheduler::schedule::prologue::Prologue;
+use swflow_scheduler::schedule::share::{slice_unit, split_dim, MeshLine, MESH_SIDE, REGISTER_BYTES};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, window_of, Residence, Schedule};
 use swflow_scheduler::target::Target;
 
@@ -604,9 +604,17 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     let prologue = match swflow_scheduler::schedule::prologue::prologue(k) {
         None => None,
         Some(pr) => {
-            let main = all.iter().position(|a| **a == *pr.main).expect("the main access has a window");
+            let main = all
+                .iter()
+                .position(|a| **a == *pr.main)
+                .expect("the main access has a window");
             let in_ldm = |i: usize| buffered[i] && records[i].is_none() && streams[i].is_none();
-            let params = pr.expr.accesses().into_iter().filter_map(|a| window_of(&all, a)).map(|w| w.0);
+            let params = pr
+                .expr
+                .accesses()
+                .into_iter()
+                .filter_map(|a| window_of(&all, a))
+                .map(|w| w.0);
             let f32 = p.tensor(k.operands[pr.main.operand]).ty.dtype == DType::F32;
             match (buffered[main], params.clone().all(in_ldm) && in_ldm(main) && f32) {
                 // Read directly, the factor is evaluated where the products read it.
@@ -642,11 +650,10 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         None => None,
         Some((pr, main)) => {
             let prefix = scope.fresh("pro", "v_");
-            let rank = p.tensor(k.operands[pr.main.operand]).ty.shape.len();
-            let vars = prologue::declare(pr, &all, *main, rank, lanes, &mut f, &format!("{prefix}_"));
+            let vars = prologue::declare(k, pr, &all, *main, lanes, &mut f, &format!("{prefix}_"));
             Some(vars.ok_or_else(|| CodegenError::Internal {
                 kernel: k.name.clone(),
-                reason: "the prologue's main access is displaced in its window".into(),
+                reason: "the prologue has no box form, or its main access is displaced in its window".into(),
             })?)
         }
     };
@@ -2319,8 +2326,9 @@ impl Gen<'_> {
             "{}{origin}: every point of the tile.",
             comment(&k.op)
         )));
-        // The current half of each double-buffered tile, chosen once per tile.
-        for i in (0..self.all.len()).filter(|&i| self.double(i)) {
+        // The current half of each double-buffered tile the compute reads, chosen once per
+        // tile.
+        for i in (0..self.all.len()).filter(|&i| self.double(i) && !self.prologue_only(i)) {
             let v = self.buf_vars(i);
             out.push(Stmt::SelectHalf {
                 buf: v.buf,

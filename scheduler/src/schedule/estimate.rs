@@ -530,7 +530,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
     // A prologue runs once over each box of its main access, on every CPE that holds it.
     let prologue = super::prologue::prologue(k).and_then(|pr| {
         let main = all.iter().position(|a| **a == *pr.main)?;
-        Some((main, super::prologue::element_cycles(&pr, target)))
+        Some((main, super::prologue::element_cycles(&pr, k, target)))
     });
     let mut memo: Vec<(Vec<usize>, Segment)> = Vec::new();
     let (mut queue, mut stalled) = (0.0, 0.0);

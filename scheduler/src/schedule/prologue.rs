@@ -68,7 +68,11 @@ pub fn prologue(k: &Kernel) -> Option<Prologue<'_>> {
     let mut reduced = false;
     expr.visit(&mut |e| reduced |= matches!(e, Expr::Acc));
     let loads = expr.accesses();
-    if reduced || loads.iter().any(|a| a.index.iter().any(|i| !matches!(i, Index::Affine(_)))) {
+    if reduced
+        || loads
+            .iter()
+            .any(|a| a.index.iter().any(|i| !matches!(i, Index::Affine(_))))
+    {
         return None;
     }
     let loops_of = |a: &Access| -> Vec<usize> {
@@ -118,7 +122,12 @@ pub struct BoxForm<'k> {
 pub fn box_form<'k>(p: &Prologue<'k>, k: &Kernel) -> Option<BoxForm<'k>> {
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
     let moving = |x: &Affine| -> Vec<(usize, i64)> {
-        let mut t: Vec<(usize, i64)> = x.terms.iter().copied().filter(|t| t.1 != 0 && extents[t.0] > 1).collect();
+        let mut t: Vec<(usize, i64)> = x
+            .terms
+            .iter()
+            .copied()
+            .filter(|t| t.1 != 0 && extents[t.0] > 1)
+            .collect();
         t.sort_unstable();
         t
     };
@@ -163,7 +172,11 @@ pub fn box_form<'k>(p: &Prologue<'k>, k: &Kernel) -> Option<BoxForm<'k>> {
             _ => false,
         }
     });
-    let last = params.iter().filter_map(|(_, along)| along.map(|a| a.1)).max().unwrap_or(0);
+    let last = params
+        .iter()
+        .filter_map(|(_, along)| along.map(|a| a.1))
+        .max()
+        .unwrap_or(0);
     vector_form.then_some(BoxForm { last, params })
 }
 
@@ -171,9 +184,36 @@ pub fn box_form<'k>(p: &Prologue<'k>, k: &Kernel) -> Option<BoxForm<'k>> {
 /// box of its main access, as code generation writes it (`swflow_codegen`'s prologue): per
 /// vector of the contiguous runs, its unaligned load and store (two LDM accesses and a merge
 /// each), one P0 instruction per operator (four for a maximum, minimum or ReLU: two compares
-/// and two selects), a division or square root per lane, and the loop's step, over the lanes.
-pub fn element_cycles(p: &Prologue, target: &Target) -> f64 {
-    let lanes = target.f32_vector_lanes.max(1);
+/// and two selects), a division or square root per lane, and the loop's step, over the lanes;
+/// where the runs are single elements, the scalar code's operations per element.
+pub fn element_cycles(p: &Prologue, k: &Kernel, target: &Target) -> f64 {
+    // A parameter along the last dimension leaves runs of one element, each computed alone:
+    // its loads, its operators (a maximum's NaN tests and branches), its store and loop.
+    let runs = box_form(p, k).is_some_and(|f| f.last + 1 < p.main.index.len());
+    let lanes = match runs {
+        true => target.f32_vector_lanes.max(1),
+        false => 1,
+    };
+    if lanes == 1 {
+        let mut ops = Ops {
+            store: 1,
+            branch: 1,
+            integer: 2,
+            ..Ops::ZERO
+        };
+        p.expr.visit(&mut |e| match e {
+            Expr::Load(_) => ops.load += 1,
+            Expr::Unary(UnaryOp::Relu, _) | Expr::Binary(BinaryOp::Max | BinaryOp::Min, ..) => {
+                ops.fp += 3;
+                ops.branch += 3;
+            }
+            Expr::Unary(UnaryOp::Sqrt, _) => ops.sqrt += 1,
+            Expr::Binary(BinaryOp::Div, ..) => ops.div += 1,
+            Expr::Binary(..) => ops.fp += 1,
+            _ => {}
+        });
+        return target.timing.cycles(&ops);
+    }
     let mut ops = Ops {
         load: 2,
         store: 2,
@@ -208,7 +248,12 @@ fn affine(a: &Access) -> impl Iterator<Item = &Affine> {
 pub fn injective(a: &Access, extents: &[usize]) -> bool {
     let mut seen = Vec::new();
     affine(a).all(|x| {
-        let mut terms: Vec<(usize, i64)> = x.terms.iter().copied().filter(|t| t.1 != 0 && extents[t.0] > 1).collect();
+        let mut terms: Vec<(usize, i64)> = x
+            .terms
+            .iter()
+            .copied()
+            .filter(|t| t.1 != 0 && extents[t.0] > 1)
+            .collect();
         terms.sort_by_key(|t| t.1);
         let mut reach = 0;
         terms.iter().all(|&(l, c)| {

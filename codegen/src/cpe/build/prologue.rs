@@ -19,8 +19,9 @@ use std::borrow::Cow;
 
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::DType;
-use swflow_scheduler::loops::{Access, Affine, Index, Scalar};
+use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, Scalar};
 use swflow_scheduler::schedule::prologue::{box_form, BoxForm, Prologue};
+use swflow_scheduler::schedule::{keep_index, window_of};
 
 use super::lanewise::{add_nodes, vector_op, vector_unary, Node};
 use super::vector::{VBROADCAST, VLOAD, VSTORE};
@@ -43,13 +44,13 @@ pub(super) struct Vars {
     end: Var,
 }
 
-/// The variables of prologue `pr` (main access `main` of `all`, of `rank` dimensions) with
-/// `lanes` f32 lanes, declared in `f` with names from `prefix`.
+/// The variables of prologue `pr` of kernel `k` (main access `main` of `all`) with `lanes`
+/// f32 lanes, declared in `f` with names from `prefix`.
 pub(super) fn declare(
+    k: &Kernel,
     pr: &Prologue,
     all: &[Cow<'_, Access>],
     main: usize,
-    rank: usize,
     lanes: usize,
     f: &mut Func,
     prefix: &str,
@@ -66,8 +67,13 @@ pub(super) fn declare(
         f.vars.push(VarDecl { name, init: None });
         Var(f.vars.len() as u32 - 1)
     };
-    let pos: Vec<Var> = (0..rank).map(|d| var(format!("{prefix}d{d}"))).collect();
-    let (base, at, end) = (var(format!("{prefix}base")), var(format!("{prefix}at")), var(format!("{prefix}end")));
+    let outer = box_form(pr, k)?.last + 1;
+    let pos: Vec<Var> = (0..outer).map(|d| var(format!("{prefix}d{d}"))).collect();
+    let (base, at, end) = (
+        var(format!("{prefix}base")),
+        var(format!("{prefix}at")),
+        var(format!("{prefix}end")),
+    );
     f.decl_lines
         .push(pos.iter().chain([&base, &at, &end]).map(|&v| Local::Var(v)).collect());
     let regs = (0..nodes.len())
@@ -89,6 +95,34 @@ pub(super) fn declare(
 }
 
 impl Gen<'_> {
+    /// Whether access `i` is read only by the prologue's parameters, so not by the compute
+    /// loops (which read the main access's rewritten box in the prologue's place).
+    pub(super) fn prologue_only(&self, i: usize) -> bool {
+        let Some((pr, main)) = &self.prologue else { return false };
+        let mut elsewhere = i == 0 || i == *main || keep_index(self.k) == Some(i);
+        let mut visit = |e: &Expr| {
+            e.visit(&mut |x| {
+                if let Expr::Load(a) = x {
+                    elsewhere |= window_of(&self.all, a).is_some_and(|w| w.0 == i);
+                }
+            })
+        };
+        match &self.k.stmt.value {
+            Expr::Binary(_, a, b) => {
+                for f in [a, b] {
+                    if !std::ptr::eq(&**f, pr.expr) {
+                        visit(f);
+                    }
+                }
+            }
+            other => visit(other),
+        }
+        if let Some(e) = &self.k.stmt.epilogue {
+            visit(e);
+        }
+        !elsewhere
+    }
+
     /// The prologue of access `i`'s box just fetched into `half` (box row `row`), when `i` is
     /// the prologue's main access: on the whole box, or on this CPE's slice of a split box.
     pub(super) fn prologue_box(&self, i: usize, half: &Half, row: &Option<Int>) -> Vec<Stmt> {
@@ -101,7 +135,12 @@ impl Gen<'_> {
         let form = box_form(pr, self.k).expect("a prologue has a box form");
         let b = self.buf_vars(i);
         let (start, extent, offset, has) = match &b.slice {
-            Some(sv) => (sv.start, sv.extent, self.slice_offset(i, sv, row), Some(self.has_slice(sv, row))),
+            Some(sv) => (
+                sv.start,
+                sv.extent,
+                self.slice_offset(i, sv, row),
+                Some(self.has_slice(sv, row)),
+            ),
             None => (b.start, b.extent, Int::Const(0), None),
         };
         let at = |arr, d: usize| Int::Elem(arr, row.iter().cloned().chain([Int::Const(d as i64)]).collect());
@@ -129,8 +168,9 @@ impl Gen<'_> {
         let mut scalars: Vec<Option<Value>> = vec![None; v.nodes.len()];
         for (n, node) in v.nodes.iter().enumerate() {
             match node {
-                Node::Load { access, .. } if *access != i => {
-                    let (place, ops) = self.parameter(&form, pr.main, *access, start, row, &v.pos);
+                Node::Load { access, load, .. } if *access != i => {
+                    let load = load.clone().unwrap_or_else(|| self.all[*access].clone().into_owned());
+                    let (place, ops) = self.parameter(&form, pr.main, *access, &load, start, row, &v.pos);
                     scalars[n] = Some(Value::Load(place.clone()));
                     if vectors {
                         point_ops += ops + VBROADCAST;
@@ -146,7 +186,10 @@ impl Gen<'_> {
                     scalars[n] = Some(Value::Const(Scalar::F32(*c)));
                     if vectors {
                         point_ops += VBROADCAST;
-                        per_point.push(Stmt::VSplat { reg: v.regs[n], value: *c });
+                        per_point.push(Stmt::VSplat {
+                            reg: v.regs[n],
+                            value: *c,
+                        });
                     }
                 }
                 _ => {}
@@ -189,11 +232,7 @@ impl Gen<'_> {
             aligned: false,
         });
         // The elements left, one by one.
-        let mut scalar_ops = LOOP
-            + Ops {
-                store: 1,
-                ..int(1)
-            };
+        let mut scalar_ops = LOOP + Ops { store: 1, ..int(1) };
         for (n, node) in v.nodes.iter().enumerate() {
             scalars[n] = Some(match *node {
                 Node::Load { access, .. } if access == i => {
@@ -264,15 +303,18 @@ impl Gen<'_> {
         }
     }
 
-    /// The element of parameter access `p` at the outer indices `pos` of the main access
-    /// `main`'s box that starts at `start` (box row `row`), and its operations: the parameter
-    /// follows one of the main access's dimensions (or none), at the same loops, so its index
-    /// there is the main one's less the main subscript's offset plus its own.
+    /// The element of parameter load `a` (in the window of access `p`) at the outer indices
+    /// `pos` of the main access `main`'s box that starts at `start` (box row `row`), and its
+    /// operations: the parameter follows one of the main access's dimensions (or none), at the
+    /// same loops, so its index there is the main one's less the main subscript's offset plus
+    /// its own.
+    #[allow(clippy::too_many_arguments)]
     fn parameter(
         &self,
         form: &BoxForm,
         main: &Access,
         p: usize,
+        a: &Access,
         start: Array,
         row: &Option<Int>,
         pos: &[Var],
@@ -288,31 +330,32 @@ impl Gen<'_> {
             Index::Affine(Affine { offset, .. }) => *offset,
             Index::Gathered { .. } => unreachable!("a prologue's loads are affine"),
         };
-        let a = &self.all[p];
-        let along = form
-            .params
-            .iter()
-            .find(|(x, _)| window_of_is(a, x))
-            .and_then(|(_, along)| *along);
+        let along = form.params.iter().find(|(x, _)| *x == a).and_then(|(_, along)| *along);
+        // A parameter that follows no dimension lies at its displacement in its window.
         let Some((pd, md)) = along else {
-            return (
-                Place::Ldm {
-                    buf: v.buf,
-                    half,
-                    index: Int::Const(0),
-                },
-                Ops::ZERO,
-            );
+            let (_, shift) = window_of(&self.all, a).expect("a load lies in a window");
+            let index = (0..shift.len()).fold(Int::Const(0), |acc, d| {
+                acc * at(v.extent, &prow, d) + Int::Const(shift[d] as i64)
+            });
+            let place = Place::Ldm {
+                buf: v.buf,
+                half,
+                index,
+            };
+            return (place, int(2 * shift.len() as u32));
         };
         let rowv: Vec<Int> = row.iter().cloned().collect();
-        let coordinate = at(start, &rowv, md) + Int::Var(pos[md]) - Int::Const(offset(main, md)) + Int::Const(offset(a, pd));
+        let coordinate =
+            at(start, &rowv, md) + Int::Var(pos[md]) - Int::Const(offset(main, md)) + Int::Const(offset(a, pd));
         let stride = Int::product((pd + 1..self.rank(p)).map(|d| at(v.extent, &prow, d)).collect());
         let index = (coordinate - at(v.start, &prow, pd)) * stride;
-        (Place::Ldm { buf: v.buf, half, index }, int(6))
+        (
+            Place::Ldm {
+                buf: v.buf,
+                half,
+                index,
+            },
+            int(6),
+        )
     }
-}
-
-/// Whether window `w` of a kernel's reads is load `a` itself (a parameter is read by one load).
-fn window_of_is(w: &Access, a: &Access) -> bool {
-    w.displacement(a).is_some_and(|d| d.iter().all(|&x| x == 0))
 }

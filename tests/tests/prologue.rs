@@ -1,0 +1,95 @@
+//! An elementwise producer joined into a contraction as its prologue (a batch normalisation
+//! and a ReLU before a 1x1 convolution; a shift and a ReLU before a matrix product): one
+//! kernel, which applies the prologue to each box of the main tensor it fetches, once per
+//! element and not at every product, and gives the interpreter's results within tolerance,
+//! the same bit for bit through the C (type-checked against the SDK) and the JIT.
+
+use swflow_frontend::interp;
+use swflow_frontend::ir::{parse, Graph};
+use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::schedule::prologue::prologue;
+use swflow_scheduler::target::Target;
+use swflow_tests::{run_both_engines, seeded_inputs};
+
+/// `relu(x * s + b)` into a 1x1 convolution of `m` output channels, on `c` channels of
+/// `h x h`.
+fn normalised_conv(c: usize, h: usize, m: usize) -> Graph {
+    parse(&format!(
+        r#"graph "normalised_conv" {{
+  %x: f32[1,{c},{h},{h}] = input
+  %s: f32[1,{c},1,1] = input
+  %b: f32[{c},1,1] = input
+  %w: f32[{m},{c},1,1] = input
+  %xs: f32[1,{c},{h},{h}] = mul(%x, %s)
+  %xb: f32[1,{c},{h},{h}] = add(%xs, %b)
+  %r: f32[1,{c},{h},{h}] = relu(%xb)
+  %y: f32[1,{m},{h},{h}] = conv(%r, %w) {{strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}}
+  output "y" = %y
+}}"#
+    ))
+    .unwrap()
+}
+
+/// `relu(a - q) x w` with `a: [rows, k]`, `q: [k]` (a parameter along the last dimension:
+/// runs of one element) and `w: [k, n]`.
+fn shifted_product(rows: usize, k: usize, n: usize) -> Graph {
+    parse(&format!(
+        r#"graph "shifted_product" {{
+  %a: f32[{rows},{k}] = input
+  %q: f32[{k}] = input
+  %w: f32[{k},{n}] = input
+  %d: f32[{rows},{k}] = sub(%a, %q)
+  %r: f32[{rows},{k}] = relu(%d)
+  %y: f32[{rows},{n}] = matmul(%r, %w)
+  output "y" = %y
+}}"#
+    ))
+    .unwrap()
+}
+
+#[test]
+fn prologues_run_once_per_fetched_element() {
+    // (label, graph, elements of the main tensor, products per element, prologue flops per
+    // element)
+    let cases = [
+        ("conv-56", normalised_conv(32, 56, 64), 32 * 56 * 56, 64, 3),
+        ("conv-7", normalised_conv(96, 7, 128), 96 * 7 * 7, 128, 3),
+        ("matmul", shifted_product(256, 96, 80), 256 * 96, 80, 2),
+    ];
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        for (label, g, elements, reuse, flops_each) in &cases {
+            let label = format!("{label}-{}", target.name);
+            let p = swflow_scheduler::pipeline::compile(g, &target).unwrap();
+            assert_eq!(
+                p.kernels.len(),
+                1,
+                "{label}: {:?}",
+                p.kernels.iter().map(|k| &k.op).collect::<Vec<_>>()
+            );
+            let k = &p.kernels[0];
+            assert!(prologue(k).is_some(), "{label}: {}", k.op);
+            let inputs = seeded_inputs(g, 5);
+            let want = interp::run(g, &inputs).unwrap();
+            let both = run_both_engines(&p, g, &inputs, &target, "prologue", &label);
+            compare(&both.output, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+            // The kernel's flops: two per product, and the prologue's per element each time a
+            // box of it is fetched: at least once, and far fewer times than it is read.
+            let products = 2 * elements * reuse;
+            let flops = both.row["flops"].as_u64().unwrap() as usize;
+            let prologue_flops = flops - products;
+            let applied = prologue_flops / flops_each;
+            assert_eq!(applied * flops_each, prologue_flops, "{label}");
+            assert!(
+                applied >= *elements && applied * 4 <= elements * reuse,
+                "{label}: the prologue ran on {applied} elements of {elements}, each read {reuse} times"
+            );
+            let (_, source) = both
+                .generated
+                .files
+                .iter()
+                .find(|(path, _)| path.starts_with("slave/k_"))
+                .unwrap();
+            assert!(String::from_utf8_lossy(source).contains("The prologue of"), "{label}");
+        }
+    }
+}
