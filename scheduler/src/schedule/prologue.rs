@@ -29,7 +29,7 @@
 //! operations on the same operands: the results are the same bit for bit.
 
 use swflow_emulator::timing::Ops;
-use swflow_frontend::ir::{BinaryOp, UnaryOp};
+use swflow_frontend::ir::{BinaryOp, ReduceKind, UnaryOp};
 
 use crate::loops::{Access, Affine, Expr, Index, Kernel, Scalar};
 use crate::target::Target;
@@ -52,11 +52,10 @@ pub struct Prologue<'k> {
 /// the main one at subscripts that use only the main access's loops, in a form code
 /// generation writes ([`box_form`]).
 pub fn prologue(k: &Kernel) -> Option<Prologue<'_>> {
-    let reduce = k.stmt.reduce?;
-    if reduce.kind != swflow_frontend::ir::ReduceKind::Sum {
+    if k.stmt.reduce?.kind != ReduceKind::Sum {
         return None;
     }
-    let Expr::Binary(swflow_frontend::ir::BinaryOp::Mul, a, b) = &k.stmt.value else {
+    let Expr::Binary(BinaryOp::Mul, a, b) = &k.stmt.value else {
         return None;
     };
     let (factor, expr, other) = match (&**a, &**b) {
@@ -113,9 +112,9 @@ pub struct BoxForm<'k> {
     pub params: Vec<(&'k Access, Option<(usize, usize)>)>,
 }
 
-/// The box form of prologue `p` of kernel `k`, when it has one: each parameter's subscripts are constant but at most
-/// one, which equals (in its loops and coefficients) a subscript of the main access that
-/// walks its dimension densely (from coefficient 1, each loop stepping past the range of the
+/// The box form of prologue `p` of kernel `k`, when it has one: each parameter's subscripts
+/// are constant but at most one, which equals (in its loops and coefficients) a subscript of
+/// the main access that walks its dimension densely (from coefficient 1, each loop stepping past the range of the
 /// ones before: every index of the box is a point's, so every parameter index it reaches is
 /// in the parameter's box); and the expression takes only operators with a vector form
 /// (`+ - * /`, maximum, minimum, ReLU, square root, f32 constants).
@@ -153,7 +152,9 @@ pub fn box_form<'k>(p: &Prologue<'k>, k: &Kernel) -> Option<BoxForm<'k>> {
             [] => None,
             [d] => {
                 let md = main.iter().position(|m| moving(m) == moving(subs[d]))?;
-                dense(main[md]).then_some((d, md))?;
+                if !dense(main[md]) {
+                    return None;
+                }
                 Some((d, md))
             }
             _ => return None,
@@ -180,7 +181,7 @@ pub fn box_form<'k>(p: &Prologue<'k>, k: &Kernel) -> Option<BoxForm<'k>> {
     vector_form.then_some(BoxForm { last, params })
 }
 
-/// Cycles a CPE takes to apply prologue `p` of kernel `k` (in `program`) to one element of a
+/// Cycles a CPE takes to apply prologue `p` of kernel `k` to one element of a
 /// box of its main access, as code generation writes it (`swflow_codegen`'s prologue): per
 /// vector of the contiguous runs, its unaligned load and store (two LDM accesses and a merge
 /// each), one P0 instruction per operator (four for a maximum, minimum or ReLU: two compares
