@@ -7,7 +7,9 @@
 use swflow_frontend::interp;
 use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::tolerance::{compare, Comparison};
+use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::schedule::prologue::prologue;
+use swflow_scheduler::schedule::verify_schedule;
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
 
@@ -92,4 +94,39 @@ fn prologues_run_once_per_fetched_element() {
             assert!(String::from_utf8_lossy(source).contains("The prologue of"), "{label}");
         }
     }
+}
+
+/// On SW26010-Pro a buffer may not be posted along a line that another buffer shares at every
+/// tile (its next box would be posted before this tile's broadcast of the other): the verifier
+/// names the buffer and the reason. A normalised 1x1 convolution shares its per-channel
+/// parameters along the columns that share its input.
+#[test]
+fn posting_beside_a_box_shared_at_every_tile_is_refused() {
+    let target = Target::sw26010pro();
+    let g = normalised_conv(160, 56, 128);
+    let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    let k = &p.kernels[0];
+    let s = k.schedule.as_ref().unwrap();
+    let all = swflow_scheduler::schedule::accesses(k);
+    let name = |i: usize| p.tensor(k.operands[all[i].operand]).name.clone();
+    let line = |i: usize| s.buffers[i].shared.filter(|_| s.buffers[i].depth > 0);
+    // A parameter shared along the same line as the input, at every tile.
+    let (i, j) = (0..all.len())
+        .flat_map(|i| (0..all.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| i != j && s.buffers[i].double && line(i).is_some() && line(i) == line(j))
+        .unwrap_or_else(|| {
+            panic!(
+                "two buffers shared along one line at every tile:\n{}",
+                print_kernel(k, &p)
+            )
+        });
+    let mut posted = s.clone();
+    posted.buffers[i].posted = true;
+    let err = verify_schedule(k, &p, &posted, &target).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("'{}' cannot be posted", name(i)))
+            && err.contains("no other buffer shares at every tile"),
+        "{err} (beside '{}')",
+        name(j)
+    );
 }

@@ -320,9 +320,10 @@ fn split_boxes_give_the_owners_results_with_every_cpe_fetching_a_slice() {
     }
 }
 
-/// A buffer that is not a guarded read's cannot be split: the check names it.
+/// A buffer shared along a line that is neither a guarded read's nor a prologue's main one
+/// (which its CPEs finish or rewrite slice by slice) cannot be split: the check names it.
 #[test]
-fn only_a_guarded_reads_shared_box_can_be_split() {
+fn a_line_splits_only_boxes_its_cpes_finish() {
     let err = refused(|text| text.replace("shared along columns", "shared along columns in slices"));
     assert!(err.contains("'b' cannot be fetched in slices"), "{err}");
 }

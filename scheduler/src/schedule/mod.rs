@@ -528,12 +528,12 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
         }
         if b.split && share::split_dim(k, s, i).is_none() {
             return Err(format!(
-                "buffer of '{tensor}' cannot be fetched in slices: only a guarded read's buffer shared along rows or columns, or a buffer shared across the mesh, can, whose outermost dimension longer than one is not its last and holds two units of slices"
+                "buffer of '{tensor}' cannot be fetched in slices: only a guarded read's or a prologue's main buffer shared along rows or columns, or a buffer shared across the mesh, can, whose outermost dimension longer than one is not its last and holds two units of slices"
             ));
         }
-        if b.posted && !(b.double && b.shared.is_some() && share::posts(target)) {
+        if b.posted && !share::may_post(s, target, i) {
             return Err(format!(
-                "buffer of '{tensor}' cannot be posted: only a shared double buffer can, on a target whose CPEs broadcast by remote LDM access"
+                "buffer of '{tensor}' cannot be posted: only a shared double buffer can, on a target whose CPEs broadcast by remote LDM access, along lines that no other buffer shares at every tile"
             ));
         }
         if b.posted && prologue::prologue(k).is_some() {

@@ -261,9 +261,24 @@ pub fn posts(target: &Target) -> bool {
 }
 
 /// Whether buffer `i` of `s` may be posted: a shared double buffer on a target that
-/// [`posts`].
+/// [`posts`], whose lines carry no other buffer shared at every tile (one placed at depth 0
+/// is broadcast once, before any tile posts). A posted buffer's next box is posted before
+/// this tile's broadcasts of the others go along the same lines: a 1x1 convolution with a
+/// prologue that posted its per-channel scales beside its input shared along the same columns
+/// (collective, whole or in slices) stopped on the emulator, its CPEs waiting for a receive
+/// or a line sync that no other CPE of the column would match. No light model's kernel on
+/// SW26010-Pro posted a buffer beside another one shared along its lines at every tile.
 pub fn may_post(s: &Schedule, target: &Target, i: usize) -> bool {
-    posts(target) && s.buffers.get(i).is_some_and(|b| b.double && b.shared.is_some())
+    let Some(line) = s.buffers.get(i).filter(|b| b.double).and_then(|b| b.shared) else {
+        return false;
+    };
+    let crosses = |other: MeshLine| other == line || other == MeshLine::Mesh || line == MeshLine::Mesh;
+    let alone = s
+        .buffers
+        .iter()
+        .enumerate()
+        .all(|(j, b)| j == i || b.depth == 0 || !b.shared.is_some_and(crosses));
+    posts(target) && alone
 }
 
 /// Whether access `i`'s buffer may be shared along `line`.
