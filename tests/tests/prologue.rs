@@ -9,7 +9,7 @@ use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::schedule::prologue::prologue;
-use swflow_scheduler::schedule::verify_schedule;
+use swflow_scheduler::schedule::{verify_schedule, window_of};
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
 
@@ -129,4 +129,31 @@ fn posting_beside_a_box_shared_at_every_tile_is_refused() {
         "{err} (beside '{}')",
         name(j)
     );
+}
+
+/// A prologue rewrites each box of its main access as it arrives, with the parameters' boxes
+/// of the same tile: a parameter placed deeper than the main buffer (filled later in the
+/// tile walk) is refused by the verifier.
+#[test]
+fn parameters_fill_no_deeper_than_the_main_box() {
+    let target = Target::sw26010();
+    let g = normalised_conv(32, 56, 64);
+    let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    let k = &p.kernels[0];
+    let s = k.schedule.as_ref().unwrap();
+    let all = swflow_scheduler::schedule::accesses(k);
+    let pr = prologue(k).unwrap();
+    let main = all.iter().position(|a| **a == *pr.main).unwrap();
+    let parameter = pr
+        .expr
+        .accesses()
+        .into_iter()
+        .filter_map(|a| window_of(&all, a).map(|w| w.0))
+        .find(|&i| i != main && s.buffers[i].depth == s.buffers[main].depth && !s.buffers[i].double)
+        .unwrap_or_else(|| panic!("a parameter beside the main box:\n{}", print_kernel(k, &p)));
+    assert!(s.buffers[main].depth < s.order.len(), "{}", print_kernel(k, &p));
+    let mut deeper = s.clone();
+    deeper.buffers[parameter].depth += 1;
+    let err = verify_schedule(k, &p, &deeper, &target).unwrap_err().to_string();
+    assert!(err.contains("no deeper than the prologue's main buffer"), "{err}");
 }

@@ -541,6 +541,22 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
                 "buffer of '{tensor}' cannot be posted: the kernel's prologue needs the tile's parameters before its main box is shared"
             ));
         }
+        // A prologue rewrites each main box as it arrives, with the parameters' boxes of the
+        // same tile, which must be in LDM by then.
+        if let Some(pr) = prologue::prologue(k) {
+            let main = all.iter().position(|m| **m == *pr.main);
+            let parameter = pr
+                .expr
+                .accesses()
+                .iter()
+                .any(|l| window_of(&all, l).is_some_and(|w| w.0 == i));
+            if let Some(main) = main.filter(|&m| parameter && m != i && b.depth > s.buffers[m].depth) {
+                return Err(format!(
+                    "buffer of '{tensor}' at depth {} must be filled no deeper than the prologue's main buffer (depth {})",
+                    b.depth, s.buffers[main].depth
+                ));
+            }
+        }
         let needed = dma::depth(a, &s.order);
         if b.depth < needed || b.depth > s.order.len() {
             return Err(format!(
