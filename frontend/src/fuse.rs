@@ -102,10 +102,10 @@ use Pattern::*;
 /// producer again every time, so the producer must be a function of one element of one
 /// tensor (and of small per-position parameters, such as a batch normalisation's scale and
 /// shift), which the code applies once to each element of that tensor's LDM box before the
-/// products read it. For the same reason a producer whose value holds a CPE for many cycles per element (a library
-/// routine such as `exp` or `pow`, a division, a square root) is not joined into a pooling
-/// whose windows overlap (a local response normalisation before a 3x3 stride-2 max pool would
-/// compute its square roots and division 2.25 times per element).
+/// products read it. For the same reason a producer whose value holds a CPE for many cycles
+/// per element (a library routine such as `exp` or `pow`, a division, a square root) is not
+/// joined into a pooling whose windows overlap (a local response normalisation before a 3x3
+/// stride-2 max pool would compute its square roots and division 2.25 times per element).
 pub const RULES: &[Rule] = &[
     Rule {
         name: "elementwise-chain",
@@ -213,8 +213,8 @@ pub fn unfused(g: &Graph) -> Plan {
 pub fn plan(g: &Graph) -> Plan {
     let (consumers, outputs) = (g.users(), g.output_mask());
     let mut plan = unfused(g);
-    // Per node: its value, computed where it is needed, takes slow operators; reads a pad's
-    // guarded positions.
+    // Per node, of its value computed where it is needed: whether it takes slow operators,
+    // and whether it reads a pad's guarded positions.
     let mut slow = vec![false; g.nodes().len()];
     let mut guarded = vec![false; g.nodes().len()];
     // Per node: its value, computed where it is needed, takes only arithmetic with a vector

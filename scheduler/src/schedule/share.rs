@@ -336,8 +336,8 @@ pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target)
 /// fits the LDM and the estimate finds the schedule faster so, each in turn.
 pub fn post_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target) {
     let budget = target.ldm_budget();
-    // A prologue's main boxes take it before they are shared, which posting does a tile
-    // ahead, after its parameters have arrived.
+    // A prologue kernel posts nothing: a posted box goes out a tile ahead, before the
+    // parameters its prologue needs have arrived.
     if super::prologue::prologue(k).is_some() {
         return;
     }
