@@ -461,6 +461,19 @@ pub struct BothEngines {
     pub generated: swflow_codegen::Generated,
 }
 
+impl BothEngines {
+    /// The C source of the program's (one) CPE kernel.
+    pub fn kernel_source(&self) -> String {
+        let (_, source) = self
+            .generated
+            .files
+            .iter()
+            .find(|(path, _)| path.starts_with("slave/k_"))
+            .expect("a CPE kernel's source");
+        String::from_utf8_lossy(source).into_owned()
+    }
+}
+
 /// Scheduled program `p` (of graph `g`, one kernel) on `inputs`, built as C in a scratch
 /// folder (`kind`, `label`; removed afterwards) and run, and through the JIT, after checking
 /// that the C type-checks against `target`'s SDK, that the two engines agree bit for bit on

@@ -434,7 +434,7 @@ fn posted_boxes_give_the_collective_results() {
         assert_eq!(parse_kernel(&text, &posted).unwrap().schedule, k.schedule, "{label}");
 
         let both = run_both_engines(&posted, g, &inputs, &target, "share", &format!("{label}-posted"));
-        let (out, row) = (both.output, both.row);
+        let (out, row) = (both.output.clone(), both.row.clone());
         let (plain_out, plain_row) = run_both(&collective, g, &inputs, &target, &format!("{label}-collective"));
         compare(&out, &plain_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
         compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
@@ -443,13 +443,7 @@ fn posted_boxes_give_the_collective_results() {
             assert_eq!(count(&row, key), count(&plain_row, key), "{label}: {key}");
         }
         assert!(count(&row, "reg_puts") > 0, "{label}");
-        let (_, source) = both
-            .generated
-            .files
-            .iter()
-            .find(|(path, _)| path.starts_with("slave/k_"))
-            .unwrap();
-        let source = String::from_utf8_lossy(source);
+        let source = both.kernel_source();
         for call in ["SWFLOW_SHARE_POST(", "SWFLOW_SHARE_WAIT(", "SWFLOW_SYNC_"] {
             assert!(source.contains(call), "{label}: no {call}");
         }

@@ -601,7 +601,9 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     let streamed: Vec<bool> = streams.iter().map(Option::is_some).collect();
     // A prologue rewrites its main access's box, which must be this CPE's own box in LDM;
     // read directly from main memory, the factor is evaluated where it is read.
-    let prologue = match swflow_scheduler::schedule::prologue::prologue(k) {
+    let found = swflow_scheduler::schedule::prologue::prologue(k);
+    let lanewise_allowed = found.is_none();
+    let prologue = match found {
         None => None,
         Some(pr) => {
             let main = all
@@ -636,7 +638,7 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     let lanewise = match vector {
         // Lane-wise vector code would evaluate a prologue at every product.
         Some(_) => None,
-        None if swflow_scheduler::schedule::prologue::prologue(k).is_some() => None,
+        None if !lanewise_allowed => None,
         None => lanewise::plan(p, k, s, lanes, &buffered).map(|plan| {
             let prefix = scope.fresh("vx", "v_");
             lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))

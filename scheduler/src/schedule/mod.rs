@@ -497,6 +497,18 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
     if s.buffers.len() != all.len() {
         return Err(format!("{} buffers for {} accesses", s.buffers.len(), all.len()));
     }
+    // A prologue's main access, and the windows its parameters are read from.
+    let prologue = prologue::prologue(k).map(|pr| {
+        let main = all.iter().position(|m| **m == *pr.main);
+        let params: Vec<usize> = pr
+            .expr
+            .accesses()
+            .iter()
+            .filter_map(|l| window_of(&all, l).map(|w| w.0))
+            .filter(|&w| Some(w) != main)
+            .collect();
+        (main, params)
+    });
     for (i, (a, b)) in all.iter().zip(&s.buffers).enumerate() {
         let tensor = &p.tensor(k.operands[a.operand]).name;
         if b.double && b.residence == Residence::Buffer && !may_double(k, i, b, &s.tiles, &s.order) {
@@ -536,24 +548,18 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
                 "buffer of '{tensor}' cannot be posted: only a shared double buffer can, on a target whose CPEs broadcast by remote LDM access, along lines that no other buffer shares at every tile"
             ));
         }
-        if b.posted && prologue::prologue(k).is_some() {
+        if b.posted && prologue.is_some() {
             return Err(format!(
                 "buffer of '{tensor}' cannot be posted: the kernel's prologue needs the tile's parameters before its main box is shared"
             ));
         }
         // A prologue rewrites each main box as it arrives, with the parameters' boxes of the
         // same tile, which must be in LDM by then.
-        if let Some(pr) = prologue::prologue(k) {
-            let main = all.iter().position(|m| **m == *pr.main);
-            let parameter = pr
-                .expr
-                .accesses()
-                .iter()
-                .any(|l| window_of(&all, l).is_some_and(|w| w.0 == i));
-            if let Some(main) = main.filter(|&m| parameter && m != i && b.depth > s.buffers[m].depth) {
+        if let Some((Some(main), params)) = &prologue {
+            if params.contains(&i) && b.depth > s.buffers[*main].depth {
                 return Err(format!(
                     "buffer of '{tensor}' at depth {} must be filled no deeper than the prologue's main buffer (depth {})",
-                    b.depth, s.buffers[main].depth
+                    b.depth, s.buffers[*main].depth
                 ));
             }
         }

@@ -120,19 +120,9 @@ pub struct BoxForm<'k> {
 /// (`+ - * /`, maximum, minimum, ReLU, square root, f32 constants).
 pub fn box_form<'k>(p: &Prologue<'k>, k: &Kernel) -> Option<BoxForm<'k>> {
     let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
-    let moving = |x: &Affine| -> Vec<(usize, i64)> {
-        let mut t: Vec<(usize, i64)> = x
-            .terms
-            .iter()
-            .copied()
-            .filter(|t| t.1 != 0 && extents[t.0] > 1)
-            .collect();
-        t.sort_unstable();
-        t
-    };
+    let moving = |x: &Affine| moving_terms(x, &extents);
     let dense = |x: &Affine| {
-        let mut t = moving(x);
-        t.sort_by_key(|t| t.1);
+        let t = moving(x);
         let mut step = 1;
         t.iter().all(|&(l, c)| {
             let ok = c == step;
@@ -241,6 +231,19 @@ fn affine(a: &Access) -> impl Iterator<Item = &Affine> {
     })
 }
 
+/// The terms of subscript `x` whose loops (of `extents` points) take more than one point, by
+/// increasing coefficient (then loop).
+fn moving_terms(x: &Affine, extents: &[usize]) -> Vec<(usize, i64)> {
+    let mut t: Vec<(usize, i64)> = x
+        .terms
+        .iter()
+        .copied()
+        .filter(|t| t.1 != 0 && extents[t.0] > 1)
+        .collect();
+    t.sort_unstable_by_key(|t| (t.1, t.0));
+    t
+}
+
 /// Whether access `a` reaches a distinct element at every point of its loops (of `extents`
 /// points): no loop of more than one point appears in two subscripts, and within each
 /// subscript the loops of more than one point, by increasing positive coefficient, each step
@@ -249,13 +252,7 @@ fn affine(a: &Access) -> impl Iterator<Item = &Affine> {
 pub fn injective(a: &Access, extents: &[usize]) -> bool {
     let mut seen = Vec::new();
     affine(a).all(|x| {
-        let mut terms: Vec<(usize, i64)> = x
-            .terms
-            .iter()
-            .copied()
-            .filter(|t| t.1 != 0 && extents[t.0] > 1)
-            .collect();
-        terms.sort_by_key(|t| t.1);
+        let terms = moving_terms(x, extents);
         let mut reach = 0;
         terms.iter().all(|&(l, c)| {
             let fresh = !seen.contains(&l);
