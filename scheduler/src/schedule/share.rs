@@ -12,6 +12,10 @@
 //! - when `gy` is a multiple of 8, the CPEs of a row share their `x` part and differ in `y`: a
 //!   buffer whose access does not use `y` is the same along the row (rows without blocks take
 //!   no part);
+//! - so with an 8 x 8 grid both hold, each for its own buffers: a matrix product `a x b` split
+//!   over the rows and columns of its result shares `a` along the rows and `b` along the
+//!   columns, as the fastest public SW26010 matrix products do (a buffer that uses neither
+//!   loop is shared along the columns);
 //! - when every CPE has a block and a buffer's access uses neither loop that has several
 //!   parts, it is the same on every CPE: the whole mesh shares it (where CPEs broadcast by
 //!   remote LDM access: see `mesh_wide`). CPE 0 fetches it and broadcasts it along the
@@ -187,24 +191,26 @@ impl MeshLine {
     }
 }
 
-/// The line along which the mesh can share a read buffer that does not use partition loop
-/// `varying`: `None` when the target or the partition does not allow it (see the module
+/// The lines along which the mesh can share a read buffer, each with the partition loop
+/// `varying` along it, which the buffer must not use: none when the target or the partition
+/// does not allow it, both the columns and the rows with an 8 x 8 grid (see the module
 /// comment).
-fn line_without(k: &Kernel, s: &Schedule, target: &Target) -> Option<(MeshLine, usize)> {
+fn lines_without(k: &Kernel, s: &Schedule, target: &Target) -> Vec<(MeshLine, usize)> {
     if !target.timing.broadcasts() || target.cpes != MESH_SIDE * MESH_SIDE || s.grid.len() != 2 {
-        return None;
+        return Vec::new();
     }
     let (gx, gy) = (s.grid[0], s.grid[1]);
     let extents: Vec<usize> = s.partition.iter().map(|&l| k.loops[l].extent).collect();
     let sizes = block_sizes(&s.grid, &extents);
     let even = |j: usize| s.grid[j] * sizes[j] == extents[j];
+    let mut out = Vec::new();
     if MESH_SIDE % gy == 0 && gx * gy == target.cpes && even(0) {
-        Some((MeshLine::Column, s.partition[0]))
-    } else if gy % MESH_SIDE == 0 && even(1) {
-        Some((MeshLine::Row, s.partition[1]))
-    } else {
-        None
+        out.push((MeshLine::Column, s.partition[0]));
     }
+    if gy % MESH_SIDE == 0 && even(1) {
+        out.push((MeshLine::Row, s.partition[1]));
+    }
+    out
 }
 
 /// The loops the grid cuts, when every CPE has a block of it, each as large along every one
@@ -228,7 +234,7 @@ fn mesh_wide(k: &Kernel, s: &Schedule, target: &Target) -> Option<Vec<usize>> {
 /// Per access of `k` (in [`accesses`] order), the lines its buffer may be shared along, the
 /// widest first: read buffers that use no loop varying along the line.
 fn lines(k: &Kernel, s: &Schedule, target: &Target) -> Vec<Vec<MeshLine>> {
-    let line = line_without(k, s, target);
+    let line = lines_without(k, s, target);
     let mesh = mesh_wide(k, s, target);
     accesses(k)
         .iter()
@@ -248,7 +254,7 @@ fn lines(k: &Kernel, s: &Schedule, target: &Target) -> Vec<Vec<MeshLine>> {
             if mesh.as_ref().is_some_and(|cut| !cut.iter().any(|&l| uses(l))) {
                 out.push(MeshLine::Mesh);
             }
-            out.extend(line.filter(|&(_, varying)| !uses(varying)).map(|(l, _)| l));
+            out.extend(line.iter().filter(|&&(_, varying)| !uses(varying)).map(|&(l, _)| l));
             out
         })
         .collect()
