@@ -18,7 +18,7 @@ use swflow_tests::{
 /// sizes that leave partial row blocks, single vectors and tails; the strided 1x1
 /// convolution reads a subsampled copy of its input, whose 7-wide rows run as one; the
 /// 3x3 convolutions with 3-wide and 7-wide rows have rows shorter than a vector (on
-/// SW26010-Pro both, on SW26010 the first); the matrix product with 32 columns and the 1x1
+/// SW26010-Pro both, on SW26010 the first); the matrix product with 64 columns and the 1x1
 /// convolution with 16-wide rows have rows of whole vectors, which load and store aligned;
 /// the grouped convolution writes its channels at the group's offset, which moves only
 /// from tile to tile; the 1x1 convolution with 28-wide rows runs its 14 rows as one on
@@ -48,8 +48,8 @@ const MODEL: &str = r#"graph "products" {
   %gw: f32[64,16,3,3] = input
   %gy: f32[1,64,7,7] = conv(%g, %gw) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}
   %c: f32[24,40] = input
-  %d: f32[40,32] = input
-  %cd: f32[24,32] = matmul(%c, %d)
+  %d: f32[40,64] = input
+  %cd: f32[24,64] = matmul(%c, %d)
   %e: f32[1,8,6,16] = input
   %ew: f32[12,8,1,1] = input
   %ey: f32[1,12,6,16] = conv(%e, %ew) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}
@@ -343,8 +343,8 @@ fn blocks_are_found_where_vector_code_runs() {
     let g = parse(
         r#"graph "short_rows" {
   %c: f32[24,40] = input
-  %d: f32[40,32] = input
-  %cd: f32[24,32] = matmul(%c, %d)
+  %d: f32[40,64] = input
+  %cd: f32[24,64] = matmul(%c, %d)
   output "cd" = %cd
 }"#,
     )
