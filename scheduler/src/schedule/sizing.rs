@@ -206,7 +206,19 @@ const MOVES: usize = 64;
 /// rows). Far: one tile grown and another halved twice or more (the LDM freed then
 /// double-buffers the grown rows). Taking the near moves first keeps the descent from being
 /// led by a far move into a worse end.
-pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>, target: &Target) -> Vec<usize> {
+pub fn improve(k: &Kernel, p: &Program, part: &Partition, tiles: Vec<usize>, target: &Target) -> Vec<usize> {
+    descend(k, p, part, tiles, target, super::shared)
+}
+
+/// [`improve`]'s descent from `tiles`, each tiling's schedule given by `plan`.
+pub fn descend(
+    k: &Kernel,
+    p: &Program,
+    part: &Partition,
+    mut tiles: Vec<usize>,
+    target: &Target,
+    plan: fn(&Kernel, &Program, &Partition, Vec<usize>, &Target) -> super::Schedule,
+) -> Vec<usize> {
     let n_access = super::accesses(k).len();
     let budget = target
         .ldm_budget()
@@ -217,7 +229,7 @@ pub fn improve(k: &Kernel, p: &Program, part: &Partition, mut tiles: Vec<usize>,
     let mut known: HashMap<Vec<usize>, f64> = HashMap::new();
     let mut cycles = |t: &[usize]| {
         *known.entry(t.to_vec()).or_insert_with(|| {
-            let s = super::shared(k, p, part, t.to_vec(), target);
+            let s = plan(k, p, part, t.to_vec(), target);
             super::estimate::estimate(k, p, &s, target).cycles()
         })
     };
