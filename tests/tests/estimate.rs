@@ -6,7 +6,7 @@
 use swflow_codegen::{jit, tune};
 use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::random::random_tensor;
-use swflow_scheduler::loops::Program;
+use swflow_scheduler::loops::{Kernel, Program};
 use swflow_scheduler::schedule::estimate::{estimate, launch_cycles, Estimate};
 use swflow_scheduler::schedule::{self, verify_schedule};
 use swflow_scheduler::target::Target;
@@ -63,6 +63,20 @@ fn estimates(g: &Graph, target: &Target, name: &str, tilings: &[Vec<usize>]) -> 
                 estimated: estimate.cycles() + launch_cycles(target),
                 modelled,
             }
+        })
+        .collect()
+}
+
+/// The tiles of `k`'s schedule with loop `name`'s tile set to each of `tiles` in turn.
+fn retiled(k: &Kernel, name: &str, tiles: &[usize]) -> Vec<Vec<usize>> {
+    let chosen = &k.schedule.as_ref().unwrap().tiles;
+    let l = k.loops.iter().position(|l| l.name == name).expect("the loop");
+    tiles
+        .iter()
+        .map(|&t| {
+            let mut tiles = chosen.clone();
+            tiles[l] = t;
+            tiles
         })
         .collect()
 }
@@ -144,17 +158,7 @@ fn the_first_tiles_fill_the_queue() {
     let target = Target::sw26010pro();
     let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
     let k = &p.kernels[0];
-    let chosen = k.schedule.as_ref().unwrap();
-    let tilings: Vec<Vec<usize>> = [32, 64, 128]
-        .iter()
-        .map(|&c| {
-            k.loops
-                .iter()
-                .zip(&chosen.tiles)
-                .map(|(l, &t)| if l.name == "c" { c } else { t })
-                .collect()
-        })
-        .collect();
+    let tilings = retiled(k, "c", &[32, 64, 128]);
     assert_follows(&target.name, &estimates(&g, &target, &k.name, &tilings));
 }
 
@@ -182,14 +186,7 @@ fn the_puts_wait_for_the_first_tiles() {
     let s = k.schedule.as_ref().unwrap();
     let m = k.loops.iter().position(|l| l.name == "m").unwrap();
     assert_eq!(s.ranges[m], 4, "each CPE's output channels: {s:?}");
-    let tilings: Vec<Vec<usize>> = [4, 2, 1]
-        .iter()
-        .map(|&tile| {
-            let mut tiles = s.tiles.clone();
-            tiles[m] = tile;
-            tiles
-        })
-        .collect();
+    let tilings = retiled(k, "m", &[4, 2, 1]);
     let rows = estimates(&g, &target, &k.name, &tilings);
     for r in &rows {
         let drain = r.estimate.drain + launch_cycles(&target);

@@ -9,7 +9,7 @@ use swflow_frontend::ir::{parse, Graph};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::loops::print_kernel;
 use swflow_scheduler::schedule::prologue::prologue;
-use swflow_scheduler::schedule::{verify_schedule, window_of};
+use swflow_scheduler::schedule::verify_schedule;
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
 
@@ -137,13 +137,11 @@ fn parameters_fill_no_deeper_than_the_main_box() {
     let s = k.schedule.as_ref().unwrap();
     let all = swflow_scheduler::schedule::accesses(k);
     let pr = prologue(k).unwrap();
-    let main = all.iter().position(|a| **a == *pr.main).unwrap();
+    let main = pr.main_window(&all).unwrap();
     let parameter = pr
-        .expr
-        .accesses()
+        .parameter_windows(&all)
         .into_iter()
-        .filter_map(|a| window_of(&all, a).map(|w| w.0))
-        .find(|&i| i != main && s.buffers[i].depth == s.buffers[main].depth && !s.buffers[i].double)
+        .find(|&i| s.buffers[i].depth == s.buffers[main].depth && !s.buffers[i].double)
         .unwrap_or_else(|| panic!("a parameter beside the main box:\n{}", print_kernel(k, &p)));
     assert!(s.buffers[main].depth < s.order.len(), "{}", print_kernel(k, &p));
     let mut deeper = s.clone();

@@ -606,19 +606,13 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
     let prologue = match found {
         None => None,
         Some(pr) => {
-            let main = all
-                .iter()
-                .position(|a| **a == *pr.main)
-                .expect("the main access has a window");
+            let main = pr.main_window(&all).expect("the main access has a window");
             let in_ldm = |i: usize| buffered[i] && records[i].is_none() && streams[i].is_none();
-            let params = pr
-                .expr
-                .accesses()
-                .into_iter()
-                .filter_map(|a| window_of(&all, a))
-                .map(|w| w.0);
             let f32 = p.tensor(k.operands[pr.main.operand]).ty.dtype == DType::F32;
-            match (buffered[main], params.clone().all(in_ldm) && in_ldm(main) && f32) {
+            match (
+                buffered[main],
+                pr.parameter_windows(&all).into_iter().all(in_ldm) && in_ldm(main) && f32,
+            ) {
                 // Read directly, the factor is evaluated where the products read it.
                 (false, _) => None,
                 (true, true) => Some((pr, main)),

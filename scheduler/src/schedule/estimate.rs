@@ -538,10 +538,8 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         .as_ref()
         .map_or(0.0, |e| slow::of(e, k, p).cycles(target));
     // A prologue runs once over each box of its main access, on every CPE that holds it.
-    let prologue = super::prologue::prologue(k).and_then(|pr| {
-        let main = all.iter().position(|a| **a == *pr.main)?;
-        Some((main, super::prologue::element_cycles(&pr, k, target)))
-    });
+    let prologue = super::prologue::prologue(k)
+        .and_then(|pr| Some((pr.main_window(&all)?, super::prologue::element_cycles(&pr, k, target))));
     let mut memo: Vec<(Vec<usize>, Segment)> = Vec::new();
     let (mut queue, mut stalled) = (0.0, 0.0);
     let mut busiest: f64 = 0.0;

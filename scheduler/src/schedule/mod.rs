@@ -526,17 +526,7 @@ pub fn verify_schedule(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -
         return Err(format!("{} buffers for {} accesses", s.buffers.len(), all.len()));
     }
     // A prologue's main access, and the windows its parameters are read from.
-    let prologue = prologue::prologue(k).map(|pr| {
-        let main = all.iter().position(|m| **m == *pr.main);
-        let params: Vec<usize> = pr
-            .expr
-            .accesses()
-            .iter()
-            .filter_map(|l| window_of(&all, l).map(|w| w.0))
-            .filter(|&w| Some(w) != main)
-            .collect();
-        (main, params)
-    });
+    let prologue = prologue::prologue(k).map(|pr| (pr.main_window(&all), pr.parameter_windows(&all)));
     for (i, (a, b)) in all.iter().zip(&s.buffers).enumerate() {
         let tensor = &p.tensor(k.operands[a.operand]).name;
         if b.double && b.residence == Residence::Buffer && !may_double(k, i, b, &s.tiles, &s.order) {

@@ -28,11 +28,15 @@
 //! schedule's executors) compute the inlined value at every product, with the same
 //! operations on the same operands: the results are the same bit for bit.
 
+use std::borrow::Cow;
+
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{BinaryOp, ReduceKind, UnaryOp};
 
 use crate::loops::{Access, Affine, Expr, Index, Kernel, Scalar};
 use crate::target::Target;
+
+use super::window_of;
 
 /// The prologue of a kernel's product: which factor of `value = a * b` it is (0 for `a`), the
 /// factor's expression, and the main access (the one tensor element the expression is a
@@ -42,6 +46,31 @@ pub struct Prologue<'k> {
     pub factor: usize,
     pub expr: &'k Expr,
     pub main: &'k Access,
+}
+
+impl Prologue<'_> {
+    /// The position among `all` (the kernel's [`super::accesses`]) of the main access.
+    pub fn main_window(&self, all: &[Cow<'_, Access>]) -> Option<usize> {
+        all.iter().position(|a| **a == *self.main)
+    }
+
+    /// The positions among `all` of the windows the parameters are read from, each once, the
+    /// main access's left out.
+    pub fn parameter_windows(&self, all: &[Cow<'_, Access>]) -> Vec<usize> {
+        let main = self.main_window(all);
+        let mut out: Vec<usize> = Vec::new();
+        for w in self
+            .expr
+            .accesses()
+            .into_iter()
+            .filter_map(|a| window_of(all, a).map(|w| w.0))
+        {
+            if Some(w) != main && !out.contains(&w) {
+                out.push(w);
+            }
+        }
+        out
+    }
 }
 
 /// The prologue of kernel `k`, when its statement folds by a sum `a * b` where one factor is

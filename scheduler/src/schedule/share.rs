@@ -327,7 +327,7 @@ pub fn share_buffers(k: &Kernel, p: &Program, s: &mut Schedule, target: &Target)
         lines_only
     };
     let all = accesses(k);
-    let main = super::prologue::prologue(k).and_then(|pr| all.iter().position(|a| **a == *pr.main));
+    let main = super::prologue::prologue(k).and_then(|pr| pr.main_window(&all));
     for i in 0..s.buffers.len() {
         // A guarded read's slices along a line pay where finishing its box outweighs a get;
         // the others where the estimate finds them faster.
