@@ -217,3 +217,43 @@ fn the_puts_wait_for_the_first_tiles() {
         without.cycles()
     );
 }
+
+/// A row of a matrix product with its bias, 3072 columns over the 8 columns of an 8 x 8 grid:
+/// 384 per CPE, not a power of two. Tiles of 128 columns put each output row in three short
+/// blocks, and the tiling between (256 and a ragged 128) is estimated slower still, so a
+/// search that only doubles tiles stopped at 128 and the scheduler split the rows 64 ways
+/// instead (2 rows a CPE: 1.23 M cycles against 0.98 M on SW26010-Pro). A tile may grow to its
+/// whole range in one move: the grid keeps whole rows of its block, and the emulator rates
+/// them the fastest of the three.
+#[test]
+fn a_tile_grows_to_its_whole_range() {
+    let g = parse(
+        r#"graph "dense" {
+  %x: f32[128,768] = input
+  %w: f32[768,3072] = input
+  %b: f32[3072] = input
+  %p: f32[128,3072] = matmul(%x, %w)
+  %y: f32[128,3072] = add(%p, %b)
+  output "y" = %y
+}"#,
+    )
+    .unwrap();
+    let target = Target::sw26010pro();
+    let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    let k = &p.kernels[0];
+    let s = k.schedule.as_ref().unwrap();
+    let n = k.loops.iter().position(|l| l.name == "n").unwrap();
+    assert_eq!(
+        (s.grid.as_slice(), s.ranges[n], s.tiles[n]),
+        ([8, 8].as_slice(), 384, 384),
+        "{s:?}"
+    );
+    let rows = estimates(&g, &target, &k.name, &retiled(k, "n", &[128, 256, 384]));
+    let fastest = rows.iter().min_by(|a, b| a.modelled.total_cmp(&b.modelled)).unwrap();
+    assert_eq!(
+        fastest.tiles[n],
+        384,
+        "modelled: {:?}",
+        rows.iter().map(|r| r.modelled).collect::<Vec<_>>()
+    );
+}

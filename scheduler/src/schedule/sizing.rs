@@ -201,7 +201,9 @@ const MOVES: usize = 64;
 /// order of its tile loops, its buffers placed and double-buffered where the LDM has room,
 /// and shared with collective broadcasts: [`super::shared`]),
 /// and only when none does, the best of the far one. Near: a tile doubled (or grown to its
-/// range) or halved, or one tile halved and another grown (which trades LDM between loops: a
+/// range), grown to its whole range at once (a range that is not a power of two may be
+/// reached only through a ragged tiling estimated slower than both), or halved, or one tile
+/// halved and another grown (which trades LDM between loops: a
 /// tile's rows grown whole, so that its transfers become one contiguous block, for fewer
 /// rows). Far: one tile grown and another halved twice or more (the LDM freed then
 /// double-buffers the grown rows). Taking the near moves first keeps the descent from being
@@ -240,6 +242,11 @@ pub fn descend(
             let mut t = tiles.clone();
             t[l] = grow(tiles[l], ranges[l]);
             near.push(t);
+            if grow(tiles[l], ranges[l]) < ranges[l] {
+                let mut t = tiles.clone();
+                t[l] = ranges[l];
+                near.push(t);
+            }
             let mut t = tiles.clone();
             t[l] = halve(tiles[l]).max(1);
             near.push(t);
