@@ -11,8 +11,8 @@
 //! 2. then the best schedule of every other partition ([`partition::candidates`], and
 //!    [`partition::sparse`], which leave CPEs idle and which the scheduler does not rank;
 //!    tiles sized as the scheduler sizes them), in the order of their estimates;
-//! 3. then, from the fastest so far, schedules that halve or double one tile loop's tile,
-//!    climbing while one is faster.
+//! 3. then, from the fastest so far, schedules that halve or double one tile loop's tile, or
+//!    grow it to the loop's whole range, climbing while one is faster.
 //!
 //! A measurement compiles a program of the kernel alone ([`alone`]): the tensors it reads
 //! become inputs, filled with the same pseudo-random values every time (positions within the
@@ -218,13 +218,15 @@ fn tune_kernel(p: &Program, ki: usize, target: &Target, budget: usize) -> (Tuned
     (tuned, best)
 }
 
-/// The schedules of partition `part` whose tiles differ from `s`'s in one loop, halved or
-/// doubled (within the loop's range), that verify.
+/// The schedules of partition `part` whose tiles differ from `s`'s in one loop, halved,
+/// doubled (within the loop's range) or grown to the loop's whole range, that verify.
 fn neighbours(k: &Kernel, p: &Program, part: &partition::Partition, s: &Schedule, target: &Target) -> Vec<Schedule> {
     let mut out = Vec::new();
     for l in 0..k.loops.len() {
         let t = s.tiles[l];
-        for next in [t / 2, (t * 2).min(s.ranges[l])] {
+        let mut nexts = vec![t / 2, (t * 2).min(s.ranges[l]), s.ranges[l]];
+        nexts.dedup();
+        for next in nexts {
             if next == 0 || next == t {
                 continue;
             }
