@@ -17,7 +17,7 @@ use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::{kernel_stats, run_program};
 use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
 use swflow_scheduler::schedule::partition::Partition;
-use swflow_scheduler::schedule::share::{split_dim, MeshLine};
+use swflow_scheduler::schedule::share::{segment_lengths, split_dim, split_unit, MeshLine};
 use swflow_scheduler::schedule::{planned, split_by, verify_schedule};
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
@@ -28,10 +28,15 @@ const N: usize = 128;
 
 /// `c[96, 128] = a[96, 200] x b[200, 128]`.
 fn matmul() -> Graph {
+    matmul_over(K)
+}
+
+/// `c[96, 128] = a[96, inner] x b[inner, 128]`.
+fn matmul_over(inner: usize) -> Graph {
     let mut g = Graph::new("share");
     let ty = |shape: Vec<usize>| TensorType::new(DType::F32, shape).unwrap();
-    let a = g.add_input("a", ty(vec![M, K]));
-    let b = g.add_input("b", ty(vec![K, N]));
+    let a = g.add_input("a", ty(vec![M, inner]));
+    let b = g.add_input("b", ty(vec![inner, N]));
     let c = g.add_node("c", Op::MatMul, vec![a, b], None).unwrap();
     g.outputs.push(Output {
         name: "c".into(),
@@ -279,6 +284,36 @@ fn padded_conv_on_columns(g: &Graph, target: &Target) -> Program {
     p
 }
 
+/// Runs `p`, whose buffer `i` is fetched in slices, and the same program with the line's owner
+/// fetching whole boxes, through the C and the JIT: the outputs are equal bit for bit (and
+/// to `want` within tolerance), the same bytes come through the queue in more transfers.
+/// Returns both per-kernel reports, sliced first.
+fn against_whole_boxes(
+    p: &Program,
+    i: usize,
+    g: &Graph,
+    inputs: &[Tensor],
+    want: &Tensor,
+    target: &Target,
+    label: &str,
+) -> (serde_json::Value, serde_json::Value) {
+    let mut whole = p.clone();
+    whole.kernels[0].schedule.as_mut().unwrap().buffers[i].split = false;
+    let ws = whole.kernels[0].schedule.as_ref().unwrap();
+    verify_schedule(&whole.kernels[0], &whole, ws, target).unwrap();
+    let (out, row) = run_both(p, g, inputs, target, &format!("{label}-slices"));
+    let (whole_out, whole_row) = run_both(&whole, g, inputs, target, &format!("{label}-whole"));
+    compare(&out, &whole_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+    compare(&out, want, Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+    let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+    assert_eq!(count(&row, "get_bytes"), count(&whole_row, "get_bytes"), "{label}");
+    assert!(
+        count(&row, "gets") > count(&whole_row, "gets"),
+        "{label}: {row} {whole_row}"
+    );
+    (row, whole_row)
+}
+
 /// A padded window's box shared along a line (under the schedule of
 /// [`padded_conv_on_columns`]) is split on both targets: each CPE of the line fetches and
 /// finishes a slice of its channels, and the line broadcasts the slices in turn.
@@ -286,8 +321,8 @@ fn padded_conv_on_columns(g: &Graph, target: &Target) -> Program {
 /// with the line's owner fetching whole boxes, bit for bit, through the C and the JIT (and
 /// the interpreter's within tolerance); the DMA is what the walk counts with every CPE
 /// fetching its slice; the same bytes come through the queue in more transfers; and each
-/// tile's box takes a broadcast from each CPE with a slice (the box's channels in units of
-/// eight), received by the seven others.
+/// tile's box takes a broadcast from each CPE with a slice (the box's channels one by one, as
+/// each channel's rows of 16 floats fill whole registers), received by the seven others.
 #[test]
 fn split_boxes_give_the_owners_results_with_every_cpe_fetching_a_slice() {
     let g = padded_conv();
@@ -306,25 +341,16 @@ fn split_boxes_give_the_owners_results_with_every_cpe_fetching_a_slice() {
         assert!(text.contains(" in slices"), "{text}");
         assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule, "{label}");
 
-        let mut whole = p.clone();
-        whole.kernels[0].schedule.as_mut().unwrap().buffers[i].split = false;
-        let ws = whole.kernels[0].schedule.as_ref().unwrap();
-        verify_schedule(&whole.kernels[0], &whole, ws, &target).unwrap();
-
-        let (out, row) = run_both(&p, &g, &inputs, &target, &format!("{label}-slices"));
-        let (whole_out, whole_row) = run_both(&whole, &g, &inputs, &target, &format!("{label}-whole"));
-        compare(&out, &whole_out, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
-        compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
-
+        let (row, whole_row) = against_whole_boxes(&p, i, &g, &inputs, &want[0], &target, &label);
         let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
-        assert_eq!(count(&row, "get_bytes"), count(&whole_row, "get_bytes"), "{label}");
-        assert!(
-            count(&row, "gets") > count(&whole_row, "gets"),
-            "{label}: {row} {whole_row}"
+        // Every box spans the tile's channels, each a plane of whole registers (its rows of
+        // 16 floats): a slice per channel, at most one per CPE of the line.
+        assert_eq!(
+            split_unit(k, &p, s, i, &segment_lengths(k, s, target.cpes)),
+            Some(1),
+            "{label}"
         );
-        // Every box spans the tile's channels, in units of 8: a slice per unit, at most one
-        // per CPE of the line.
-        let slices = s.buffers[i].dims[1].div_ceil(8).min(8) as u64;
+        let slices = s.buffers[i].dims[1].min(8) as u64;
         assert!(slices > 1, "{label}");
         let sends = count(&row, "reg_puts");
         assert_eq!(sends, slices * count(&whole_row, "reg_puts"), "{label}");
@@ -342,52 +368,63 @@ fn a_line_splits_only_boxes_its_cpes_finish() {
 
 /// On SW26010-Pro a box shared across the mesh may be split too: the first row's CPEs each
 /// fetch a slice, send it down their column, and every row then passes its slices along.
-/// Under a 1 x 64 grid of the matrix product (`a` shared across the mesh) the outputs equal
-/// those of CPE 0 fetching whole boxes, bit for bit, through the C and the JIT (and the
-/// interpreter's within tolerance); the same bytes come through the queue in more transfers,
-/// as the walk counts them; and each tile's box takes, per slice, one broadcast down a
-/// column and one along each row where the whole box takes one along the first row and one
-/// down each column, each received by the seven other CPEs of its line.
+/// Under a 1 x 64 grid of the matrix product (`a` shared across the mesh, in boxes of 24 rows
+/// by a tile of its columns) the outputs equal those of CPE 0 fetching whole boxes, bit for
+/// bit, through the C and the JIT (and the interpreter's within tolerance); the same bytes
+/// come through the queue in more transfers, as the walk counts them; and each tile's box
+/// takes, per slice, one broadcast down a column and one along each row where the whole box
+/// takes one along the first row and one down each column, each received by the seven other
+/// CPEs of its line. Slices start a whole number of 32-byte registers into the box, so they
+/// hold whole units of the fewest rows that fill whole registers in every box: of 200 columns
+/// in tiles of 40, one row (40 floats, 5 registers), so every CPE of the first row has a
+/// slice of 3 rows; in tiles of 50, 4 rows (25 registers), so 6 slices; of 203 columns in
+/// tiles of 64, whose last tile is 11 columns, 8 rows, a register's worth: 3 slices.
 #[test]
 fn split_boxes_across_the_mesh_give_the_owners_results() {
-    let g = matmul();
-    let inputs = seeded_inputs(&g, 13);
-    let want = interp::run(&g, &inputs).unwrap();
     let target = Target::sw26010pro();
-    // Tiles of 32 rows of `a`: four units of eight rows to slice.
-    let mut p = with_tiles(&g, &target, vec![1, 64], vec![32, 2, K]);
-    let i = 1;
-    let s = p.kernels[0].schedule.as_mut().unwrap();
-    assert_eq!(s.buffers[i].shared, Some(MeshLine::Mesh));
-    s.buffers[i].split = true;
-    let k = &p.kernels[0];
-    let s = k.schedule.as_ref().unwrap();
-    verify_schedule(k, &p, s, &target).unwrap();
-    let d = split_dim(k, s, i).expect("a split dimension");
-    let text = print_kernel(k, &p);
-    assert!(text.contains("shared across the mesh in slices"), "{text}");
-    assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule);
+    for (inner, columns, unit, slices) in [(K, 40, 1, 8), (K, 50, 4, 6), (203, 64, 8, 3)] {
+        let g = matmul_over(inner);
+        let inputs = seeded_inputs(&g, 13);
+        let want = interp::run(&g, &inputs).unwrap();
+        let label = format!("{inner} columns in tiles of {columns}");
+        let mut p = with_tiles(&g, &target, vec![1, 64], vec![24, 2, columns]);
+        let i = 1;
+        let s = p.kernels[0].schedule.as_mut().unwrap();
+        assert_eq!(s.buffers[i].shared, Some(MeshLine::Mesh), "{label}");
+        s.buffers[i].split = true;
+        let k = &p.kernels[0];
+        let s = k.schedule.as_ref().unwrap();
+        verify_schedule(k, &p, s, &target).unwrap();
+        assert_eq!(split_dim(k, s, i), Some(0), "{label}");
+        assert_eq!(
+            split_unit(k, &p, s, i, &segment_lengths(k, s, target.cpes)),
+            Some(unit),
+            "{label}"
+        );
+        let text = print_kernel(k, &p);
+        assert!(text.contains("shared across the mesh in slices"), "{text}");
+        assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule, "{label}");
 
-    let mut whole = p.clone();
-    whole.kernels[0].schedule.as_mut().unwrap().buffers[i].split = false;
-    let (out, row) = run_both(&p, &g, &inputs, &target, "mesh-slices");
-    let (whole_out, whole_row) = run_both(&whole, &g, &inputs, &target, "mesh-whole");
-    compare(&out, &whole_out, Comparison::Exact).unwrap_or_else(|m| panic!("{}", m.message));
-    compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{}", m.message));
-
-    let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
-    assert_eq!(count(&row, "get_bytes"), count(&whole_row, "get_bytes"));
-    assert!(count(&row, "gets") > count(&whole_row, "gets"), "{row} {whole_row}");
-    let walked = kernel_stats(&p, k, s, &target).traffic;
-    assert_eq!(
-        (walked.gets, walked.get_bytes),
-        (count(&row, "gets") as usize, count(&row, "get_bytes") as usize)
-    );
-    let slices = s.buffers[i].dims[d].div_ceil(8).min(8) as u64;
-    assert_eq!(slices, 4);
-    let sends = count(&row, "reg_puts");
-    assert_eq!(sends, slices * count(&whole_row, "reg_puts"));
-    assert_eq!(count(&row, "reg_gets"), 7 * sends);
+        let (row, whole_row) = against_whole_boxes(
+            &p,
+            i,
+            &g,
+            &inputs,
+            &want[0],
+            &target,
+            &format!("mesh-{inner}-{columns}"),
+        );
+        let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+        let walked = kernel_stats(&p, k, s, &target).traffic;
+        assert_eq!(
+            (walked.gets, walked.get_bytes),
+            (count(&row, "gets") as usize, count(&row, "get_bytes") as usize),
+            "{label}"
+        );
+        let sends = count(&row, "reg_puts");
+        assert_eq!(sends, slices * count(&whole_row, "reg_puts"), "{label}");
+        assert_eq!(count(&row, "reg_gets"), 7 * sends, "{label}");
+    }
 }
 
 /// On SW26010-Pro a shared double buffer may be posted: each box broadcast a tile ahead, into

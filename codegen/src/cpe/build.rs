@@ -23,7 +23,7 @@ use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorId};
 use swflow_scheduler::schedule::prologue::Prologue;
-use swflow_scheduler::schedule::share::{slice_unit, split_dim, MeshLine, MESH_SIDE, REGISTER_BYTES};
+use swflow_scheduler::schedule::share::{segment_lengths, split_dim, split_unit, MeshLine, MESH_SIDE, REGISTER_BYTES};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, window_of, Residence, Schedule};
 use swflow_scheduler::target::Target;
 
@@ -499,7 +499,8 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             }
         });
         let slice = split_dim(k, s, i).filter(|_| shared[i].is_some()).map(|dim| {
-            let unit = slice_unit(b.elem_bytes).expect("a split buffer has a slice unit") as i64;
+            let unit = split_unit(k, p, s, i, &segment_lengths(k, s, target.cpes))
+                .expect("a split buffer has a slice unit") as i64;
             let dims = if b.double { vec![b.halves(), rank] } else { vec![rank] };
             let start = array(&mut f, format!("{name}_slice"), dims.clone(), None);
             let extent = array(&mut f, format!("{name}_slice_n"), dims, None);

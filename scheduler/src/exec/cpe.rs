@@ -17,6 +17,7 @@ use super::walk::{self, count, target_read_first, walk, Event, Moves, Traffic};
 use super::{eval_statement, fill, get_clipped, ExecError, Memory};
 use crate::loops::{Access, Index, Kernel, Program};
 use crate::schedule::clip::Clipped;
+use crate::schedule::share::{segment_lengths, split_unit};
 use crate::schedule::{accesses, keep_index, window_of, Residence, Schedule};
 use crate::target::Target as Machine;
 
@@ -54,9 +55,11 @@ pub fn kernel_stats(p: &Program, k: &Kernel, s: &Schedule, machine: &Machine) ->
             _ => Moves::Boxes,
         })
         .collect();
+    let lengths = segment_lengths(k, s, machine.cpes);
+    let units: Vec<Option<usize>> = (0..s.buffers.len()).map(|i| split_unit(k, p, s, i, &lengths)).collect();
     KernelStats {
         kernel: k.name.clone(),
-        traffic: count(k, &shapes, &moves, s, machine.cpes),
+        traffic: count(k, &shapes, &moves, &units, s, machine.cpes),
         ldm_bytes: s.ldm_bytes(k, machine),
         balance: s.balance(machine.cpes),
         points: k.points(),

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::schedule::clip::Clipped;
-use crate::schedule::share::{slice, slice_unit, split_dim};
+use crate::schedule::share::{slice, split_dim};
 use crate::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 use crate::tape::stream::Layering;
 
@@ -237,7 +237,14 @@ pub enum Moves {
 
 /// The DMA a scheduled kernel performs on all CPEs, without running it. `shapes` are the
 /// tensors' shapes per access, and `moves` says how each access's boxes move.
-pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, cpes: usize) -> Traffic {
+pub fn count(
+    k: &Kernel,
+    shapes: &[Vec<usize>],
+    moves: &[Moves],
+    units: &[Option<usize>],
+    s: &Schedule,
+    cpes: usize,
+) -> Traffic {
     let transfers = |access: usize, extent: &[usize]| match moves[access] {
         Moves::Boxes => dma_ops(&shapes[access], extent),
         Moves::Records => 1,
@@ -278,7 +285,7 @@ pub fn count(k: &Kernel, shapes: &[Vec<usize>], moves: &[Moves], s: &Schedule, c
                 } => {
                     let (start, extent) = match (splits[access], s.buffers[access].shared) {
                         (Some(d), Some(line)) if moves[access] == Moves::Boxes => {
-                            let unit = slice_unit(s.buffers[access].elem_bytes).expect("a split buffer has a unit");
+                            let unit = units[access].expect("a split buffer has a unit");
                             let Some(at) = line.fetched_slice(cpe) else {
                                 // Across the mesh, only the first row fetches.
                                 return Ok(());

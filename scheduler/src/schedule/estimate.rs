@@ -64,7 +64,7 @@ use crate::target::Target;
 use super::blocking::blocking;
 use super::lanewise::{self, LANEWISE_VECTORS};
 use super::reorder::access_traffic;
-use super::share::{slice, slice_unit, split_dim, MeshLine, MESH_SIDE, REGISTER_BYTES};
+use super::share::{segment_lengths, slice, split_dim, split_unit, MeshLine, MESH_SIDE, REGISTER_BYTES};
 use super::sizing::{box_dims, is_direct};
 use super::slow;
 use super::{Residence, Schedule};
@@ -488,11 +488,13 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         let across = tiles_across(a, ranges, tiles);
         finishing_cycles(a, &dims, shape, &extents, across, target)
     };
+    let lengths = segment_lengths(k, s, target.cpes);
+    let units: Vec<Option<usize>> = (0..all.len()).map(|i| split_unit(k, p, s, i, &lengths)).collect();
     // Per CPE of the line, the box's extent along the dimension a split buffer is split
     // along and the indices of it that CPE fetches ([`share::slice`]); none for other
     // accesses.
     let slices = |i: usize, tiles: &[usize]| -> Vec<(usize, usize)> {
-        let (Some(d), Some(unit)) = (split_dim(k, s, i), slice_unit(s.buffers[i].elem_bytes)) else {
+        let (Some(d), Some(unit)) = (split_dim(k, s, i), units[i]) else {
             return Vec::new();
         };
         let a = &all[i];

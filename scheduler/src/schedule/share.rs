@@ -80,6 +80,7 @@ use crate::target::Target;
 
 use super::estimate::{estimate, finishing_outweighs_get};
 use super::partition::block_sizes;
+use super::sizing::box_dims;
 use super::{accesses, is_written, Residence, Schedule};
 
 /// The dimension along which the CPEs of its line fetch shared buffer `i` of `s` in slices
@@ -104,17 +105,92 @@ pub fn may_split(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
     if !(b.shared? == MeshLine::Mesh || finished) {
         return None;
     }
-    let unit = slice_unit(b.elem_bytes)?;
+    let unit = slice_unit(b.elem_bytes, 1)?;
     let d = b.dims.iter().position(|&n| n > 1)?;
     (d + 1 < b.dims.len() && b.dims[d] >= 2 * unit).then_some(d)
 }
 
-/// Indices of a split dimension per slice unit: a register's worth of elements, so that
-/// every slice starts a whole number of registers into the box (a slice of `n` indices
-/// holds `n` times the elements of the dimensions after it). None for elements that do not
-/// divide a register.
-pub fn slice_unit(elem_bytes: usize) -> Option<usize> {
-    (elem_bytes > 0 && REGISTER_BYTES % elem_bytes == 0).then(|| REGISTER_BYTES / elem_bytes)
+/// The distinct loop lengths of the segments of `s`'s CPEs on a mesh of `cpes` (see
+/// [`Schedule::segments`]), for [`split_unit`].
+pub fn segment_lengths(k: &Kernel, s: &Schedule, cpes: usize) -> Vec<Vec<usize>> {
+    let extents: Vec<usize> = k.loops.iter().map(|l| l.extent).collect();
+    let mut lengths: Vec<Vec<usize>> = Vec::new();
+    for cpe in 0..cpes {
+        for seg in s.segments(cpe, &extents) {
+            if !lengths.contains(&seg.len) {
+                lengths.push(seg.len);
+            }
+        }
+    }
+    lengths
+}
+
+/// Indices per slice unit of split buffer `i` of `s`, whose CPEs' segments have `lengths`
+/// ([`segment_lengths`]): one unit for all its boxes, the least common multiple of their
+/// [`slice_unit`]s. A box's plane (its extents after the split dimension) depends on the
+/// tiles of the loops its subscripts use there, which are whole but at the end of a segment,
+/// so every combination of those loops' tiles (each whole, or as short as the end of some
+/// segment leaves it) is taken. A register's worth of indices, a unit for any plane, where a
+/// subscript there is gathered. The code generator, the tile walk and the estimate all slice
+/// by it.
+pub fn split_unit(k: &Kernel, p: &Program, s: &Schedule, i: usize, lengths: &[Vec<usize>]) -> Option<usize> {
+    let d = split_dim(k, s, i)?;
+    let elem = s.buffers[i].elem_bytes;
+    let any = slice_unit(elem, 1)?;
+    let a = accesses(k).get(i)?.clone();
+    let mut loops: Vec<usize> = Vec::new();
+    for x in &a.index[d + 1..] {
+        let Index::Affine(x) = x else { return Some(any) };
+        for &(l, _) in &x.terms {
+            if !loops.contains(&l) {
+                loops.push(l);
+            }
+        }
+    }
+    // Per loop of the plane, every tile it takes somewhere.
+    let mut taken: Vec<Vec<usize>> = loops.iter().map(|&l| vec![s.tiles[l]]).collect();
+    for len in lengths {
+        for (j, &l) in loops.iter().enumerate() {
+            let last = len[l] % s.tiles[l];
+            if last > 0 && !taken[j].contains(&last) {
+                taken[j].push(last);
+            }
+        }
+    }
+    let mut unit = 1;
+    let mut tiles = s.tiles.clone();
+    let combinations: usize = taken.iter().map(Vec::len).product();
+    for mut c in 0..combinations {
+        for (j, &l) in loops.iter().enumerate() {
+            tiles[l] = taken[j][c % taken[j].len()];
+            c /= taken[j].len();
+        }
+        let plane = match box_dims(k, p, i, &a, &tiles) {
+            Some(dims) => dims[d + 1..].iter().product(),
+            None => return Some(any),
+        };
+        let u = slice_unit(elem, plane)?;
+        unit = unit * u / gcd(unit, u);
+    }
+    Some(unit)
+}
+
+/// Indices of a split dimension per slice unit, for a box with `plane` elements per index
+/// (those of the dimensions after it, in the box as it lies packed in its buffer): the fewest
+/// whose elements fill whole registers, so that every slice starts a whole number of
+/// registers into the box. A register's worth of indices when `plane` is odd, one index when
+/// `plane` fills whole registers itself (a channel of 28 x 28 floats); a buffer's boxes are
+/// sliced in one unit ([`split_unit`]). None for elements that do not divide a register.
+pub fn slice_unit(elem_bytes: usize, plane: usize) -> Option<usize> {
+    let per_register = (elem_bytes > 0 && REGISTER_BYTES % elem_bytes == 0).then(|| REGISTER_BYTES / elem_bytes)?;
+    Some(per_register / gcd(per_register, plane))
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    match b {
+        0 => a,
+        _ => gcd(b, a % b),
+    }
 }
 
 /// The range `lo..hi` of a split dimension of `extent` indices (in this box) that the CPE at
