@@ -97,7 +97,9 @@ pub fn split_dim(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
 /// guarded read's buffer or a prologue's main one (each CPE finishes its slice) shared along
 /// a row or a column, or any buffer shared across the mesh, whose outermost dimension longer
 /// than one (every one before it is one) is not its last and holds at least two slice units
-/// ([`slice_unit`]).
+/// of a whole tile's box ([`slice_unit`]; a shorter last tile's may be coarser, and a
+/// buffer's boxes are sliced in the coarsest, [`split_unit`]: a box of one unit takes one
+/// slice).
 pub fn may_split(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
     let b = s.buffers.get(i)?;
     let a = accesses(k).get(i)?.clone();
@@ -105,8 +107,8 @@ pub fn may_split(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
     if !(b.shared? == MeshLine::Mesh || finished) {
         return None;
     }
-    let unit = slice_unit(b.elem_bytes, 1)?;
     let d = b.dims.iter().position(|&n| n > 1)?;
+    let unit = slice_unit(b.elem_bytes, b.dims.get(d + 1..)?.iter().product())?;
     (d + 1 < b.dims.len() && b.dims[d] >= 2 * unit).then_some(d)
 }
 
