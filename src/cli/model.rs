@@ -68,9 +68,10 @@ pub struct PipelineArgs {
     /// Choose every kernel's schedule by modelled time: run the kernel alone, compiled by the
     /// JIT, on the timed emulator under at most N schedules (the scheduler's choice, the best
     /// of every other partition, those that leave CPEs idle included, then tiles halved,
-    /// doubled or grown whole one loop at a time from the fastest) and keep the fastest. With --grad or
-    /// --train, the kernels whose schedules the tape plan fixes (those writing a value stored
-    /// as records or streamed, and the backward kernels that mirror them) keep them
+    /// doubled or grown whole one loop at a time from the fastest) and keep the fastest. With
+    /// --grad or --train, the kernels whose schedules the tape plan fixes (those writing a
+    /// value stored as records or streamed, and the backward kernels that mirror them) keep
+    /// them
     #[arg(long, value_name = "N")]
     pub tune: Option<usize>,
 }

@@ -203,11 +203,10 @@ const MOVES: usize = 64;
 /// and only when none does, the best of the far one. Near: a tile doubled (or grown to its
 /// range), grown to its whole range at once (a range that is not a power of two may be
 /// reached only through a ragged tiling estimated slower than both), or halved, or one tile
-/// halved and another grown (which trades LDM between loops: a
-/// tile's rows grown whole, so that its transfers become one contiguous block, for fewer
-/// rows). Far: one tile grown and another halved twice or more (the LDM freed then
-/// double-buffers the grown rows). Taking the near moves first keeps the descent from being
-/// led by a far move into a worse end.
+/// halved and another grown (which trades LDM between loops: a tile's rows grown whole, so
+/// that its transfers become one contiguous block, for fewer rows). Far: one tile grown and
+/// another halved twice or more (the LDM freed then double-buffers the grown rows). Taking
+/// the near moves first keeps the descent from being led by a far move into a worse end.
 pub fn improve(k: &Kernel, p: &Program, part: &Partition, tiles: Vec<usize>, target: &Target) -> Vec<usize> {
     descend(k, p, part, tiles, target, super::shared)
 }
