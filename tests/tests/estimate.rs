@@ -67,10 +67,15 @@ fn estimates(g: &Graph, target: &Target, name: &str, tilings: &[Vec<usize>]) -> 
         .collect()
 }
 
+/// The position of loop `name` in `k`.
+fn loop_index(k: &Kernel, name: &str) -> usize {
+    k.loops.iter().position(|l| l.name == name).expect("the loop")
+}
+
 /// The tiles of `k`'s schedule with loop `name`'s tile set to each of `tiles` in turn.
 fn retiled(k: &Kernel, name: &str, tiles: &[usize]) -> Vec<Vec<usize>> {
     let chosen = &k.schedule.as_ref().unwrap().tiles;
-    let l = k.loops.iter().position(|l| l.name == name).expect("the loop");
+    let l = loop_index(k, name);
     tiles
         .iter()
         .map(|&t| {
@@ -184,7 +189,7 @@ fn the_puts_wait_for_the_first_tiles() {
     let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
     let k = &p.kernels[0];
     let s = k.schedule.as_ref().unwrap();
-    let m = k.loops.iter().position(|l| l.name == "m").unwrap();
+    let m = loop_index(k, "m");
     assert_eq!(s.ranges[m], 4, "each CPE's output channels: {s:?}");
     let tilings = retiled(k, "m", &[4, 2, 1]);
     let rows = estimates(&g, &target, &k.name, &tilings);
@@ -242,7 +247,7 @@ fn a_tile_grows_to_its_whole_range() {
     let p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
     let k = &p.kernels[0];
     let s = k.schedule.as_ref().unwrap();
-    let n = k.loops.iter().position(|l| l.name == "n").unwrap();
+    let n = loop_index(k, "n");
     assert_eq!(
         (s.grid.as_slice(), s.ranges[n], s.tiles[n]),
         ([8, 8].as_slice(), 384, 384),

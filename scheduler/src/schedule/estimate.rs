@@ -488,8 +488,14 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         let across = tiles_across(a, ranges, tiles);
         finishing_cycles(a, &dims, shape, &extents, across, target)
     };
-    let lengths = segment_lengths(k, s, target.cpes);
-    let units: Vec<Option<usize>> = (0..all.len()).map(|i| split_unit(k, p, s, i, &lengths)).collect();
+    // The slice units of split buffers (the segments' lengths only where some buffer is split).
+    let units: Vec<Option<usize>> = match s.buffers.iter().any(|b| b.split) {
+        true => {
+            let lengths = segment_lengths(k, s, target.cpes);
+            (0..all.len()).map(|i| split_unit(k, p, s, i, &lengths)).collect()
+        }
+        false => vec![None; all.len()],
+    };
     // Per CPE of the line, the box's extent along the dimension a split buffer is split
     // along and the indices of it that CPE fetches ([`share::slice`]); none for other
     // accesses.
