@@ -115,6 +115,8 @@ pub struct KernelTime {
     pub dma_bound_cycles: f64,
     /// The part of `queue_busy_cycles` spent serving transfers of gradient tape.
     pub tape_queue_cycles: f64,
+    /// The part of `queue_busy_cycles` spent on the transfers' per-block costs.
+    pub block_queue_cycles: f64,
 }
 
 impl KernelTime {
@@ -129,6 +131,7 @@ impl KernelTime {
         self.queue_busy_cycles += o.queue_busy_cycles;
         self.dma_bound_cycles += o.dma_bound_cycles;
         self.tape_queue_cycles += o.tape_queue_cycles;
+        self.block_queue_cycles += o.block_queue_cycles;
     }
 }
 
@@ -474,6 +477,7 @@ impl Machine {
             idle_cycles: sum(|c| c.idle),
             queue_busy_cycles: launch.queue_busy,
             tape_queue_cycles: launch.tape_queue,
+            block_queue_cycles: launch.block_queue,
             dma_bound_cycles: get_bytes as f64 / t.dma.get_bytes_per_cycle
                 + put_bytes as f64 / t.dma.put_bytes_per_cycle,
         }

@@ -118,6 +118,9 @@ pub struct LaunchTime {
     pub queue_busy: f64,
     /// The part of `queue_busy` spent on transfers of gradient tape.
     pub tape_queue: f64,
+    /// The part of `queue_busy` spent on the transfers' per-block costs (one per contiguous
+    /// block), rather than on moving their lines.
+    pub block_queue: f64,
 }
 
 /// A clock value ordered for the heap (earliest first, then the lower CPE id).
@@ -251,6 +254,7 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
     let mut queue_free = 0.0f64;
     let mut queue_busy = 0.0;
     let mut tape_queue = 0.0;
+    let mut block_queue = 0.0;
     let mut at_barrier: Vec<usize> = Vec::new();
     // Per CPE, the arrival times of the register messages and posted blocks not yet taken
     // (row, column), and the line of a receive it waits at with none there, with its clock
@@ -305,10 +309,12 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
                 } else {
                     (d.get_block_cycles, d.get_bytes_per_cycle, d.get_latency_cycles)
                 };
-                let service = blocks as f64 * block + (lines * d.line_bytes) as f64 / rate;
+                let per_block = blocks as f64 * block;
+                let service = per_block + (lines * d.line_bytes) as f64 / rate;
                 let begin = queue_free.max(s.clock);
                 queue_free = begin + service;
                 queue_busy += service;
+                block_queue += per_block;
                 if tape {
                     tape_queue += service;
                 }
@@ -470,6 +476,7 @@ pub(crate) fn replay(logs: &[Log], t: &Timing, mut trace: Option<&mut dyn FnMut(
         cpes,
         queue_busy,
         tape_queue,
+        block_queue,
     }
 }
 
@@ -548,6 +555,23 @@ mod tests {
         };
         let r = replay(&[log(&[GET, other, Event::Wait { reply: 0 }])], &t, None);
         assert_eq!(r.span, 238.0);
+    }
+
+    #[test]
+    fn per_block_costs_are_summed_apart() {
+        let mut t = timing();
+        t.dma.put_block_cycles = 25.0;
+        let put = Event::Dma {
+            put: true,
+            blocks: 3,
+            lines: 4,
+            reply: 1,
+            tape: false,
+        };
+        let r = replay(&[log(&[GET, put, Event::Wait { reply: 1 }])], &t, None);
+        // The get's block (10 cycles) and the put's three (25 each), besides 5 lines of 128.
+        assert_eq!(r.block_queue, 10.0 + 3.0 * 25.0);
+        assert_eq!(r.queue_busy, r.block_queue + 5.0 * 128.0);
     }
 
     #[test]

@@ -17,6 +17,10 @@
 //!   CPEs' peak and its DMA bytes at the queue's bandwidths (no per-block cost, no partial
 //!   lines), over its modelled cycles: its GFLOPS over the roofline's at its arithmetic
 //!   intensity. 1 is on the roofline.
+//! - `dma_queue_seconds`: the modelled seconds the DMA queue spent serving the kernel's
+//!   transfers; `dma_block_seconds` the part of them spent on the per-block costs (one per
+//!   contiguous block of a transfer), the rest moving memory lines. Where the queue bounds a
+//!   kernel, its block seconds are what short blocks cost it beyond the roofline.
 //! - `tape_seconds`: the modelled seconds the DMA queue spent serving the kernel's transfers
 //!   of gradient tape (whose counts and bytes are the `tape_*` counters; both are part of the
 //!   DMA figures above too).
@@ -57,6 +61,8 @@ pub struct Timed {
     pub idle: f64,
     pub bound: &'static str,
     pub roofline_fraction: f64,
+    pub dma_queue_seconds: f64,
+    pub dma_block_seconds: f64,
     pub tape_seconds: f64,
 }
 
@@ -92,6 +98,8 @@ impl Timed {
             idle: share(t.idle_cycles),
             bound,
             roofline_fraction,
+            dma_queue_seconds: t.queue_busy_cycles / spec.clock_hz,
+            dma_block_seconds: t.block_queue_cycles / spec.clock_hz,
             tape_seconds: t.tape_queue_cycles / spec.clock_hz,
         }
     }
@@ -262,6 +270,7 @@ mod tests {
                 span_cycles: 5000.0,
                 queue_busy_cycles: 3000.0,
                 tape_queue_cycles,
+                block_queue_cycles: 800.0,
                 ..KernelTime::default()
             },
         }
@@ -288,6 +297,16 @@ mod tests {
         assert!(table
             .lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["total", "3", "1536", "0", "0", "1.500000e-6"]));
+    }
+
+    #[test]
+    fn rows_and_the_total_carry_the_queue_time_and_its_block_costs() {
+        let stats = BTreeMap::from([("a".to_string(), kernel(0, 0.0)), ("b".to_string(), kernel(1, 500.0))]);
+        let json = serde_json::to_value(Report::new(2, 4096, Some(&spec()), &stats)).unwrap();
+        assert_eq!(json["kernels"][0]["dma_queue_seconds"], 3e-6);
+        assert_eq!(json["kernels"][0]["dma_block_seconds"], 8e-7);
+        assert_eq!(json["total"]["dma_queue_seconds"], 6e-6);
+        assert_eq!(json["total"]["dma_block_seconds"], 1.6e-6);
     }
 
     #[test]

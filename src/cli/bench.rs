@@ -348,13 +348,14 @@ fn print_table(r: &Report) {
         println!("{}", t.summary());
     }
     println!(
-        "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}  {:>9}",
+        "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}  {:>9}",
         "kernel",
         "op",
         "modelled ms",
         "share",
         "GFLOPS",
         "DMA GB/s",
+        "DMA blks",
         "compute",
         "wait",
         "idle",
@@ -368,13 +369,14 @@ fn print_table(r: &Report) {
     for k in rows {
         let s = &k.stats;
         println!(
-            "{:<width$}  {:<opw$}  {:>11.4}  {:>6}  {:>8.3}  {:>8.3}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13.4}  {:>9.4}",
+            "{:<width$}  {:<opw$}  {:>11.4}  {:>6}  {:>8.3}  {:>8.3}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13.4}  {:>9.4}",
             k.kernel,
             k.op,
             1e3 * num(s, "modelled_seconds"),
             pct(num(s, "modelled_seconds") / total),
             num(s, "gflops"),
             num(s, "dma_gbps"),
+            pct(num(s, "dma_block_seconds") / num(s, "modelled_seconds").max(f64::MIN_POSITIVE)),
             pct(num(s, "compute")),
             pct(num(s, "dma_wait") + num(s, "direct")),
             pct(num(s, "idle")),

@@ -425,7 +425,8 @@ fn trace_is_chrome_json_with_a_track_per_cpe_and_the_dma_queue() {
 }
 
 /// `swflow bench` builds and runs a model and reports every kernel with its op, source node,
-/// modelled time and the scheduler's estimates; the kernels' times add up to the total, and
+/// modelled time, the DMA queue's time (and its per-block part) and the scheduler's
+/// estimates; the kernels' times add up to the total, and
 /// the roofline is an SVG with a disc per kernel that does floating-point work over DMA.
 #[test]
 fn bench_reports_every_kernel_and_draws_a_roofline() {
@@ -456,7 +457,18 @@ fn bench_reports_every_kernel_and_draws_a_roofline() {
         assert!(["compute", "dma", "latency"].contains(&k["bound"].as_str().unwrap()));
         let f = k["roofline_fraction"].as_f64().unwrap();
         assert!(f > 0.0 && f <= 1.0, "{k}");
+        // The queue serves within the kernel's span; its per-block costs are part of it.
+        let (queue, blocks) = (
+            k["dma_queue_seconds"].as_f64().unwrap(),
+            k["dma_block_seconds"].as_f64().unwrap(),
+        );
+        assert!(
+            0.0 <= blocks && blocks <= queue && queue <= k["modelled_seconds"].as_f64().unwrap(),
+            "{k}"
+        );
     }
+    // Every put costs SW26010's queue a per-block cost.
+    assert!(r["total"]["dma_block_seconds"].as_f64().unwrap() > 0.0);
     assert!(kernels.iter().any(|k| k["node"] == "conv1"));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
