@@ -18,25 +18,12 @@ pub enum Api {
     Crts,
 }
 
-/// DMA engine parameters.
+/// DMA engine parameters besides its timing (`[timing.dma]`, [`Target::timing`]).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dma {
-    /// Asymptotic bandwidth of the core group's DMA, bytes per second.
-    pub bandwidth_bytes_per_s: f64,
-    /// Block size at which a transfer reaches half of that bandwidth (models the per-transfer
-    /// overhead: a transfer of `b` bytes costs `(b + this) / bandwidth`).
-    pub half_bandwidth_block_bytes: f64,
     /// LDM bytes of one reply counter.
     pub reply_bytes: usize,
-}
-
-impl Dma {
-    /// Seconds of the core group's DMA capacity that `transfers` transfers moving `bytes` in
-    /// all cost in this estimate.
-    pub fn estimate_seconds(&self, transfers: usize, bytes: usize) -> f64 {
-        (bytes as f64 + transfers as f64 * self.half_bandwidth_block_bytes) / self.bandwidth_bytes_per_s
-    }
 }
 
 /// One core group of a scratchpad many-core processor.
@@ -145,16 +132,8 @@ impl Target {
         if t.stack_reserve_bytes >= t.ldm_bytes {
             return Err(invalid("stack_reserve_bytes must be smaller than ldm_bytes".into()));
         }
-        let positive = [
-            t.clock_hz,
-            t.flops_per_cycle,
-            t.memory_bandwidth_bytes_per_s,
-            t.dma.bandwidth_bytes_per_s,
-        ];
-        if positive.iter().any(|&v| v.is_nan() || v <= 0.0)
-            || t.dma.half_bandwidth_block_bytes.is_nan()
-            || t.dma.half_bandwidth_block_bytes < 0.0
-        {
+        let positive = [t.clock_hz, t.flops_per_cycle, t.memory_bandwidth_bytes_per_s];
+        if positive.iter().any(|&v| v.is_nan() || v <= 0.0) {
             return Err(invalid("clock, flops, bandwidths must be positive".into()));
         }
         t.machine_spec().check().map_err(invalid)?;

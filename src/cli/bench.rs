@@ -13,7 +13,6 @@ use serde::Serialize;
 use serde_json::Value;
 use swflow_frontend::ir::Graph;
 use swflow_frontend::random;
-use swflow_scheduler::exec::cpe::kernel_stats;
 use swflow_scheduler::schedule::estimate::{estimate, launch_cycles};
 use swflow_scheduler::target::Target;
 
@@ -68,8 +67,9 @@ pub struct KernelRow {
     /// The kernel's primitive op, and the model node it came from.
     pub op: String,
     pub node: Option<String>,
-    /// The scheduler's estimate of the kernel's DMA time (the target's `[dma]` cost of the
-    /// transfers it planned); it ignores compute and overlap.
+    /// The scheduler's estimate of the time the DMA queue serves the kernel's transfers
+    /// (`Estimate::queue`, the per-block costs included); the emulator's `dma_queue_seconds`
+    /// judges it.
     pub scheduler_dma_estimate_seconds: f64,
     /// The scheduler's estimate of the kernel's whole time, by which it chose the schedule
     /// (`schedule::estimate`: compute, transfers and their overlap), with the kernel's launch
@@ -188,18 +188,15 @@ pub fn run(args: Args) -> Result<()> {
             bail!("the emulator did not report kernel {func}")
         };
         let schedule = k.schedule.as_ref().context("unscheduled kernel")?;
-        let traffic = kernel_stats(&p, k, schedule, &target).traffic;
+        let estimated = estimate(k, &p, schedule, &target);
         let mut stats = (*s).clone();
         stats.remove("kernel");
         kernels.push(KernelRow {
             kernel: func.clone(),
             op: k.op.clone(),
             node: k.origin.clone(),
-            scheduler_dma_estimate_seconds: target
-                .dma
-                .estimate_seconds(traffic.gets + traffic.puts, traffic.get_bytes + traffic.put_bytes),
-            scheduler_estimate_seconds: (estimate(k, &p, schedule, &target).cycles() + launch_cycles(&target))
-                / target.clock_hz,
+            scheduler_dma_estimate_seconds: estimated.queue / target.clock_hz,
+            scheduler_estimate_seconds: (estimated.cycles() + launch_cycles(&target)) / target.clock_hz,
             compulsory_bytes: k.compulsory_bytes(&p),
             stats,
         });
