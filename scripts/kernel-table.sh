@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-kernel modelled speed of one model on one target, through `swflow bench --json` (JIT
 # kernels on the timed emulator): every convolution and matrix-product kernel with its
-# GFLOPS and fraction of the target's peak, then the distribution over them (weighted by
+# GFLOPS and fraction of the target's peak and the shares of its time the DMA queue was busy
+# and spent on per-block costs, then the distribution over them (weighted by
 # flops, and plain); every other kernel that moves data with the fraction of the DMA roof
 # it reaches at its arithmetic intensity. SWFLOW names the binary (default: this checkout's
 # release build), so two builds can be compared on one model.
@@ -20,10 +21,11 @@ products = [k for k in r["kernels"] if k["flops"] > 0 and any(o in k["op"] for o
 others = [k for k in r["kernels"] if k not in products and k["dma_bytes"] > 0]
 print(f"{r['model']} on {r['target']}: modelled {r['total_modelled_seconds']:.6f} s, "
       f"{r['total']['gflops']:.3f} GFLOPS ({100 * r['total']['gflops'] / peak:.2f}% of {peak} peak)")
-print(f"{'kernel':<24} {'op':<40} {'ms':>9} {'GFLOPS':>9} {'of peak':>8}")
+print(f"{'kernel':<24} {'op':<40} {'ms':>9} {'GFLOPS':>9} {'of peak':>8} {'queue':>7} {'blocks':>7}")
 for k in sorted(products, key=lambda k: -k["modelled_seconds"]):
     print(f"{k['kernel']:<24} {k['op'][:40]:<40} {1e3 * k['modelled_seconds']:9.4f} {k['gflops']:9.3f} "
-          f"{100 * k['gflops'] / peak:7.2f}%")
+          f"{100 * k['gflops'] / peak:7.2f}% {100 * k['dma_queue_seconds'] / k['modelled_seconds']:6.1f}% "
+          f"{100 * k['dma_block_seconds'] / k['modelled_seconds']:6.1f}%")
 if products:
     fr = sorted(100 * k["gflops"] / peak for k in products)
     flops = sum(k["flops"] for k in products)
