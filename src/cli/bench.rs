@@ -345,7 +345,7 @@ fn print_table(r: &Report) {
         println!("{}", t.summary());
     }
     println!(
-        "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13}  {:>9}",
+        "{:<width$}  {:<opw$}  {:>11}  {:>6}  {:>8}  {:>8}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>8}  {:>13}  {:>9}",
         "kernel",
         "op",
         "modelled ms",
@@ -358,6 +358,7 @@ fn print_table(r: &Report) {
         "idle",
         "bound",
         "roofline",
+        "queue ms",
         "sched. DMA ms",
         "sched. ms"
     );
@@ -366,7 +367,7 @@ fn print_table(r: &Report) {
     for k in rows {
         let s = &k.stats;
         println!(
-            "{:<width$}  {:<opw$}  {:>11.4}  {:>6}  {:>8.3}  {:>8.3}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>13.4}  {:>9.4}",
+            "{:<width$}  {:<opw$}  {:>11.4}  {:>6}  {:>8.3}  {:>8.3}  {:>8}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {:>8.4}  {:>13.4}  {:>9.4}",
             k.kernel,
             k.op,
             1e3 * num(s, "modelled_seconds"),
@@ -379,6 +380,7 @@ fn print_table(r: &Report) {
             pct(num(s, "idle")),
             s.get("bound").and_then(Value::as_str).unwrap_or("-"),
             pct(num(s, "roofline_fraction")),
+            1e3 * num(s, "dma_queue_seconds"),
             1e3 * k.scheduler_dma_estimate_seconds,
             1e3 * k.scheduler_estimate_seconds
         );
