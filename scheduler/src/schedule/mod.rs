@@ -130,21 +130,35 @@ pub struct Buffer {
 /// over a row shorter than a vector reads and writes lanes past the row, and discards them or
 /// stores them again); none for other buffers, whose code reads no further than their tiles.
 pub fn keep_room(k: &Kernel, buffers: &mut [Buffer]) {
-    let product = blocking::product_factors(k);
-    let short_rows = product.is_none()
-        && lanewise::may_run_past_rows(k)
-        && buffers
-            .first()
-            .and_then(|t| t.dims.last())
-            .is_some_and(|&w| w < MAX_F32_LANES);
-    for (i, b) in buffers.iter_mut().enumerate() {
-        let operand = short_rows || product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
-        let f32_buffer = b.residence == Residence::Buffer && b.elem_bytes == DType::F32.size_bytes();
-        b.room = match operand && f32_buffer {
-            true => MAX_F32_LANES - 1,
-            false => 0,
-        };
+    let f32_buffers: Vec<bool> = buffers
+        .iter()
+        .map(|b| b.residence == Residence::Buffer && b.elem_bytes == DType::F32.size_bytes())
+        .collect();
+    let target_row = buffers.first().and_then(|t| t.dims.last()).copied();
+    for (b, room) in buffers.iter_mut().zip(rooms(k, &f32_buffers, target_row)) {
+        b.room = room;
     }
+}
+
+/// The room of [`keep_room`] of each access of `k`, given which are f32 LDM buffers
+/// (`f32_buffers`, in [`accesses`] order) and the length of the target tile's rows (`None`
+/// when the target is not buffered). Buffer sizing counts it too, so that the tiles it finds
+/// fit with it.
+pub fn rooms(k: &Kernel, f32_buffers: &[bool], target_row: Option<usize>) -> Vec<usize> {
+    let product = blocking::product_factors(k);
+    let short_rows =
+        product.is_none() && lanewise::may_run_past_rows(k) && target_row.is_some_and(|w| w < MAX_F32_LANES);
+    f32_buffers
+        .iter()
+        .enumerate()
+        .map(|(i, &f32_buffer)| {
+            let operand = short_rows || product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
+            match operand && f32_buffer {
+                true => MAX_F32_LANES - 1,
+                false => 0,
+            }
+        })
+        .collect()
 }
 
 impl Buffer {

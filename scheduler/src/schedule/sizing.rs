@@ -20,6 +20,8 @@
 
 use std::collections::HashMap;
 
+use swflow_frontend::ir::DType;
+
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
@@ -92,22 +94,39 @@ pub fn is_direct(a: &Access, dims: Option<&[usize]>, shape: &[usize]) -> bool {
     dims[..keep].last().is_some_and(|&d| d == 1) && dims.iter().product::<usize>() > 1
 }
 
-/// LDM bytes all buffered accesses need with `tiles`, each buffer aligned as generated code
-/// places it.
+/// LDM bytes all buffered accesses need with `tiles`, each buffer with its room for vectors
+/// ([`super::rooms`]) and aligned as generated code places it: what their single buffers
+/// take in the planned schedule.
 pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
-    super::accesses(k)
+    // Per access: its box's dimensions and element bytes when it is buffered.
+    let boxes: Vec<Option<(Vec<usize>, usize)>> = super::accesses(k)
         .iter()
         .enumerate()
         .map(|(i, a)| {
             let ty = &p.tensor(k.operands[a.operand]).ty;
             let dims = box_dims(k, p, i, a, tiles);
-            if is_direct(a, dims.as_deref(), &ty.shape) {
-                0
-            } else {
-                dims.map_or(0, |d| {
-                    (d.iter().product::<usize>() * ty.dtype.size_bytes()).next_multiple_of(super::LDM_BUFFER_ALIGN)
-                })
+            match is_direct(a, dims.as_deref(), &ty.shape) {
+                true => None,
+                false => dims.map(|d| (d, ty.dtype.size_bytes())),
             }
+        })
+        .collect();
+    let f32_buffers: Vec<bool> = boxes
+        .iter()
+        .map(|b| b.as_ref().is_some_and(|(_, bytes)| *bytes == DType::F32.size_bytes()))
+        .collect();
+    let target_row = boxes
+        .first()
+        .and_then(|b| b.as_ref())
+        .and_then(|(d, _)| d.last())
+        .copied();
+    boxes
+        .iter()
+        .zip(super::rooms(k, &f32_buffers, target_row))
+        .map(|(b, room)| {
+            b.as_ref().map_or(0, |(d, bytes)| {
+                ((d.iter().product::<usize>() + room) * bytes).next_multiple_of(super::LDM_BUFFER_ALIGN)
+            })
         })
         .sum()
 }
