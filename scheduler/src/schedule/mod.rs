@@ -135,30 +135,47 @@ pub fn keep_room(k: &Kernel, buffers: &mut [Buffer]) {
         .map(|b| b.residence == Residence::Buffer && b.elem_bytes == DType::F32.size_bytes())
         .collect();
     let target_row = buffers.first().and_then(|t| t.dims.last()).copied();
-    for (b, room) in buffers.iter_mut().zip(rooms(k, &f32_buffers, target_row)) {
+    for (b, room) in buffers.iter_mut().zip(RoomRule::new(k).rooms(&f32_buffers, target_row)) {
         b.room = room;
     }
 }
 
-/// The room of [`keep_room`] of each access of `k`, given which are f32 LDM buffers
-/// (`f32_buffers`, in [`accesses`] order) and the length of the target tile's rows (`None`
-/// when the target is not buffered). Buffer sizing counts it too, so that the tiles it finds
+/// What decides the room of [`keep_room`] for a kernel's buffers, found once per kernel:
+/// buffer sizing counts the room too, at every tiling it tries, so that the tiles it finds
 /// fit with it.
-pub fn rooms(k: &Kernel, f32_buffers: &[bool], target_row: Option<usize>) -> Vec<usize> {
-    let product = blocking::product_factors(k);
-    let short_rows =
-        product.is_none() && lanewise::may_run_past_rows(k) && target_row.is_some_and(|w| w < MAX_F32_LANES);
-    f32_buffers
-        .iter()
-        .enumerate()
-        .map(|(i, &f32_buffer)| {
-            let operand = short_rows || product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
-            match operand && f32_buffer {
-                true => MAX_F32_LANES - 1,
-                false => 0,
-            }
-        })
-        .collect()
+pub struct RoomRule {
+    /// The factors of its sum of products, if it is one.
+    product: Option<(usize, usize)>,
+    /// Its lane-wise vectors may run past the target's rows.
+    past_rows: bool,
+}
+
+impl RoomRule {
+    pub fn new(k: &Kernel) -> RoomRule {
+        let product = blocking::product_factors(k);
+        RoomRule {
+            product,
+            past_rows: product.is_none() && lanewise::may_run_past_rows(k),
+        }
+    }
+
+    /// The room of each access, given which are f32 LDM buffers (`f32_buffers`, in
+    /// [`accesses`] order) and the length of the target tile's rows (`None` when the target
+    /// is not buffered).
+    pub fn rooms(&self, f32_buffers: &[bool], target_row: Option<usize>) -> Vec<usize> {
+        let short_rows = self.past_rows && target_row.is_some_and(|w| w < MAX_F32_LANES);
+        f32_buffers
+            .iter()
+            .enumerate()
+            .map(|(i, &f32_buffer)| {
+                let operand = short_rows || self.product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
+                match operand && f32_buffer {
+                    true => MAX_F32_LANES - 1,
+                    false => 0,
+                }
+            })
+            .collect()
+    }
 }
 
 impl Buffer {

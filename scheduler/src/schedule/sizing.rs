@@ -26,6 +26,7 @@ use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
 use super::partition::Partition;
+use super::RoomRule;
 
 /// First tile of a buffer iterator (an algorithm constant, not a hardware number).
 pub const START_TILE: usize = 64;
@@ -95,9 +96,9 @@ pub fn is_direct(a: &Access, dims: Option<&[usize]>, shape: &[usize]) -> bool {
 }
 
 /// LDM bytes all buffered accesses need with `tiles`, each buffer with its room for vectors
-/// ([`super::rooms`]) and aligned as generated code places it: what their single buffers
-/// take in the planned schedule.
-pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
+/// (by `rule`, [`RoomRule::new`] of `k`) and aligned as generated code places it: what their
+/// single buffers take in the planned schedule.
+pub fn usage(k: &Kernel, p: &Program, rule: &RoomRule, tiles: &[usize]) -> usize {
     // Per access: its box's dimensions and element bytes when it is buffered.
     let boxes: Vec<Option<(Vec<usize>, usize)>> = super::accesses(k)
         .iter()
@@ -122,7 +123,7 @@ pub fn usage(k: &Kernel, p: &Program, tiles: &[usize]) -> usize {
         .copied();
     boxes
         .iter()
-        .zip(super::rooms(k, &f32_buffers, target_row))
+        .zip(rule.rooms(&f32_buffers, target_row))
         .map(|(b, room)| {
             b.as_ref().map_or(0, |(d, bytes)| {
                 ((d.iter().product::<usize>() + room) * bytes).next_multiple_of(super::LDM_BUFFER_ALIGN)
@@ -153,6 +154,7 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
         .ldm_budget()
         .saturating_sub(super::ldm_overhead(k, n_access, target));
     let range = |l: usize| part.range(k, l);
+    let rule = RoomRule::new(k);
     let buffer_iters: Vec<usize> = (0..k.loops.len()).filter(|&l| range(l) > 1).collect();
     let size_iter = |l: usize| k.loops[l].kind == LoopKind::Parallel;
     let mut tiles = vec![1; k.loops.len()];
@@ -160,7 +162,7 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
         tiles[l] = range(l).min(START_TILE);
     }
     let mut steps = Vec::new();
-    let mut bytes = usage(k, p, &tiles);
+    let mut bytes = usage(k, p, &rule, &tiles);
     steps.push(Step {
         tiles: tiles.clone(),
         bytes,
@@ -177,7 +179,7 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
             ));
         };
         tiles[l] = halve(tiles[l]);
-        bytes = usage(k, p, &tiles);
+        bytes = usage(k, p, &rule, &tiles);
         steps.push(Step {
             tiles: tiles.clone(),
             bytes,
@@ -191,7 +193,7 @@ pub fn size_buffers(k: &Kernel, p: &Program, part: &Partition, target: &Target) 
             .map(|&l| {
                 let mut t = tiles.clone();
                 t[l] = grow(t[l], range(l));
-                let b = usage(k, p, &t);
+                let b = usage(k, p, &rule, &t);
                 // Smallest usage, then size iterators, then inner loops.
                 ((b, !size_iter(l), std::cmp::Reverse(l)), t)
             })
@@ -244,6 +246,7 @@ pub fn descend(
         .ldm_budget()
         .saturating_sub(super::ldm_overhead(k, n_access, target));
     let ranges: Vec<usize> = (0..k.loops.len()).map(|l| part.range(k, l)).collect();
+    let rule = RoomRule::new(k);
     let loops: Vec<usize> = (0..k.loops.len()).filter(|&l| ranges[l] > 1).collect();
     // Neighbourhoods of successive moves overlap: each tiling is planned and estimated once.
     let mut known: HashMap<Vec<usize>, f64> = HashMap::new();
@@ -282,7 +285,7 @@ pub fn descend(
         let mut best_of = |moves: Vec<Vec<usize>>| {
             let mut best: Option<(f64, Vec<usize>)> = None;
             for t in moves {
-                if t == tiles || usage(k, p, &t) > budget {
+                if t == tiles || usage(k, p, &rule, &t) > budget {
                     continue;
                 }
                 let c = cycles(&t);

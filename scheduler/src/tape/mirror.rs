@@ -12,7 +12,7 @@ use crate::loops::{Access, Index, Loop, LoopKind, Program, TensorId};
 use crate::schedule::dma::plan_buffers;
 use crate::schedule::partition::range;
 use crate::schedule::sizing::{halve, usage};
-use crate::schedule::{accesses, is_written, ldm_overhead, verify_schedule, Residence, Schedule};
+use crate::schedule::{accesses, is_written, ldm_overhead, verify_schedule, Residence, RoomRule, Schedule};
 use crate::target::Target;
 
 /// Why a reader cannot mirror the producer of a tape-only tensor.
@@ -119,11 +119,12 @@ pub fn mirror_schedule(
         tiles[b_loops[d]] = fs.tiles[fl];
     }
     let budget = target.ldm_budget().saturating_sub(ldm_overhead(b, read.len(), target));
-    while usage(b, p, &tiles) > budget {
+    let rule = RoomRule::new(b);
+    while usage(b, p, &rule, &tiles) > budget {
         let Some(&l) = extras.iter().filter(|&&l| tiles[l] > 1).max_by_key(|&&l| (tiles[l], l)) else {
             return Err(MirrorError::DoesNotFit(format!(
                 "{} LDM bytes with every other tile at 1, {budget} available",
-                usage(b, p, &tiles)
+                usage(b, p, &rule, &tiles)
             )));
         };
         tiles[l] = halve(tiles[l]);
