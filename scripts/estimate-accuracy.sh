@@ -27,7 +27,7 @@ for target in ("sw26010", "sw26010pro"):
     print(f"{target}: {len(rows)} kernels; estimate / modelled: median {median:.3f}, "
           f"within 10 % for {100 * within:.1f} %, time-weighted mean |ln| {weighted:.3f}")
     queued = [(k, k["scheduler_dma_estimate_seconds"] / k["dma_queue_seconds"])
-              for _, k, _ in rows if k["dma_queue_seconds"] >= 5e-6]
+              for _, k, _ in rows if k["dma_queue_seconds"] >= 5e-6 and k["scheduler_dma_estimate_seconds"] > 0]
     if queued:
         busy = sum(k["dma_queue_seconds"] for k, _ in queued)
         print(f"  DMA queue, {len(queued)} kernels: median {statistics.median(r for _, r in queued):.3f}, "
