@@ -130,12 +130,12 @@ pub struct Buffer {
 /// over a row shorter than a vector reads and writes lanes past the row, and discards them or
 /// stores them again); none for other buffers, whose code reads no further than their tiles.
 pub fn keep_room(k: &Kernel, buffers: &mut [Buffer]) {
-    let f32_buffers: Vec<bool> = buffers
+    let boxes: Vec<Option<(&[usize], usize)>> = buffers
         .iter()
-        .map(|b| b.residence == Residence::Buffer && b.elem_bytes == DType::F32.size_bytes())
+        .map(|b| (b.residence == Residence::Buffer).then_some((&b.dims[..], b.elem_bytes)))
         .collect();
-    let target_row = buffers.first().and_then(|t| t.dims.last()).copied();
-    for (b, room) in buffers.iter_mut().zip(RoomRule::new(k).rooms(&f32_buffers, target_row)) {
+    let rooms = RoomRule::new(k).rooms(&boxes);
+    for (b, room) in buffers.iter_mut().zip(rooms) {
         b.room = room;
     }
 }
@@ -159,16 +159,17 @@ impl RoomRule {
         }
     }
 
-    /// The room of each access, given which are f32 LDM buffers (`f32_buffers`, in
-    /// [`accesses`] order) and the length of the target tile's rows (`None` when the target
-    /// is not buffered).
-    pub fn rooms(&self, f32_buffers: &[bool], target_row: Option<usize>) -> Vec<usize> {
-        let short_rows = self.past_rows && target_row.is_some_and(|w| w < MAX_F32_LANES);
-        f32_buffers
+    /// The room of each access, given the dimensions and element bytes of each one's LDM
+    /// buffer (`None` for an access served directly), in [`accesses`] order.
+    pub fn rooms(&self, boxes: &[Option<(&[usize], usize)>]) -> Vec<usize> {
+        let target_row = boxes.first().copied().flatten().and_then(|(dims, _)| dims.last());
+        let short_rows = self.past_rows && target_row.is_some_and(|&w| w < MAX_F32_LANES);
+        boxes
             .iter()
             .enumerate()
-            .map(|(i, &f32_buffer)| {
+            .map(|(i, b)| {
                 let operand = short_rows || self.product.is_some_and(|(fa, fb)| [0, fa, fb].contains(&i));
+                let f32_buffer = b.is_some_and(|(_, bytes)| bytes == DType::F32.size_bytes());
                 match operand && f32_buffer {
                     true => MAX_F32_LANES - 1,
                     false => 0,

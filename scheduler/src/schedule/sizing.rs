@@ -20,8 +20,6 @@
 
 use std::collections::HashMap;
 
-use swflow_frontend::ir::DType;
-
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::target::Target;
 
@@ -112,18 +110,13 @@ pub fn usage(k: &Kernel, p: &Program, rule: &RoomRule, tiles: &[usize]) -> usize
             }
         })
         .collect();
-    let f32_buffers: Vec<bool> = boxes
+    let views: Vec<Option<(&[usize], usize)>> = boxes
         .iter()
-        .map(|b| b.as_ref().is_some_and(|(_, bytes)| *bytes == DType::F32.size_bytes()))
+        .map(|b| b.as_ref().map(|(d, bytes)| (&d[..], *bytes)))
         .collect();
-    let target_row = boxes
-        .first()
-        .and_then(|b| b.as_ref())
-        .and_then(|(d, _)| d.last())
-        .copied();
     boxes
         .iter()
-        .zip(rule.rooms(&f32_buffers, target_row))
+        .zip(rule.rooms(&views))
         .map(|(b, room)| {
             b.as_ref().map_or(0, |(d, bytes)| {
                 ((d.iter().product::<usize>() + room) * bytes).next_multiple_of(super::LDM_BUFFER_ALIGN)
