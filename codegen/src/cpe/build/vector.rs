@@ -64,8 +64,15 @@ pub(super) struct Plan {
     parts: Parts,
     /// The blocks start from indices set once per point of the outer loops ([`Vars::base`]):
     /// with a coalesced loop, or when a tile's row holds two blocks or more, or its rows two
-    /// row groups or more, where that saves each block computing its subscripts.
+    /// row groups or more, or when the innermost outer loop runs (see [`Plan::hoist`]), where
+    /// that saves each block computing its subscripts.
     bases: bool,
+    /// The innermost outer loop, when some tile takes several of its points: the bases at its
+    /// first point are computed once per point of the loops outside it ([`Vars::hoisted`]),
+    /// and each of its points takes them from there and moves them on by the loop's stride,
+    /// instead of computing every subscript again. With it, per base (the target's, then each
+    /// factor's), whether its access moves along the loop.
+    hoist: Option<(usize, [bool; 3])>,
 }
 
 impl Plan {
@@ -93,14 +100,30 @@ pub(super) fn plan(
     let short_vectors =
         shape.coalesced.is_none() && holds(0) && shape.factors.iter().all(|f| !f.along_lanes || holds(f.access));
     let vectors = shape.vectors;
+    let all = swflow_scheduler::schedule::accesses(k);
+    let moves = |i: usize, l: usize| {
+        all[i].index.iter().any(|x| match x {
+            Index::Affine(x) => x.terms.iter().any(|&(m, c)| m == l && c != 0),
+            Index::Gathered { .. } => true,
+        })
+    };
+    let based = [0, shape.factors[0].access, shape.factors[1].access];
+    let hoist = shape
+        .outer
+        .last()
+        .copied()
+        .filter(|&l| extent_values(k, s, l).is_none_or(|ns| ns.iter().any(|&n| n > 1)))
+        .map(|l| (l, based.map(|i| moves(i, l))));
     let bases = shape.coalesced.is_some()
         || s.tiles[shape.lanes_loop] >= 2 * vectors * lanes
-        || shape.rows_loop.is_some_and(|l| s.tiles[l] > shape.rows);
+        || shape.rows_loop.is_some_and(|l| s.tiles[l] > shape.rows)
+        || hoist.is_some();
     let mut plan = Plan {
         shape,
         short_vectors,
         parts: Parts::every(vectors),
         bases,
+        hoist,
     };
     plan.parts = parts(k, s, &plan);
     // Without short rows no block reads past a row, and no reach is kept.
@@ -165,12 +188,16 @@ pub(super) struct Vars {
     /// Where the plan has bases ([`Plan::bases`]): the index, at the lanes variable's start
     /// and the reduction loops' origins, of the target's first row and of each factor's first
     /// stream in the current row group, less that start for those moving along the lanes;
-    /// set once per point of the outer loops, at the rows loop's origin, and advanced by each
-    /// row group's rows. A block's indices are these plus the lanes variable (a factor's that
+    /// set once per point of the outer loops, at the rows loop's origin (from
+    /// [`Vars::hoisted`] with a hoisted loop), and advanced by each row group's rows. A block's indices are these plus the lanes variable (a factor's that
     /// does not move along the lanes, its base): the target and the moving factors take one
     /// element per point of the lanes loop, and with a coalesced loop the rows of their boxes
     /// are as long as the lanes loop's tile.
     base: Option<[Var; 3]>,
+    /// Where the plan hoists the bases ([`Plan::hoist`]): the bases at the hoisted loop's
+    /// current point (at the rows loop's origin), and per base the elements from one point of
+    /// that loop to the next, for those whose access moves along it.
+    hoisted: Option<([Var; 3], [Option<Var>; 3])>,
     /// The lanes loops' bounds, the same in every row group and set once per tile
     /// ([`LaneBounds`]).
     bounds: LaneBounds,
@@ -208,6 +235,14 @@ impl Vars {
         let base = plan
             .bases
             .then(|| ["t", "a", "b"].map(|name| var(f, format!("{prefix}{name}_base"))));
+        let hoisted = plan.hoist.map(|(_, moves)| {
+            let at = ["t", "a", "b"].map(|name| var(f, format!("{prefix}{name}_outer")));
+            let mut stride = [None; 3];
+            for (i, name) in ["t", "a", "b"].into_iter().enumerate() {
+                stride[i] = moves[i].then(|| var(f, format!("{prefix}{name}_outer_step")));
+            }
+            (at, stride)
+        });
         let bounds = LaneBounds::declare(&plan, f, &mut var, prefix);
         let target = (0..plan.shape.rows).map(|i| var(f, format!("{prefix}t{i}"))).collect();
         let target_row = plan.shape.rows_loop.map(|_| var(f, format!("{prefix}t_row")));
@@ -259,6 +294,7 @@ impl Vars {
             plan,
             flat,
             base,
+            hoisted,
             bounds,
             target,
             target_row,
@@ -418,6 +454,16 @@ impl Gen<'_> {
             setup.push(Stmt::Set(rv, e));
             ops += o;
         }
+        if let (Some((_, stride)), Some((lo, _))) = (&v.hoisted, p.hoist) {
+            let accesses = [0, p.shape.factors[0].access, p.shape.factors[1].access];
+            for (&var, access) in stride.iter().zip(accesses) {
+                if let Some(var) = var {
+                    let (e, o) = self.stride(access, lo);
+                    setup.push(Stmt::Set(var, e));
+                    ops += o;
+                }
+            }
+        }
         for (x, fac) in p.shape.factors.iter().enumerate() {
             if let (Some(rv), Some(l)) = (v.row_stride[x], p.shape.rows_loop) {
                 let (e, o) = self.stride(fac.access, l);
@@ -485,8 +531,7 @@ impl Gen<'_> {
         let parts = &p.parts;
         self.charge_blocks(out, v, parts);
         let lanes = |rows: usize| self.lane_loops(v, rows, parts);
-        let mut rowed = self.block_bases(v);
-        rowed.extend(match p.shape.rows_loop {
+        let rows_loops = match p.shape.rows_loop {
             Some(l) => {
                 let (o, n) = (self.origin(l), self.extent(l));
                 let full = match parts.row_blocks {
@@ -515,8 +560,31 @@ impl Gen<'_> {
                 loops
             }
             None => lanes(1),
-        });
-        out.extend(self.point_loops(&p.shape.outer, rowed));
+        };
+        match (v.base, v.hoisted, p.hoist) {
+            (Some(base), Some((at, stride)), Some((lo, _))) => {
+                // Each point of the hoisted loop starts its row groups from the bases there,
+                // then moves them to its next point.
+                let mut body: Vec<Stmt> = (0..3).map(|i| Stmt::Set(base[i], Int::Var(at[i]))).collect();
+                body.extend(rows_loops);
+                for (&at, step) in at.iter().zip(stride) {
+                    if let Some(step) = step {
+                        body.push(Stmt::Set(at, Int::Var(at) + Int::Var(step)));
+                    }
+                }
+                let mut run = vec![Stmt::Set(self.point[lo], self.origin(lo))];
+                run.extend(self.block_bases(v, at));
+                run.extend(self.point_loops(&[lo], body));
+                let outside = &p.shape.outer[..p.shape.outer.len() - 1];
+                out.extend(self.point_loops(outside, run));
+            }
+            (Some(base), _, _) => {
+                let mut rowed = self.block_bases(v, base);
+                rowed.extend(rows_loops);
+                out.extend(self.point_loops(&p.shape.outer, rowed));
+            }
+            (None, _, _) => out.extend(self.point_loops(&p.shape.outer, rows_loops)),
+        }
     }
 
     /// Elements of access `i`'s buffer from one point of loop `l` to the next, and the
@@ -788,15 +856,15 @@ impl Gen<'_> {
         out
     }
 
-    /// The indices [`Self::block_indices`] starts from, set at each point of the outer loops
-    /// before the rows loop: with the rows loop, the lanes loop (and a coalesced loop) and the
+    /// The indices [`Self::block_indices`] starts from, set in `base` at each point of the
+    /// outer loops before the rows loop (or, with a hoisted loop, at its first point: see
+    /// [`Plan::hoist`]): with the rows loop, the lanes loop (and a coalesced loop) and the
     /// reduction loops at their origins, the target's and each factor's index there, less the
     /// lanes variable's start for those that move along the lanes (a coalesced row's position
     /// starts at 0), so that a block's first index is one add away ([`Self::advance_bases`]
     /// moves them to each next row group).
-    fn block_bases(&self, v: &Vars) -> Vec<Stmt> {
+    fn block_bases(&self, v: &Vars, base: [Var; 3]) -> Vec<Stmt> {
         let p = &v.plan;
-        let Some(base) = v.base else { return Vec::new() };
         let mut out = Vec::new();
         for &l in p
             .shape
@@ -1074,8 +1142,18 @@ impl Gen<'_> {
             }
             None => vec![(1, Int::Const(1))],
         };
-        if v.base.is_some() {
-            charge(out, self.base_ops(v), outer_points.clone());
+        match (v.base, &v.hoisted, p.hoist) {
+            (Some(_), Some((_, stride)), Some(_)) => {
+                // The bases once per run of the hoisted loop (its first point set first), and
+                // at each of its points, their copies and the moves of those that move.
+                let outside = &p.shape.outer[..p.shape.outer.len() - 1];
+                let runs = Int::product(outside.iter().map(|&l| self.extent(l)).collect());
+                charge(out, self.base_ops(v) + int(1), runs);
+                let moves = stride.iter().flatten().count() as u32;
+                charge(out, int(3 + moves), outer_points.clone());
+            }
+            (Some(_), _, _) => charge(out, self.base_ops(v), outer_points.clone()),
+            (None, _, _) => {}
         }
         let n = self.lane_range(v).2;
         let span = p.shape.vectors * p.shape.lanes;
