@@ -37,6 +37,7 @@ use crate::CodegenError;
 use post::PostVars;
 use vector::{VBROADCAST, VSTORE};
 
+mod indices;
 mod lanewise;
 mod post;
 mod prologue;
@@ -218,6 +219,11 @@ struct Gen<'a> {
     lanewise: Option<lanewise::Vars>,
     /// The epilogue's lane-wise vector code, when it has one.
     epilogue: Option<lanewise::Vars>,
+    /// Without vector code, the scalar nest's indices kept across its innermost loop.
+    indices: Option<indices::Indices>,
+    /// While set, [`Self::load_ref`] gives the places [`Self::indices`] keeps at their
+    /// variables (set only while the scalar nest's statement is built).
+    kept_active: std::cell::Cell<bool>,
     /// The prologue of one factor of the product ([`prologue`]), applied to the box of its
     /// main access (this index) in place: every other evaluation of the factor loads it.
     prologue: Option<(Prologue<'a>, usize)>,
@@ -643,6 +649,14 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         let prefix = scope.fresh("vx", "v_");
         lanewise::Vars::declare(plan, &mut f, &format!("{prefix}_"))
     });
+    let indices = match (&vector, &lanewise, &prologue) {
+        (None, None, None) => {
+            let in_ldm: Vec<bool> = (0..all.len()).map(|i| buffered[i] && !streamed[i]).collect();
+            let prefix = scope.fresh("ix", "v_");
+            indices::plan(k, s, &all, &in_ldm, &mut f, &format!("{prefix}_"))
+        }
+        _ => None,
+    };
     let prologue_vars = match &prologue {
         None => None,
         Some((pr, main)) => {
@@ -658,6 +672,8 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
         vector,
         lanewise,
         epilogue,
+        indices,
+        kept_active: std::cell::Cell::new(false),
         prologue,
         prologue_vars,
         block,
@@ -2334,9 +2350,9 @@ impl Gen<'_> {
             });
             charge_once(out, int(1));
         }
-        let (target, target_ops) = self.access_ref(0);
-        let buffered = u32::from(self.buffered(0));
         if let Some(r) = k.stmt.reduce {
+            let (target, target_ops) = self.access_ref(0);
+            let buffered = u32::from(self.buffered(0));
             if !(self.buffered(0) && k.target_is_dense(&self.s.tiles)) {
                 let parallel: Vec<usize> = (0..k.loops.len())
                     .filter(|&l| k.loops[l].kind == LoopKind::Parallel)
@@ -2366,8 +2382,33 @@ impl Gen<'_> {
                 }
             }
         }
+        match (&self.vector, &self.lanewise, &self.indices) {
+            (Some(v), _, _) => self.vector_nest(out, v),
+            (None, Some(v), _) => {
+                let (statement, ops) = self.statement();
+                self.lanewise_nest(out, v, vec![statement], ops);
+            }
+            (None, None, Some(x)) => self.kept_nest(out, x),
+            (None, None, None) => {
+                let (statement, ops) = self.statement();
+                let all: Vec<usize> = (0..k.loops.len()).collect();
+                self.charge_nest(out, &all, ops);
+                out.extend(self.point_loops(&all, vec![statement]));
+            }
+        }
+        if let Some(e) = &k.stmt.epilogue {
+            self.epilogue(out, e);
+        }
+    }
+
+    /// The statement at one point of the compute nest, and its operations: a fold into the
+    /// target, or a store to it.
+    fn statement(&self) -> (Stmt, Ops) {
+        let k = self.k;
+        let (target, target_ops) = self.access_ref(0);
+        let buffered = u32::from(self.buffered(0));
         let (value, _, value_ops) = self.value(&k.stmt.value);
-        let (statement, ops) = match k.stmt.reduce {
+        match k.stmt.reduce {
             Some(r) => {
                 let carried = k.loops.last().is_some_and(|l| l.kind == LoopKind::Reduce);
                 let (fold, value_ops) = match self.factors(r.kind, &k.stmt.value) {
@@ -2393,22 +2434,59 @@ impl Gen<'_> {
                     store: buffered,
                     ..Ops::default()
                 };
-                let store_stmt = Stmt::Store { place: target, value };
-                (store_stmt, value_ops + target_ops + store)
-            }
-        };
-        match (&self.vector, &self.lanewise) {
-            (Some(v), _) => self.vector_nest(out, v),
-            (None, Some(v)) => self.lanewise_nest(out, v, vec![statement], ops),
-            (None, None) => {
-                let all: Vec<usize> = (0..k.loops.len()).collect();
-                self.charge_nest(out, &all, ops);
-                out.extend(self.point_loops(&all, vec![statement]));
+                (Stmt::Store { place: target, value }, value_ops + target_ops + store)
             }
         }
-        if let Some(e) = &k.stmt.epilogue {
-            self.epilogue(out, e);
+    }
+
+    /// The scalar compute nest with the indices `x` keeps (see [`indices`]), with its
+    /// charges.
+    fn kept_nest(&self, out: &mut Vec<Stmt>, x: &indices::Indices) {
+        let k = self.k;
+        let l = x.inner;
+        // The strides, once per tile.
+        let mut ops = Ops::default();
+        for &(i, var) in &x.strides {
+            let (e, o) = self.stride(i, l);
+            out.push(Stmt::Set(var, e));
+            ops += o;
         }
+        charge_once(out, ops);
+        // At the innermost loop's origin, each kept place's index as its subscripts give it.
+        let mut run = vec![Stmt::Set(self.point[l], self.origin(l))];
+        let mut first = int(1);
+        for (i, shift, a, var) in &x.kept {
+            let (place, o) = self.load_ref(*i, a, shift);
+            let Place::Ldm { index, .. } = place else {
+                unreachable!("kept places are in LDM")
+            };
+            run.push(Stmt::Set(*var, index));
+            first += o;
+        }
+        self.kept_active.set(true);
+        let (statement, ops) = self.statement();
+        self.kept_active.set(false);
+        let mut body = vec![statement];
+        let mut bumps = 0;
+        for (i, _, _, var) in &x.kept {
+            if let Some(stride) = x.stride(*i) {
+                body.push(Stmt::Set(*var, Int::Var(*var) + Int::Var(stride)));
+                bumps += 1;
+            }
+        }
+        run.extend(self.point_loops(&[l], body));
+        let outer: Vec<usize> = (0..l).collect();
+        // Per point: the statement, its indices' bumps and the loop's control; per run of the
+        // innermost loop: its start and the kept indices; the outer loops' control as
+        // `charge_nest` charges it.
+        let extents: Vec<Int> = (0..k.loops.len()).map(|j| self.extent(j)).collect();
+        charge(out, ops + int(bumps) + LOOP, Int::product(extents.clone()));
+        charge(out, first, Int::product(extents[..l].to_vec()));
+        if l > 0 {
+            let loops = (1..=l).map(|j| Int::product(extents[..j].to_vec())).collect();
+            charge(out, LOOP + int(1), Int::sum(loops));
+        }
+        out.extend(self.point_loops(&outer, run));
     }
 
     /// After the tile of the last reduction tiles: every target element of the tile becomes
@@ -2495,6 +2573,15 @@ impl Gen<'_> {
     pub(super) fn load_ref(&self, i: usize, a: &Access, shift: &[usize]) -> (Place, Ops) {
         if let Some(v) = self.vars(i) {
             let half = if self.double(i) { Half::Current } else { Half::Single };
+            let kept = self.indices.as_ref().filter(|_| self.kept_active.get());
+            if let Some(var) = kept.and_then(|x| x.kept(i, shift)) {
+                let place = Place::Ldm {
+                    buf: v.buf,
+                    half,
+                    index: Int::Var(var),
+                };
+                return (place, Ops::default());
+            }
             if self.shape(i).is_empty() {
                 let place = Place::Ldm {
                     buf: v.buf,
