@@ -2443,50 +2443,57 @@ impl Gen<'_> {
     /// charges.
     fn kept_nest(&self, out: &mut Vec<Stmt>, x: &indices::Indices) {
         let k = self.k;
-        let l = x.inner;
-        // The strides, once per tile.
-        let mut ops = Ops::default();
-        for &(i, var) in &x.strides {
+        let n = k.loops.len();
+        // Once per tile: the strides, and each kept place's index with every loop at its
+        // origin, as its subscripts give it.
+        let mut once = int(n as u32);
+        for &(i, l, var) in &x.strides {
             let (e, o) = self.stride(i, l);
             out.push(Stmt::Set(var, e));
-            ops += o;
+            once += o;
         }
-        charge_once(out, ops);
-        // At the innermost loop's origin, each kept place's index as its subscripts give it.
-        let mut run = vec![Stmt::Set(self.point[l], self.origin(l))];
-        let mut first = int(1);
-        for (i, shift, a, var) in &x.kept {
+        for l in 0..n {
+            out.push(Stmt::Set(self.point[l], self.origin(l)));
+        }
+        for (i, shift, a, walk) in &x.kept {
             let (place, o) = self.load_ref(*i, a, shift);
             let Place::Ldm { index, .. } = place else {
                 unreachable!("kept places are in LDM")
             };
-            run.push(Stmt::Set(*var, index));
-            first += o;
+            out.push(Stmt::Set(walk[0], index));
+            once += o;
         }
+        charge_once(out, once);
         self.kept_active.set(true);
         let (statement, ops) = self.statement();
         self.kept_active.set(false);
+        // From the innermost loop out: each loop's body, then its places' bumps; a loop
+        // inside another starts its places' indices from the other's.
+        let extents: Vec<Int> = (0..n).map(|j| self.extent(j)).collect();
+        let copies = x.kept.len() as u32;
         let mut body = vec![statement];
-        let mut bumps = 0;
-        for (i, _, _, var) in &x.kept {
-            if let Some(stride) = x.stride(*i) {
-                body.push(Stmt::Set(*var, Int::Var(*var) + Int::Var(stride)));
-                bumps += 1;
+        for l in (0..n).rev() {
+            if l + 1 < n {
+                let mut start: Vec<Stmt> = x.kept.iter().map(|w| Stmt::Set(w.3[l + 1], Int::Var(w.3[l]))).collect();
+                start.extend(self.point_loops(&[l + 1], body));
+                body = start;
             }
+            let mut bumps = 0;
+            for (i, _, _, walk) in &x.kept {
+                if let Some(stride) = x.stride(*i, l) {
+                    body.push(Stmt::Set(walk[l], Int::Var(walk[l]) + Int::Var(stride)));
+                    bumps += 1;
+                }
+            }
+            // Per iteration of the loop: its control and bumps, and the statement (innermost)
+            // or the start of the loop inside with its copies.
+            let own = match l + 1 < n {
+                true => int(1 + copies),
+                false => ops,
+            };
+            charge(out, own + int(bumps) + LOOP, Int::product(extents[..=l].to_vec()));
         }
-        run.extend(self.point_loops(&[l], body));
-        let outer: Vec<usize> = (0..l).collect();
-        // Per point: the statement, its indices' bumps and the loop's control; per run of the
-        // innermost loop: its start and the kept indices; the outer loops' control as
-        // `charge_nest` charges it.
-        let extents: Vec<Int> = (0..k.loops.len()).map(|j| self.extent(j)).collect();
-        charge(out, ops + int(bumps) + LOOP, Int::product(extents.clone()));
-        charge(out, first, Int::product(extents[..l].to_vec()));
-        if l > 0 {
-            let loops = (1..=l).map(|j| Int::product(extents[..j].to_vec())).collect();
-            charge(out, LOOP + int(1), Int::sum(loops));
-        }
-        out.extend(self.point_loops(&outer, run));
+        out.extend(self.point_loops(&[0], body));
     }
 
     /// After the tile of the last reduction tiles: every target element of the tile becomes

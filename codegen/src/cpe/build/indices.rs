@@ -1,19 +1,25 @@
-//! The scalar compute nest's LDM indices, kept in variables across its innermost loop.
+//! The scalar compute nest's LDM indices, kept in variables across its loops.
 //!
 //! Each point of the scalar nest reads its operands and writes its target at indices that
 //! its subscripts give, and computing those anew at every point costs more integer work than
 //! the statement itself (a 4-D box's index takes a dozen operations). The index of every place
 //! of the statement in an LDM buffer of its own (not a tape arena) is affine in the point
-//! variables, so it moves by a constant stride from one point of the innermost loop to the
-//! next: the nest computes each index once at the innermost loop's first point and adds its
-//! stride after every point, as a compiler's strength reduction would.
+//! variables, so it moves by a constant stride from one point of a loop to the next: the nest
+//! computes each index once per tile, with every loop at its origin, and walks it through the
+//! loops as a compiler's strength reduction would, each loop starting from the index of the
+//! loop around it and adding its stride after every point.
 //! ```text
-//! strides, once per tile
-//! for the outer points:
-//!   index[j] = place j's index at the innermost loop's origin
-//!   for every point of the innermost loop:
-//!     statement, reading and writing at index[j]
-//!     index[j] += stride of place j's access along the innermost loop   (those that move)
+//! strides, and index[j][0] = place j's index with every loop at its origin, once per tile
+//! for loop 0:
+//!   index[j][1] = index[j][0]
+//!   for loop 1:
+//!     ...
+//!       for the innermost loop:
+//!         statement, reading and writing at index[j][innermost]
+//!         index[j][innermost] += stride of place j's access along it   (those that move)
+//!     ...
+//!     index[j][1] += stride along loop 1
+//!   index[j][0] += stride along loop 0
 //! ```
 
 use std::borrow::Cow;
@@ -26,31 +32,34 @@ use crate::cpe::{Func, Local, Var, VarDecl};
 
 /// The places of a kernel's scalar statement whose indices the nest keeps.
 pub(super) struct Indices {
-    /// The innermost loop.
-    pub inner: usize,
     /// Per kept place: its access, its displacement in the access's window, the load (or the
-    /// target's access) that reads it, and the variable holding its index.
-    pub kept: Vec<(usize, Vec<usize>, Access, Var)>,
-    /// Per access of a kept place that moves along the innermost loop: the variable holding
-    /// its stride.
-    pub strides: Vec<(usize, Var)>,
+    /// target's access) that reads it, and per loop of the nest the variable holding its index
+    /// inside that loop.
+    pub kept: Vec<(usize, Vec<usize>, Access, Vec<Var>)>,
+    /// Per access of a kept place and loop along which it moves: the variable holding its
+    /// stride along that loop.
+    pub strides: Vec<(usize, usize, Var)>,
 }
 
 impl Indices {
-    /// The stride variable of access `i`, if it moves along the innermost loop.
-    pub fn stride(&self, i: usize) -> Option<Var> {
-        self.strides.iter().find(|s| s.0 == i).map(|s| s.1)
+    /// The stride variable of access `i` along loop `l`, if it moves along it.
+    pub fn stride(&self, i: usize, l: usize) -> Option<Var> {
+        self.strides.iter().find(|s| s.0 == i && s.1 == l).map(|s| s.2)
     }
 
-    /// The variable holding the index of access `i` at displacement `shift`, if kept.
+    /// The variable holding the index of access `i` at displacement `shift` at the
+    /// statement, if kept.
     pub fn kept(&self, i: usize, shift: &[usize]) -> Option<Var> {
-        self.kept.iter().find(|x| x.0 == i && x.1 == shift).map(|x| x.3)
+        self.kept
+            .iter()
+            .find(|x| x.0 == i && x.1 == shift)
+            .and_then(|x| x.3.last().copied())
     }
 }
 
 /// The indices kernel `k`'s scalar statement keeps under schedule `s`, declared in `f` with
 /// names from `prefix`: those of its target and loads (`all`: the kernel's accesses) in an LDM
-/// buffer of their own (`in_ldm`), when some tile has several points of the innermost loop.
+/// buffer of their own (`in_ldm`), when some tile has several points of some loop.
 pub(super) fn plan(
     k: &Kernel,
     s: &Schedule,
@@ -59,9 +68,8 @@ pub(super) fn plan(
     f: &mut Func,
     prefix: &str,
 ) -> Option<Indices> {
-    let inner = k.loops.len().checked_sub(1)?;
-    let several = extent_values(k, s, inner).is_none_or(|ns| ns.iter().any(|&n| n > 1));
-    if !several {
+    let several = |l: usize| extent_values(k, s, l).is_none_or(|ns| ns.iter().any(|&n| n > 1));
+    if !(0..k.loops.len()).any(several) {
         return None;
     }
     let mut places: Vec<(usize, Vec<usize>, Access)> =
@@ -95,20 +103,23 @@ pub(super) fn plan(
         line.push(Local::Var(v));
         v
     };
-    let moves = |i: usize| {
+    let moves = |i: usize, l: usize| {
         all[i]
             .index
             .iter()
-            .any(|x| matches!(x, Index::Affine(x) if x.terms.iter().any(|&(l, c)| l == inner && c != 0)))
+            .any(|x| matches!(x, Index::Affine(x) if x.terms.iter().any(|&(m, c)| m == l && c != 0)))
     };
-    let mut strides = Vec::new();
+    let mut strides: Vec<(usize, usize, Var)> = Vec::new();
     let mut kept = Vec::new();
     for (j, (i, shift, a)) in places.into_iter().enumerate() {
-        if moves(i) && !strides.iter().any(|s: &(usize, Var)| s.0 == i) {
-            strides.push((i, var(format!("{prefix}step{i}"))));
+        for l in 0..k.loops.len() {
+            if moves(i, l) && !strides.iter().any(|s| s.0 == i && s.1 == l) {
+                strides.push((i, l, var(format!("{prefix}step{i}_{l}"))));
+            }
         }
-        kept.push((i, shift, a, var(format!("{prefix}at{j}"))));
+        let walk = (0..k.loops.len()).map(|l| var(format!("{prefix}at{j}_{l}"))).collect();
+        kept.push((i, shift, a, walk));
     }
     f.decl_lines.push(line);
-    Some(Indices { inner, kept, strides })
+    Some(Indices { kept, strides })
 }
