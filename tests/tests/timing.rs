@@ -117,12 +117,14 @@ fn with_and_without_double_buffering(
     (a, b)
 }
 
-/// Double buffering shows in the modelled time. In `C[128, 2048] = A[128, 512] x B[512,
-/// 2048]` with two rows per CPE and tiles pinned to 2x64x64, B's 16 KiB tiles are double-buffered: the gets of
-/// the next tile overlap the compute of this one, so the kernel waits less for DMA and runs
-/// faster than the same schedule with single buffers. The gain is what the waits were: on
-/// a target without vectors, the scalar compute of a tile takes longer than the 64 CPEs'
-/// gets of it take the DMA queue (each CPE's two rows of vector code would not hide them).
+/// Double buffering shows in the modelled time. In `C[256, 2048] = A[256, 512] x B[512,
+/// 2048]` with four rows per CPE and tiles pinned to 4x64x64, B's 16 KiB tiles are
+/// double-buffered: the gets of the next tile overlap the compute of this one, so the kernel
+/// waits less for DMA and runs faster than the same schedule with single buffers. The gain is
+/// what the waits were: on a target without vectors, the scalar compute of a tile (16384
+/// multiply-adds, each waiting for the one before into the same element) takes longer than
+/// the 64 CPEs' gets of it take the DMA queue (each CPE's rows of vector code would not hide
+/// them).
 ///
 /// The scheduler's own schedules of the 64-row product are printed for comparison.
 #[test]
@@ -135,14 +137,14 @@ fn double_buffering_overlaps_dma_with_compute() {
         f32_vector_lanes: 1,
         ..Target::sw26010()
     };
-    let mut p = swflow_scheduler::pipeline::compile(&matmul(128), &target).unwrap();
+    let mut p = swflow_scheduler::pipeline::compile(&matmul(256), &target).unwrap();
     let k = p.kernels[0].clone();
     let mut s = k.schedule.clone().unwrap();
-    // Rows of the product split over the CPEs, two each.
+    // Rows of the product split over the CPEs, four each.
     let part = swflow_scheduler::schedule::partition::partition(&k, &target);
     s.ranges = (0..k.loops.len()).map(|l| part.range(&k, l)).collect();
     (s.partition, s.partition_points, s.chunk, s.grid) = (part.loops, part.points, part.chunk, part.grid);
-    for (l, tile) in [("m", 2), ("n", 64), ("k", 64)] {
+    for (l, tile) in [("m", 4), ("n", 64), ("k", 64)] {
         let i = k.loops.iter().position(|x| x.name == l).unwrap();
         s.tiles[i] = tile;
     }
@@ -154,7 +156,7 @@ fn double_buffering_overlaps_dma_with_compute() {
         "B's tile is double-buffered: {s:?}"
     );
     p.kernels[0].schedule = Some(s);
-    let (a, b) = with_and_without_double_buffering(&p, &target, 2 * points(128), "2x64x64 tiles, 128 rows", None);
+    let (a, b) = with_and_without_double_buffering(&p, &target, 2 * points(256), "4x64x64 tiles, 256 rows", None);
     assert!(a["dma_wait"].as_f64() < b["dma_wait"].as_f64());
     let (ta, tb) = (
         a["modelled_cycles"].as_f64().unwrap(),

@@ -219,7 +219,7 @@ struct Gen<'a> {
     lanewise: Option<lanewise::Vars>,
     /// The epilogue's lane-wise vector code, when it has one.
     epilogue: Option<lanewise::Vars>,
-    /// Without vector code, the scalar nest's indices kept across its innermost loop.
+    /// Without vector code, the scalar nest's indices walked through its loops.
     indices: Option<indices::Indices>,
     /// While set, [`Self::load_ref`] gives the places [`Self::indices`] keeps at their
     /// variables (set only while the scalar nest's statement is built).
