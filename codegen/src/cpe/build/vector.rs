@@ -189,10 +189,11 @@ pub(super) struct Vars {
     /// and the reduction loops' origins, of the target's first row and of each factor's first
     /// stream in the current row group, less that start for those moving along the lanes;
     /// set once per point of the outer loops, at the rows loop's origin (from
-    /// [`Vars::hoisted`] with a hoisted loop), and advanced by each row group's rows. A block's indices are these plus the lanes variable (a factor's that
-    /// does not move along the lanes, its base): the target and the moving factors take one
-    /// element per point of the lanes loop, and with a coalesced loop the rows of their boxes
-    /// are as long as the lanes loop's tile.
+    /// [`Vars::hoisted`] with a hoisted loop), and advanced by each row group's rows. A
+    /// block's indices are these plus the lanes variable (a factor's that does not move along
+    /// the lanes, its base): the target and the moving factors take one element per point of
+    /// the lanes loop, and with a coalesced loop the rows of their boxes are as long as the
+    /// lanes loop's tile.
     base: Option<[Var; 3]>,
     /// Where the plan hoists the bases ([`Plan::hoist`]): the bases at the hoisted loop's
     /// current point (at the rows loop's origin), and per base the elements from one point of
