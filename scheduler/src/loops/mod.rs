@@ -264,6 +264,13 @@ impl Access {
         }
     }
 
+    /// Whether some affine subscript moves along loop `l` (a gathered one is not counted).
+    pub fn uses_loop(&self, l: usize) -> bool {
+        self.index
+            .iter()
+            .any(|x| matches!(x, Index::Affine(x) if x.terms.iter().any(|&(m, c)| m == l && c != 0)))
+    }
+
     /// The extra extent of dimension `d` ([`Access::spread`]).
     pub fn spread(&self, d: usize) -> usize {
         self.spread.get(d).copied().unwrap_or(0)

@@ -103,17 +103,11 @@ pub(super) fn plan(
         line.push(Local::Var(v));
         v
     };
-    let moves = |i: usize, l: usize| {
-        all[i]
-            .index
-            .iter()
-            .any(|x| matches!(x, Index::Affine(x) if x.terms.iter().any(|&(m, c)| m == l && c != 0)))
-    };
     let mut strides: Vec<(usize, usize, Var)> = Vec::new();
     let mut kept = Vec::new();
     for (j, (i, shift, a)) in places.into_iter().enumerate() {
         for l in 0..k.loops.len() {
-            if moves(i, l) && !strides.iter().any(|s| s.0 == i && s.1 == l) {
+            if all[i].uses_loop(l) && !strides.iter().any(|s| s.0 == i && s.1 == l) {
                 strides.push((i, l, var(format!("{prefix}step{i}_{l}"))));
             }
         }

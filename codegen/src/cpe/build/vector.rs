@@ -101,19 +101,13 @@ pub(super) fn plan(
         shape.coalesced.is_none() && holds(0) && shape.factors.iter().all(|f| !f.along_lanes || holds(f.access));
     let vectors = shape.vectors;
     let all = swflow_scheduler::schedule::accesses(k);
-    let moves = |i: usize, l: usize| {
-        all[i].index.iter().any(|x| match x {
-            Index::Affine(x) => x.terms.iter().any(|&(m, c)| m == l && c != 0),
-            Index::Gathered { .. } => true,
-        })
-    };
     let based = [0, shape.factors[0].access, shape.factors[1].access];
     let hoist = shape
         .outer
         .last()
         .copied()
         .filter(|&l| extent_values(k, s, l).is_none_or(|ns| ns.iter().any(|&n| n > 1)))
-        .map(|l| (l, based.map(|i| moves(i, l))));
+        .map(|l| (l, based.map(|i| all[i].uses_loop(l))));
     let bases = shape.coalesced.is_some()
         || s.tiles[shape.lanes_loop] >= 2 * vectors * lanes
         || shape.rows_loop.is_some_and(|l| s.tiles[l] > shape.rows)
