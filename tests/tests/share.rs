@@ -8,8 +8,9 @@
 //! broadcasting this one where the broadcast holds the line (SW26010-Pro); and a buffer that
 //! a line does not all need cannot be shared.
 //! A padded window's box shared along a line is fetched in slices by every CPE of the line,
-//! and a box shared across the mesh by the first row's CPEs, with the results of the owner
-//! fetching it whole.
+//! a box shared across the mesh by the first row's CPEs, and one that the CPEs finish (a
+//! prologue's main box) by every CPE of the mesh, with the results of the owner fetching it
+//! whole.
 
 use swflow_frontend::interp;
 use swflow_frontend::ir::{ConvAttrs, DType, Graph, Op, Output, Tensor, TensorType};
@@ -17,7 +18,8 @@ use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::{kernel_stats, run_program};
 use swflow_scheduler::loops::{parse_kernel, print_kernel, Program};
 use swflow_scheduler::schedule::partition::Partition;
-use swflow_scheduler::schedule::share::{segment_lengths, split_dim, split_unit, MeshLine};
+use swflow_scheduler::schedule::prologue::prologue;
+use swflow_scheduler::schedule::share::{segment_lengths, split_dim, split_unit, spread, MeshLine};
 use swflow_scheduler::schedule::{planned, split_by, verify_schedule};
 use swflow_scheduler::target::Target;
 use swflow_tests::{run_both_engines, seeded_inputs};
@@ -425,6 +427,90 @@ fn split_boxes_across_the_mesh_give_the_owners_results() {
         assert_eq!(sends, slices * count(&whole_row, "reg_puts"), "{label}");
         assert_eq!(count(&row, "reg_gets"), 7 * sends, "{label}");
     }
+}
+
+/// `relu(x * s + b)` into a 1x1 convolution of `x[1, 20, 14, 14]` to 64 channels: a
+/// prologue that the CPEs apply to the boxes of `x` they fetch.
+fn normalised_conv() -> Graph {
+    swflow_frontend::ir::parse(
+        r#"graph "normalised_conv" {
+  %x: f32[1,20,14,14] = input
+  %s: f32[1,20,1,1] = input
+  %b: f32[20,1,1] = input
+  %w: f32[64,20,1,1] = input
+  %xs: f32[1,20,14,14] = mul(%x, %s)
+  %xb: f32[1,20,14,14] = add(%xs, %b)
+  %r: f32[1,20,14,14] = relu(%xb)
+  %y: f32[1,64,14,14] = conv(%r, %w) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=1}
+  output "y" = %y
+}"#,
+    )
+    .unwrap()
+}
+
+/// On SW26010-Pro a box shared across the mesh that its CPEs finish (here a prologue's main
+/// box) is *spread*: every CPE of the mesh fetches a slice and applies the prologue to it, the
+/// rows pass their slices along and then every row's slices go down the columns, so that no
+/// row finishes the box alone. Under a 64 x 1 grid of the normalised convolution (one output
+/// channel and every row a CPE, the whole input shared across the mesh in boxes of 10
+/// channels of 14 x 14, whose slices hold two channels each to fill whole 32-byte registers:
+/// 5 of the 64 CPEs fetch one, spread over five rows of the mesh), the outputs equal those of
+/// CPE 0 fetching and finishing whole boxes, bit for bit, through the C and the JIT (and the
+/// interpreter's within tolerance); the walk counts the same gets as the emulator; the
+/// prologue runs once per element of each box as before; and each box takes a broadcast along
+/// its row from each CPE with a slice (5) and one down every column from each row with one (5
+/// rows, 8 columns each), where the whole box takes one along the first row and one down each
+/// column (9), as do the prologue's two parameters, shared across the mesh whole.
+#[test]
+fn spread_boxes_give_the_owners_results_with_every_cpe_finishing_a_slice() {
+    let target = Target::sw26010pro();
+    let g = normalised_conv();
+    let inputs = seeded_inputs(&g, 17);
+    let want = interp::run(&g, &inputs).unwrap();
+    let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+    assert_eq!(p.kernels.len(), 1);
+    let k = &p.kernels[0];
+    let all = swflow_scheduler::schedule::accesses(k);
+    let i = prologue(k)
+        .and_then(|pr| pr.main_window(&all))
+        .expect("a prologue's main box");
+    let (m, o0) = (1, 2);
+    assert_eq!((k.loops[m].extent, k.loops[o0].extent), (64, 14));
+    let part = Partition {
+        loops: vec![m, o0],
+        points: 64 * 14,
+        chunk: 14,
+        grid: vec![64, 1],
+    };
+    let mut tiles = split_by(k, &p, &part, &target).unwrap().tiles;
+    tiles[k.loops.iter().position(|l| l.name == "c").expect("the reduction loop")] = 10;
+    let mut s = planned(k, &p, &part, tiles, &target);
+    assert_eq!(s.buffers[i].shared, Some(MeshLine::Mesh), "{}", s.describe(k, &p));
+    s.buffers[i].split = true;
+    verify_schedule(k, &p, &s, &target).unwrap();
+    assert!(spread(k, &s, i));
+    assert_eq!(s.buffers[i].dims[1], 10, "{}", s.describe(k, &p));
+    assert_eq!(split_unit(k, &p, &s, i, &segment_lengths(k, &s, target.cpes)), Some(2));
+    p.kernels[0].schedule = Some(s);
+    let k = &p.kernels[0];
+    let s = k.schedule.as_ref().unwrap();
+    let text = print_kernel(k, &p);
+    assert!(text.contains("shared across the mesh in slices"), "{text}");
+    assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule);
+
+    let (row, whole_row) = against_whole_boxes(&p, i, &g, &inputs, &want[0], &target, "spread");
+    let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap();
+    let walked = kernel_stats(&p, k, s, &target).traffic;
+    assert_eq!(
+        (walked.gets, walked.get_bytes),
+        (count(&row, "gets") as usize, count(&row, "get_bytes") as usize)
+    );
+    assert_eq!(count(&row, "flops"), count(&whole_row, "flops"));
+    // Two tiles of the reduction, each a box of `x` and of each parameter.
+    let tiles = 2;
+    assert_eq!(count(&whole_row, "reg_puts"), 3 * 9 * tiles);
+    assert_eq!(count(&row, "reg_puts"), (2 * 9 + 5 + 5 * 8) * tiles);
+    assert_eq!(count(&row, "reg_gets"), 7 * count(&row, "reg_puts"));
 }
 
 /// On SW26010-Pro a shared double buffer may be posted: each box broadcast a tile ahead, into

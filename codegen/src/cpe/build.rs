@@ -23,7 +23,9 @@ use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorId};
 use swflow_scheduler::schedule::prologue::Prologue;
-use swflow_scheduler::schedule::share::{segment_lengths, split_dim, split_unit, MeshLine, MESH_SIDE, REGISTER_BYTES};
+use swflow_scheduler::schedule::share::{
+    segment_lengths, slice_count, split_dim, split_unit, spread, MeshLine, MESH_SIDE, REGISTER_BYTES,
+};
 use swflow_scheduler::schedule::{accesses, is_written, keep_index, window_of, Residence, Schedule};
 use swflow_scheduler::target::Target;
 
@@ -115,11 +117,15 @@ struct BufVars {
 
 /// The slice of a split shared buffer's box that this CPE fetches and finishes
 /// (`swflow_scheduler::schedule::share::split_dim`): some of the box's indices along
-/// dimension `dim`, in whole units of `unit` indices. Then the line broadcasts the slices in
-/// rounds, one per CPE of it, each giving the range `lo..hi` of that CPE's slice.
+/// dimension `dim`, in whole units of `unit` indices, one of `parts` slices. Then the line
+/// broadcasts the slices in rounds, one per CPE of it, each giving the range `lo..hi` of that
+/// CPE's slice; a spread buffer's (`share::spread`) go along the rows and then down the
+/// columns.
 struct SliceVars {
     dim: usize,
     unit: i64,
+    parts: i64,
+    spread: bool,
     /// The slice as a box (per half, for a double buffer).
     start: Array,
     extent: Array,
@@ -524,6 +530,8 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             SliceVars {
                 dim,
                 unit,
+                parts: slice_count(k, s, i) as i64,
+                spread: spread(k, s, i),
                 start,
                 extent,
                 round,
@@ -1834,7 +1842,11 @@ impl Gen<'_> {
         let Some(line) = self.shared[i] else { return stmts };
         let mut out = Vec::new();
         if let Some(sv) = &self.buf_vars(i).slice {
-            let (lo, hi) = self.slice_range(i, sv, &row, position(line));
+            let fetched = match sv.spread {
+                true => Int::Cpe,
+                false => position(line),
+            };
+            let (lo, hi) = self.slice_range(i, sv, &row, fetched);
             let v = self.buf_vars(i);
             let mut bounds = Vec::new();
             for d in 0..self.rank(i) {
@@ -1858,8 +1870,9 @@ impl Gen<'_> {
             charge(&mut bounds, ops, Int::Const(self.rank(i) as i64));
             charge_once(&mut bounds, int(17) + branch(1));
             match line {
-                // Across the mesh only the first row fetches: the others' slices are empty.
-                MeshLine::Mesh => {
+                // Across the mesh only the first row fetches, unless the buffer is spread:
+                // the others' slices are empty.
+                MeshLine::Mesh if !sv.spread => {
                     let at: Vec<Int> = row.iter().cloned().chain([Int::Const(sv.dim as i64)]).collect();
                     let mut empty = vec![Stmt::SetElem(sv.extent, at, Int::Const(0))];
                     // The empty extent's store and the test of the slice below.
@@ -1909,15 +1922,22 @@ impl Gen<'_> {
     }
 
     /// The indices `lo..hi` of the split dimension of access `i`'s box (in box row `row`)
-    /// that the CPE at `position` of its line fetches, as `share::slice` computes them.
+    /// in slice `position` (fetched by the CPE at that position of its line, or of the mesh
+    /// where the buffer is spread), as `share::slice` computes them.
     fn slice_range(&self, i: usize, sv: &SliceVars, row: &Option<Int>, position: Int) -> (Int, Int) {
+        self.slices_range(i, sv, row, position.clone(), position)
+    }
+
+    /// The indices of the split dimension of access `i`'s box (in box row `row`) in the
+    /// slices `first..=last` together: from the first's start to the last's end.
+    fn slices_range(&self, i: usize, sv: &SliceVars, row: &Option<Int>, first: Int, last: Int) -> (Int, Int) {
         let at: Vec<Int> = row.iter().cloned().chain([Int::Const(sv.dim as i64)]).collect();
         let extent = Int::Elem(self.buf_vars(i).extent, at);
         let unit = Int::Const(sv.unit);
         let units = (extent.clone() + Int::Const(sv.unit - 1)) / unit.clone();
-        let side = Int::Const(MESH_SIDE as i64);
-        let bound = |p: Int| Int::min(unit.clone() * (p * units.clone() / side.clone()), extent.clone());
-        (bound(position.clone()), bound(position + Int::Const(1)))
+        let parts = Int::Const(sv.parts);
+        let bound = |p: Int| Int::min(unit.clone() * (p * units.clone() / parts.clone()), extent.clone());
+        (bound(first), bound(last + Int::Const(1)))
     }
 
     /// Whether this CPE has a slice of the box in box row `row` (set by [`Gen::get_box`]).
@@ -2025,10 +2045,10 @@ impl Gen<'_> {
         };
         let v = self.buf_vars(i);
         if let Some(sv) = &v.slice {
-            // The slice from `at` of the line (its range in `lo..hi`), sent along `line`
-            // by the CPE at `root` of it where `sends`, else received, when it is not empty.
-            let slice_broadcast = |at: Int, line: MeshLine, root: Int, sends: Cond| {
-                let (lo, hi) = self.slice_range(i, sv, &row, at);
+            // The slices `first..=last` (their range in `lo..hi`), sent along `line` by the
+            // CPE at `root` of it where `sends`, else received, when not empty.
+            let slice_broadcast = |first: Int, last: Int, line: MeshLine, root: Int, sends: Cond| {
+                let (lo, hi) = self.slices_range(i, sv, &row, first, last);
                 let mut out = vec![Stmt::Set(sv.lo, lo), Stmt::Set(sv.hi, hi)];
                 let (lo, hi) = (Int::Var(sv.lo), Int::Var(sv.hi));
                 let plane = self.plane(i, sv, &row);
@@ -2048,29 +2068,69 @@ impl Gen<'_> {
                 out
             };
             arrived.extend(next);
-            // Across the mesh, the first row's CPEs first send their slices down their
-            // columns; then every row passes its slices along, as a line does.
-            let line = match line {
-                MeshLine::Mesh => {
+            let side = Int::Const(MESH_SIDE as i64);
+            let round = Int::Var(sv.round);
+            let in_turn = |line: MeshLine| Cond::Eq(position(line), round.clone());
+            let rounds = match (sv.spread, line) {
+                // Every row passes its CPEs' slices along, in turn; then the rows' slices go
+                // down every column, a row's in each turn.
+                (true, _) => {
+                    let row_start = Int::Cpe / side.clone() * side.clone();
+                    let first = round.clone() * side.clone();
+                    vec![
+                        slice_broadcast(
+                            row_start.clone() + round.clone(),
+                            row_start + round.clone(),
+                            MeshLine::Row,
+                            round.clone(),
+                            in_turn(MeshLine::Row),
+                        ),
+                        slice_broadcast(
+                            first.clone(),
+                            first + side - Int::Const(1),
+                            MeshLine::Column,
+                            round.clone(),
+                            in_turn(MeshLine::Column),
+                        ),
+                    ]
+                }
+                // Across the mesh, the first row's CPEs first send their slices down their
+                // columns; then every row passes its slices along, as a line does.
+                (false, MeshLine::Mesh) => {
+                    let column = position(MeshLine::Mesh);
                     arrived.extend(slice_broadcast(
-                        position(MeshLine::Mesh),
+                        column.clone(),
+                        column,
                         MeshLine::Column,
                         Int::Const(0),
                         owner(MeshLine::Column),
                     ));
-                    MeshLine::Row
+                    let line = MeshLine::Row;
+                    vec![slice_broadcast(
+                        round.clone(),
+                        round.clone(),
+                        line,
+                        round.clone(),
+                        in_turn(line),
+                    )]
                 }
-                line => line,
+                (false, line) => vec![slice_broadcast(
+                    round.clone(),
+                    round.clone(),
+                    line,
+                    round.clone(),
+                    in_turn(line),
+                )],
             };
-            let round = Int::Var(sv.round);
-            let body = slice_broadcast(round.clone(), line, round.clone(), Cond::Eq(position(line), round));
-            arrived.push(Stmt::For {
-                var: sv.round,
-                from: Int::Const(0),
-                to: Int::Const(MESH_SIDE as i64),
-                step: Int::Const(1),
-                body,
-            });
+            for body in rounds {
+                arrived.push(Stmt::For {
+                    var: sv.round,
+                    from: Int::Const(0),
+                    to: Int::Const(MESH_SIDE as i64),
+                    step: Int::Const(1),
+                    body,
+                });
+            }
             arrived.extend(after);
             return arrived;
         }

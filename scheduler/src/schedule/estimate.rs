@@ -28,7 +28,9 @@
 //!   per register moving it; a split one's slices are fetched, finished and broadcast by the
 //!   line's CPEs in turn (the queue time the same), each CPE finishing its slice (across the
 //!   mesh, the first row's CPEs fetch them and send them down the columns at once, the largest
-//!   slice's broadcast, and every row then passes them along in turn);
+//!   slice's broadcast, and every row then passes them along in turn; a spread one's, one per
+//!   CPE of the mesh, go along every row in turn and then down every column, a row's in
+//!   each turn);
 //! - a sum of products runs in register blocks ([`super::blocking`]): each reduction step of
 //!   a block takes the cycles its shape does, over the tiles' rows (a short last tile runs
 //!   smaller blocks or single rows), and at every visit of a tile of the reduction loops
@@ -64,7 +66,9 @@ use crate::target::Target;
 use super::blocking::blocking;
 use super::lanewise::{self, LANEWISE_VECTORS};
 use super::reorder::access_traffic;
-use super::share::{segment_lengths, slice, split_dim, split_unit, MeshLine, MESH_SIDE, REGISTER_BYTES};
+use super::share::{
+    segment_lengths, slice, slice_count, split_dim, split_unit, spread, MeshLine, MESH_SIDE, REGISTER_BYTES,
+};
 use super::sizing::{box_dims, is_direct};
 use super::slow;
 use super::{Residence, Schedule};
@@ -496,18 +500,19 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         }
         false => vec![None; all.len()],
     };
-    // Per CPE of the line, the box's extent along the dimension a split buffer is split
-    // along and the indices of it that CPE fetches ([`share::slice`]); none for other
-    // accesses.
+    // Per slice of a split buffer's box ([`share::slice`], in the order of the CPEs that
+    // fetch them), the box's extent along the dimension it is split along and the slice's
+    // indices; none for other accesses.
     let slices = |i: usize, tiles: &[usize]| -> Vec<(usize, usize)> {
         let (Some(d), Some(unit)) = (split_dim(k, s, i), units[i]) else {
             return Vec::new();
         };
         let a = &all[i];
         let extent = box_dims(k, p, i, a, tiles).unwrap_or_default()[d];
-        (0..MESH_SIDE)
+        let parts = slice_count(k, s, i);
+        (0..parts)
             .map(|at| {
-                let (lo, hi) = slice(extent, unit, at);
+                let (lo, hi) = slice(extent, unit, at, parts);
                 (extent, hi - lo)
             })
             .collect()
@@ -664,9 +669,30 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                             }
                             let each: Vec<f64> = broadcasts.iter().map(|&b| cycles(b)).collect();
                             let turns: f64 = each.iter().sum();
-                            // Across the mesh, a split box's slices first go down the columns
-                            // at once, then along every row in turn.
                             let stages = match (line, slices.is_empty()) {
+                                // Spread across the mesh, the slices go along every row at
+                                // once, in turns (each the longest of its row's), and then
+                                // every row's slices down every column, in turns.
+                                (MeshLine::Mesh, false) if spread(k, s, a.access) => {
+                                    let bytes = |at: usize| box_bytes * slices[at].1 / slices[at].0.max(1);
+                                    let along: f64 = (0..MESH_SIDE)
+                                        .map(|column| {
+                                            (0..MESH_SIDE)
+                                                .map(|row| bytes(row * MESH_SIDE + column))
+                                                .filter(|&b| b > 0)
+                                                .map(cycles)
+                                                .fold(0.0, f64::max)
+                                        })
+                                        .sum();
+                                    let down: f64 = (0..MESH_SIDE)
+                                        .map(|row| (0..MESH_SIDE).map(|column| bytes(row * MESH_SIDE + column)).sum())
+                                        .filter(|&b: &usize| b > 0)
+                                        .map(cycles)
+                                        .sum();
+                                    along + down
+                                }
+                                // Across the mesh, a split box's slices first go down the
+                                // columns at once, then along every row in turn.
                                 (MeshLine::Mesh, false) => each.iter().copied().fold(0.0, f64::max) + turns,
                                 _ => line.stages() as f64 * turns,
                             };

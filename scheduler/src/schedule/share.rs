@@ -51,6 +51,13 @@
 //! one slice (by their column) and send it down their column, all columns at once, after
 //! which every row passes its slices along in turn, as a split line does. The box then
 //! crosses the lines once and its largest slice more, for a broadcast's latency per slice.
+//! But where the CPEs apply a prologue to the box, the first row would do it alone while the
+//! other rows waited: such a box is *spread* ([`spread`]):
+//! cut into one slice per CPE of the mesh, each fetched and finished by its CPE, every row
+//! passes its slices along in turn, and then each row's slices (contiguous in the box) go
+//! down every column in turn. The box crosses the lines as often, for twice the broadcasts'
+//! latencies, and every CPE finishes a 64th of it (light DenseNet-121's normalised 1x1
+//! convolution from 480 channels on 28 x 28 on SW26010-Pro: 143.1 -> 126.4 us).
 //!
 //! Where the CPEs broadcast by remote LDM access, a shared double buffer may instead be
 //! *posted* ([`may_post`]): its broadcasts are ones that only their senders call, made a tile
@@ -102,14 +109,58 @@ pub fn split_dim(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
 /// slice).
 pub fn may_split(k: &Kernel, s: &Schedule, i: usize) -> Option<usize> {
     let b = s.buffers.get(i)?;
-    let a = accesses(k).get(i)?.clone();
-    let finished = a.pad.is_some() || super::prologue::prologue(k).is_some_and(|pr| *pr.main == *a);
-    if !(b.shared? == MeshLine::Mesh || finished) {
+    if !(b.shared? == MeshLine::Mesh || finished(k, i)) {
         return None;
     }
     let d = b.dims.iter().position(|&n| n > 1)?;
     let unit = slice_unit(b.elem_bytes, b.dims.get(d + 1..)?.iter().product())?;
     (d + 1 < b.dims.len() && b.dims[d] >= 2 * unit).then_some(d)
+}
+
+/// Whether the CPEs finish access `i`'s boxes after their gets: a guarded read's (padding
+/// them) or a prologue's main one (applying the prologue).
+fn finished(k: &Kernel, i: usize) -> bool {
+    let Some(a) = accesses(k).get(i).cloned() else {
+        return false;
+    };
+    a.pad.is_some() || is_prologue_main(k, &a)
+}
+
+fn is_prologue_main(k: &Kernel, a: &crate::loops::Access) -> bool {
+    super::prologue::prologue(k).is_some_and(|pr| *pr.main == *a)
+}
+
+/// Whether split buffer `i` of `s` is *spread*: a prologue's main box shared across the mesh,
+/// which every CPE of the mesh fetches a slice of and applies the prologue to, not only the
+/// first row's (see the module comment). A guarded read's box, which its fetchers finish in
+/// about a cycle per element, is not: spread, light VGG-19's 3 x 3 convolutions on SW26010-Pro
+/// took partitions that shared their input across the mesh, estimated faster than the
+/// columns' posted slices they had and measured up to 5 % slower.
+pub fn spread(k: &Kernel, s: &Schedule, i: usize) -> bool {
+    split_dim(k, s, i).is_some()
+        && s.buffers[i].shared == Some(MeshLine::Mesh)
+        && accesses(k).get(i).is_some_and(|a| is_prologue_main(k, a))
+}
+
+/// How many slices a split buffer `i` of `s` cuts each box into ([`slice`]): one per CPE of
+/// the mesh where it is [`spread`], else one per CPE of a line.
+pub fn slice_count(k: &Kernel, s: &Schedule, i: usize) -> usize {
+    match spread(k, s, i) {
+        true => MESH_SIDE * MESH_SIDE,
+        false => MESH_SIDE,
+    }
+}
+
+/// The slice of split buffer `i` of `s` that CPE `cpe` fetches, if any, as an index of
+/// [`slice`]: where it is [`spread`], the CPE's own index; else its position along its line,
+/// and across the mesh only the first row's CPEs fetch, each its column's slice.
+pub fn fetched_slice(k: &Kernel, s: &Schedule, i: usize, cpe: usize) -> Option<usize> {
+    let line = s.buffers.get(i)?.shared?;
+    match (spread(k, s, i), line) {
+        (true, _) => Some(cpe),
+        (false, MeshLine::Mesh) => (cpe / MESH_SIDE == 0).then_some(cpe % MESH_SIDE),
+        (false, line) => Some(line.position(cpe)),
+    }
 }
 
 /// The distinct loop lengths of the segments of `s`'s CPEs on a mesh of `cpes` (see
@@ -195,13 +246,13 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-/// The range `lo..hi` of a split dimension of `extent` indices (in this box) that the CPE at
-/// `position` of its line fetches: whole units of `unit` indices, as evenly as they go, the
-/// last slice ending at the box's end. Some slices are empty when there are fewer units than
-/// CPEs in a line.
-pub fn slice(extent: usize, unit: usize, position: usize) -> (usize, usize) {
+/// The range `lo..hi` of a split dimension of `extent` indices (in this box) of slice
+/// `position` of `parts` ([`slice_count`]): whole units of `unit` indices, as evenly as they
+/// go, the last slice ending at the box's end. Some slices are empty when there are fewer
+/// units than parts.
+pub fn slice(extent: usize, unit: usize, position: usize, parts: usize) -> (usize, usize) {
     let units = extent.div_ceil(unit);
-    let at = |p: usize| (unit * (p * units / MESH_SIDE)).min(extent);
+    let at = |p: usize| (unit * (p * units / parts)).min(extent);
     (at(position), at(position + 1))
 }
 
@@ -255,15 +306,6 @@ impl MeshLine {
         match self {
             MeshLine::Row | MeshLine::Mesh => cpe % MESH_SIDE,
             MeshLine::Column => cpe / MESH_SIDE,
-        }
-    }
-
-    /// The slice of a split buffer that CPE `cpe` fetches, if any: its position along its
-    /// line; across the mesh, only the first row's CPEs fetch, each its column's slice.
-    pub fn fetched_slice(self, cpe: usize) -> Option<usize> {
-        match self {
-            MeshLine::Mesh => (cpe / MESH_SIDE == 0).then_some(cpe % MESH_SIDE),
-            _ => Some(self.position(cpe)),
         }
     }
 
@@ -452,7 +494,7 @@ mod tests {
 
     /// The slices of `extent` indices in units of `unit`, in line order.
     fn slices(extent: usize, unit: usize) -> Vec<(usize, usize)> {
-        (0..MESH_SIDE).map(|p| slice(extent, unit, p)).collect()
+        (0..MESH_SIDE).map(|p| slice(extent, unit, p, MESH_SIDE)).collect()
     }
 
     #[test]
