@@ -101,19 +101,24 @@ fn candidates_are_distinct_parallel_loops_that_fill_the_cpes() {
             let sizes = partition::block_sizes(&c.grid, &extents);
             assert_eq!(c.chunk, sizes.iter().product::<usize>(), "{c:?}");
             for ((&g, &size), &e) in c.grid.iter().zip(&sizes).zip(&extents) {
-                assert!(g >= 1 && (g - 1) * size < e, "{c:?}: an empty block");
+                let lengths: Vec<usize> = (0..g).map(|part| partition::block(part, g, e).1).collect();
+                assert!(lengths.iter().all(|&n| n > 0), "{c:?}: an empty block");
+                assert_eq!(lengths.iter().sum::<usize>(), e, "{c:?}");
+                assert_eq!(lengths.iter().max(), Some(&size), "{c:?}");
             }
             continue;
         }
         let without_last: usize = extents[..extents.len() - 1].iter().product();
         assert!(without_last < target.cpes || c == &all[0], "{c:?}");
     }
-    // Output channels (64) by rows (56): 8 x 8 blocks; 16 parts of the rows would leave two
-    // empty, so 14 parts of 4 rows take 4 parts of the channels.
+    // Output channels (64) by rows (56): 8 x 8 blocks; 4 parts of the channels by 16 parts
+    // of the rows (as even as they go: eight of 4 rows and eight of 3), or by 14 parts of 4
+    // rows, as few as give blocks that long.
     let (m, y) = (1, 2);
     assert_eq!(k.loops[m].name, "m");
     assert_eq!(k.loops[y].name, "o0");
     assert!(grids.contains(&(vec![m, y], vec![8, 8])), "{grids:?}");
+    assert!(grids.contains(&(vec![m, y], vec![4, 16])), "{grids:?}");
     assert!(grids.contains(&(vec![m, y], vec![4, 14])), "{grids:?}");
     // Each channel whole to a CPE, its rows whole: a grid of one part along the rows, whose
     // CPEs still share the input along the mesh's columns.

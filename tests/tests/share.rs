@@ -513,6 +513,92 @@ fn spread_boxes_give_the_owners_results_with_every_cpe_finishing_a_slice() {
     assert_eq!(count(&row, "reg_gets"), 7 * count(&row, "reg_puts"));
 }
 
+/// `y = conv(x, w)` in 4 groups: `x[1, 72, 8, 8]`, `w[72, 18, 1, 1]`, 18 channels a group.
+fn grouped_conv() -> Graph {
+    swflow_frontend::ir::parse(
+        r#"graph "grouped_conv" {
+  %x: f32[1,72,8,8] = input
+  %w: f32[72,18,1,1] = input
+  %y: f32[1,72,8,8] = conv(%x, %w) {strides=[1,1], dilations=[1,1], pads=[0,0,0,0], groups=4}
+  output "y" = %y
+}"#,
+    )
+    .unwrap()
+}
+
+/// On both targets a grid of the 4 groups by 16 parts of a group's 18 output channels (two
+/// parts of 2 channels and fourteen of 1, as even as they go) puts each group on two whole
+/// mesh rows, whose CPEs share the group's input along their row though their blocks differ
+/// in length: no tile loop of the channels encloses the input's transfers, so every CPE of a
+/// row receives each of its boxes once. The outputs equal those of the same schedule unshared
+/// bit for bit through the C and the JIT (and the interpreter's within tolerance), the walk
+/// counts the emulator's gets, and the rows' owners alone fetch the input: the other 56 CPEs'
+/// 18 x 8 x 8 floats each come off the unshared schedule's bytes.
+#[test]
+fn rows_of_uneven_blocks_share_what_every_block_reads_alike() {
+    let g = grouped_conv();
+    let inputs = seeded_inputs(&g, 19);
+    let want = interp::run(&g, &inputs).unwrap();
+    for target in [Target::sw26010(), Target::sw26010pro()] {
+        let label = target.name.clone();
+        let mut p = swflow_scheduler::pipeline::compile(&g, &target).unwrap();
+        assert_eq!(p.kernels.len(), 1);
+        let k = &p.kernels[0];
+        let loop_of = |name: &str| k.loops.iter().position(|l| l.name == name).unwrap();
+        let (groups, m) = (loop_of("g"), loop_of("m"));
+        assert_eq!((k.loops[groups].extent, k.loops[m].extent), (4, 18));
+        let part = Partition {
+            loops: vec![groups, m],
+            points: 72,
+            chunk: 2,
+            grid: vec![4, 16],
+        };
+        let s = split_by(k, &p, &part, &target).unwrap();
+        verify_schedule(k, &p, &s, &target).unwrap();
+        let all = swflow_scheduler::schedule::accesses(k);
+        let x = (0..all.len())
+            .find(|&i| p.tensor(k.operands[all[i].operand]).name == "x")
+            .unwrap();
+        assert_eq!(
+            s.buffers[x].shared,
+            Some(MeshLine::Row),
+            "{label}: {}",
+            s.describe(k, &p)
+        );
+        assert!(!s.order[..s.buffers[x].depth].contains(&m), "{label}");
+        let lengths: Vec<usize> = (0..64).map(|cpe| s.segments(cpe, &k.extents())[0].len[m]).collect();
+        assert!(lengths.contains(&1) && lengths.contains(&2), "{label}: {lengths:?}");
+        p.kernels[0].schedule = Some(s);
+        let mut unshared = p.clone();
+        for b in &mut unshared.kernels[0].schedule.as_mut().unwrap().buffers {
+            b.shared = None;
+            b.split = false;
+            b.posted = false;
+        }
+        let k = &p.kernels[0];
+        let s = k.schedule.as_ref().unwrap();
+        let text = print_kernel(k, &p);
+        assert_eq!(parse_kernel(&text, &p).unwrap().schedule, k.schedule, "{label}");
+
+        let (out, row) = run_both(&p, &g, &inputs, &target, &format!("uneven-rows-{label}"));
+        let (alone, alone_row) = run_both(&unshared, &g, &inputs, &target, &format!("uneven-alone-{label}"));
+        compare(&out, &alone, Comparison::Exact).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        compare(&out, &want[0], Comparison::Tolerance).unwrap_or_else(|m| panic!("{label}: {}", m.message));
+        let count = |row: &serde_json::Value, key: &str| row[key].as_u64().unwrap() as usize;
+        let walked = kernel_stats(&p, k, s, &target).traffic;
+        assert_eq!(
+            (walked.gets, walked.get_bytes),
+            (count(&row, "gets"), count(&row, "get_bytes")),
+            "{label}"
+        );
+        assert_eq!(
+            count(&alone_row, "get_bytes") - count(&row, "get_bytes"),
+            56 * 18 * 8 * 8 * 4,
+            "{label}"
+        );
+    }
+}
+
 /// On SW26010-Pro a shared double buffer may be posted: each box broadcast a tile ahead, into
 /// a third half, by remote-LDM broadcasts that only their senders call. For a box shared
 /// along columns (8 x 8 grid), along rows (4 x 16), across the mesh whole and in slices

@@ -22,6 +22,7 @@ use std::borrow::Cow;
 use swflow_emulator::timing::Ops;
 use swflow_frontend::ir::{strides, BinaryOp, DType, ReduceKind};
 use swflow_scheduler::loops::{Access, Affine, Expr, Index, Kernel, LoopKind, Program, Scalar, TensorId};
+use swflow_scheduler::schedule::partition;
 use swflow_scheduler::schedule::prologue::Prologue;
 use swflow_scheduler::schedule::share::{
     segment_lengths, slice_count, split_dim, split_unit, spread, MeshLine, MESH_SIDE, REGISTER_BYTES,
@@ -1030,15 +1031,20 @@ impl Gen<'_> {
         )));
         let extents = k.extents();
         let part_extents: Vec<usize> = s.partition.iter().map(|&l| extents[l]).collect();
-        let sizes = swflow_scheduler::schedule::partition::block_sizes(&s.grid, &part_extents);
+        let sizes = partition::block_sizes(&s.grid, &part_extents);
         let mut body = Vec::new();
         // Per loop its part (a quotient and a remainder, one for the last, in software), its
-        // start (a multiply) and its length (a subtract and a minimum).
+        // start (a multiply) and its length (a subtract and a minimum); where its parts are
+        // uneven, its start and the next part's (a multiply and a division each, in software)
+        // and their difference.
         let d = s.partition.len() as u32;
+        let uneven = (0..s.grid.len())
+            .filter(|&j| !partition::even(s.grid[j], part_extents[j]))
+            .count() as u32;
         charge_once(
             &mut body,
             Ops {
-                div: 2 * d - 1,
+                div: 2 * d - 1 + 2 * uneven,
                 ..int(4 * d)
             },
         );
@@ -1046,16 +1052,24 @@ impl Gen<'_> {
         for (j, &l) in s.partition.iter().enumerate().rev() {
             let g = Int::Const(s.grid[j] as i64);
             let part = match inner {
-                1 => Int::Cpe % g,
-                _ => Int::Cpe / Int::Const(inner) % g,
+                1 => Int::Cpe % g.clone(),
+                _ => Int::Cpe / Int::Const(inner) % g.clone(),
             };
             let (lo, len) = self.block[l].expect("a grid's loops have a block");
-            let size = Int::Const(sizes[j] as i64);
-            body.push(Stmt::Set(lo, part * size.clone()));
-            body.push(Stmt::Set(
-                len,
-                Int::min(size, Int::Const(extents[l] as i64) - Int::Var(lo)),
-            ));
+            let extent = Int::Const(extents[l] as i64);
+            match partition::even(s.grid[j], part_extents[j]) {
+                true => {
+                    let size = Int::Const(sizes[j] as i64);
+                    body.push(Stmt::Set(lo, part * size.clone()));
+                    body.push(Stmt::Set(len, Int::min(size, extent - Int::Var(lo))));
+                }
+                false => {
+                    // As `partition::block` cuts it.
+                    let next = (part.clone() + Int::Const(1)) * extent.clone() / g.clone();
+                    body.push(Stmt::Set(lo, part * extent / g));
+                    body.push(Stmt::Set(len, next - Int::Var(lo)));
+                }
+            }
             inner *= s.grid[j] as i64;
         }
         for (l, &ext) in extents.iter().enumerate().filter(|&(l, _)| self.pos[l].is_none()) {

@@ -572,14 +572,10 @@ pub fn extent_values(k: &Kernel, s: &Schedule, l: usize) -> Option<Vec<usize>> {
     // The lengths the loop's tiles cover: a grid's blocks, a chunked partition's one point
     // (its innermost loop, a segment), or the whole loop.
     let spans: Vec<usize> = match s.partition.iter().position(|&p| p == l) {
-        Some(j) if !s.grid.is_empty() => {
-            let part_extents: Vec<usize> = s.partition.iter().map(|&p| extents[p]).collect();
-            let size = super::partition::block_sizes(&s.grid, &part_extents)[j];
-            (0..s.grid[j])
-                .map(|part| extents[l].saturating_sub(part * size).min(size))
-                .filter(|&n| n > 0)
-                .collect()
-        }
+        Some(j) if !s.grid.is_empty() => (0..s.grid[j])
+            .map(|part| super::partition::block(part, s.grid[j], extents[l]).1)
+            .filter(|&n| n > 0)
+            .collect(),
         Some(j) if j + 1 == s.partition.len() => return None,
         Some(_) => vec![1],
         None => vec![extents[l]],

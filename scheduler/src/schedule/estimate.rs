@@ -33,7 +33,8 @@
 //!   each turn);
 //! - a sum of products runs in register blocks ([`super::blocking`]): each reduction step of
 //!   a block takes the cycles its shape does, over the tiles' rows (a short last tile runs
-//!   smaller blocks or single rows), and at every visit of a tile of the reduction loops
+//!   smaller blocks or single rows; where a grid cuts the rows loop into uneven parts, the
+//!   busiest CPE's is the part whose rows take longest), and at every visit of a tile of the reduction loops
 //!   each block loads and stores its accumulators and sets its indices;
 //! - another floating-point reduction in vectors waits at each reduction point for the
 //!   latency of its fold, once per block of vectors along the row of lane-wise vectors
@@ -224,13 +225,34 @@ fn tile_starts(k: &Kernel, s: &super::Schedule, l: usize, tiles: &[usize], range
     let within = if tiles[l] < ranges[l] { tiles[l] } else { 0 };
     let range = match s.partition.iter().position(|&p| p == l) {
         None => 0,
-        // A grid's blocks ([`super::partition::block_sizes`]).
-        Some(j) if !s.grid.is_empty() => extent.div_ceil(s.grid[j]),
+        // A grid's blocks ([`super::partition::block`]).
+        Some(j) if !s.grid.is_empty() => {
+            (0..s.grid[j]).fold(0, |g, part| gcd(g, super::partition::block(part, s.grid[j], extent).0))
+        }
         // A chunk's segments start where the chunks of the fused index fall in the loop.
         Some(j) if j + 1 == s.partition.len() => gcd(s.chunk, extent),
         Some(_) => 1,
     };
     gcd(within, range)
+}
+
+/// The lengths of the parts of loop `l` where a grid of `s` cuts it into uneven parts
+/// ([`super::partition::block`]); `None` for another loop or even parts.
+fn grid_parts(k: &Kernel, s: &super::Schedule, l: usize) -> Option<Vec<usize>> {
+    let j = s
+        .partition
+        .iter()
+        .position(|&p| p == l)
+        .filter(|_| !s.grid.is_empty())?;
+    let (parts, extent) = (s.grid[j], k.loops[l].extent);
+    (!super::partition::even(parts, extent)).then(|| {
+        let mut lengths: Vec<usize> = (0..parts)
+            .map(|part| super::partition::block(part, parts, extent).1)
+            .collect();
+        lengths.sort_unstable();
+        lengths.dedup();
+        lengths
+    })
 }
 
 /// Per dimension of access `a`'s tensor, whether its box moves along it from one tile to the
@@ -726,15 +748,26 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                 let points: f64 = ranges.iter().map(|&r| r as f64).product();
                 let per_point = match &blocked {
                     Some(b) => {
-                        // Over the segment's tiles along the rows loop, the last one short.
+                        // Over the segment's tiles along the rows loop, the last one short;
+                        // where a grid cuts that loop into uneven parts, over the part whose
+                        // rows take longest (a shorter part's last tile may run smaller
+                        // blocks).
                         let per_vector = b.rows_loop.map_or(b.cycles_per_vector(1), |l| {
-                            let (range, tile) = (ranges[l], seg_tiles[l]);
-                            let (full, rest) = (range / tile, range % tile);
-                            let mut rows = full as f64 * tile as f64 * b.cycles_per_vector(tile);
-                            if rest > 0 {
-                                rows += rest as f64 * b.cycles_per_vector(rest);
-                            }
-                            rows / range as f64
+                            let tile = seg_tiles[l];
+                            let rows = |range: usize| {
+                                let (full, rest) = (range / tile, range % tile);
+                                let mut rows = full as f64 * tile as f64 * b.cycles_per_vector(tile);
+                                if rest > 0 {
+                                    rows += rest as f64 * b.cycles_per_vector(rest);
+                                }
+                                rows
+                            };
+                            let slowest = grid_parts(k, s, l)
+                                .unwrap_or_else(|| vec![ranges[l]])
+                                .into_iter()
+                                .map(rows)
+                                .fold(0.0, f64::max);
+                            slowest / ranges[l] as f64
                         });
                         let row = seg_tiles[b.lanes_loop] * b.coalesced.map_or(1, |l| seg_tiles[l]);
                         per_vector * row.div_ceil(b.lanes) as f64 / row as f64

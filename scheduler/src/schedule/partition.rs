@@ -6,7 +6,10 @@
 //! *grid*, cuts each of its loops into parts: CPE `c` takes the block whose part numbers are
 //! `c`'s digits in the grid's mixed radix (the last loop's fastest), so that, for a matrix
 //! product split by rows and columns, each CPE reads a share of both factors instead of one of
-//! them whole.
+//! them whole. A loop's parts are as even as they go ([`block`]): 34 output channels of a
+//! group in 16 parts are two of 3 and fourteen of 2 rather than eleven of 3, one of 1 and four
+//! empty, so a grid of 4 groups by 16 parts keeps every CPE busy and puts each group on two
+//! whole mesh rows, which can share its input ([`super::share`]).
 
 use crate::loops::{Kernel, LoopKind};
 use crate::target::Target;
@@ -114,34 +117,40 @@ pub fn sparse(k: &Kernel, target: &Target) -> Vec<Partition> {
 }
 
 /// Block partitions of two of the `parallel` loops (in the kernel's order): for every power
-/// of two `a` up to the CPE count, the first loop in as few parts as give the blocks of `a`
-/// parts, and the second in as few as give those of the CPEs left for each (so that no block
-/// is empty), when the blocks leave at most an eighth of the CPEs idle. One loop may stay
-/// whole: such a grid splits the other as a chunked partition would, but lets the CPEs of a
-/// mesh line share the tiles that do not depend on it ([`super::share`]). (The estimate's
-/// compute stays near a lower bound, so it would undervalue the CPEs that a sparser grid
-/// leaves idle.)
+/// of two `a` up to the CPE count, the first loop in `a` parts and the second in the CPEs
+/// left for each (at most one part per value), and the same with each loop in as few parts
+/// as give blocks that long, when the blocks leave at most an eighth of the CPEs idle. One
+/// loop may stay whole: such a grid splits the other as a chunked partition would, but lets
+/// the CPEs of a mesh line share the tiles that do not depend on it ([`super::share`]). (The
+/// estimate's compute stays near a lower bound, so it would undervalue the CPEs that a
+/// sparser grid leaves idle.)
 fn grids(k: &Kernel, parallel: &[usize], cpes: usize) -> Vec<Partition> {
-    // The fewest parts of `extent` values whose blocks are those of `parts` parts.
+    // The fewest parts of `extent` values whose blocks are as long as those of `parts` parts.
     let fewest = |parts: usize, extent: usize| extent.div_ceil(extent.div_ceil(parts.clamp(1, extent)));
     let mut out: Vec<Partition> = Vec::new();
     for (i, &x) in parallel.iter().enumerate() {
         for &y in &parallel[i + 1..] {
             let extents = [k.loops[x].extent, k.loops[y].extent];
             for a in (0..).map(|e| 1usize << e).take_while(|&a| a <= cpes) {
-                let first = fewest(a, extents[0]);
-                let grid = vec![first, fewest(cpes / first, extents[1])];
-                if 8 * grid.iter().product::<usize>() < 7 * cpes {
-                    continue;
-                }
-                let p = Partition {
-                    loops: vec![x, y],
-                    points: extents.iter().product(),
-                    chunk: block_sizes(&grid, &extents).iter().product(),
-                    grid,
-                };
-                if !out.contains(&p) {
-                    out.push(p);
+                let first = a.min(extents[0]);
+                let fewer = fewest(a, extents[0]);
+                let grids = [
+                    vec![first, (cpes / first).min(extents[1])],
+                    vec![fewer, fewest(cpes / fewer, extents[1])],
+                ];
+                for grid in grids {
+                    if 8 * grid.iter().product::<usize>() < 7 * cpes {
+                        continue;
+                    }
+                    let p = Partition {
+                        loops: vec![x, y],
+                        points: extents.iter().product(),
+                        chunk: block_sizes(&grid, &extents).iter().product(),
+                        grid,
+                    };
+                    if !out.contains(&p) {
+                        out.push(p);
+                    }
                 }
             }
         }
@@ -149,17 +158,28 @@ fn grids(k: &Kernel, parallel: &[usize], cpes: usize) -> Vec<Partition> {
     out
 }
 
-/// Values of each loop of `extents` in one block of a `grid`: `ceil(extent / parts)`.
+/// Values of each loop of `extents` in the largest block of a `grid`: `ceil(extent / parts)`.
 pub fn block_sizes(grid: &[usize], extents: &[usize]) -> Vec<usize> {
     grid.iter().zip(extents).map(|(&g, &e)| e.div_ceil(g)).collect()
 }
 
-/// Whether every part of every loop holds a value: `parts <= extent` and the blocks before
-/// the last one leave it some.
+/// The first value and the length of part `part` of a loop of `extent` values cut into
+/// `parts` parts by a grid: from `floor(part * extent / parts)` to the next part's first, so
+/// the parts are as even as they go (none empty when `parts <= extent`, none longer than
+/// [`block_sizes`]'s), and all of that length where `parts` divides `extent`.
+pub fn block(part: usize, parts: usize, extent: usize) -> (usize, usize) {
+    let first = |p: usize| p * extent / parts.max(1);
+    (first(part), first(part + 1) - first(part))
+}
+
+/// Whether the parts of a loop of `extent` values cut into `parts` are all as long.
+pub fn even(parts: usize, extent: usize) -> bool {
+    parts >= 1 && extent % parts == 0
+}
+
+/// Whether every part of every loop holds a value: `1 <= parts <= extent`.
 pub fn covers(grid: &[usize], extents: &[usize]) -> bool {
-    grid.iter()
-        .zip(extents)
-        .all(|(&g, &e)| g >= 1 && g <= e && (g - 1) * e.div_ceil(g) < e)
+    grid.iter().zip(extents).all(|(&g, &e)| g >= 1 && g <= e)
 }
 
 impl Partition {
@@ -211,14 +231,12 @@ pub fn segments(
         if cpe >= blocks {
             return Vec::new();
         }
-        let sizes = block_sizes(grid, &loops.iter().map(|&l| extents[l]).collect::<Vec<_>>());
         let (mut start, mut len) = (vec![0; extents.len()], extents.to_vec());
         let mut rest = cpe;
         for (j, &l) in loops.iter().enumerate().rev() {
             let part = rest % grid[j];
             rest /= grid[j];
-            start[l] = part * sizes[j];
-            len[l] = sizes[j].min(extents[l] - start[l]);
+            (start[l], len[l]) = block(part, grid[j], extents[l]);
         }
         return vec![Segment { start, len }];
     }

@@ -23,7 +23,9 @@
 //!   the DMA queue once instead of eight times, for a second broadcast.
 //!
 //! The CPEs of a line must also walk their tiles in step, sending and receiving the same
-//! buffers in the same order: the blocks along the loop that varies are all the same size.
+//! buffers in the same order: where the loop that varies along the line has uneven parts
+//! ([`super::partition::block`]), so that its CPEs walk different numbers of its tiles, only
+//! a buffer whose transfers no tile loop of it encloses is shared.
 //! A shared buffer holds a whole number of registers per tile (its size rounded up to 32
 //! bytes), since register communication moves whole registers (remote LDM access takes the
 //! same sizes).
@@ -319,23 +321,21 @@ impl MeshLine {
 }
 
 /// The lines along which the mesh can share a read buffer, each with the partition loop
-/// `varying` along it, which the buffer must not use: none when the target or the partition
-/// does not allow it, both the columns and the rows with an 8 x 8 grid (see the module
-/// comment).
-fn lines_without(k: &Kernel, s: &Schedule, target: &Target) -> Vec<(MeshLine, usize)> {
+/// `varying` along it, which the buffer must not use, and whether that loop's parts are all
+/// as long ([`super::partition::even`]): none when the target or the partition does not
+/// allow it, both the columns and the rows with an 8 x 8 grid (see the module comment).
+fn lines_without(k: &Kernel, s: &Schedule, target: &Target) -> Vec<(MeshLine, usize, bool)> {
     if !target.timing.broadcasts() || target.cpes != MESH_SIDE * MESH_SIDE || s.grid.len() != 2 {
         return Vec::new();
     }
     let (gx, gy) = (s.grid[0], s.grid[1]);
-    let extents: Vec<usize> = s.partition.iter().map(|&l| k.loops[l].extent).collect();
-    let sizes = block_sizes(&s.grid, &extents);
-    let even = |j: usize| s.grid[j] * sizes[j] == extents[j];
+    let even = |j: usize| super::partition::even(s.grid[j], k.loops[s.partition[j]].extent);
     let mut out = Vec::new();
-    if MESH_SIDE % gy == 0 && gx * gy == target.cpes && even(0) {
-        out.push((MeshLine::Column, s.partition[0]));
+    if MESH_SIDE % gy == 0 && gx * gy == target.cpes {
+        out.push((MeshLine::Column, s.partition[0], even(0)));
     }
-    if gy % MESH_SIDE == 0 && even(1) {
-        out.push((MeshLine::Row, s.partition[1]));
+    if gy % MESH_SIDE == 0 {
+        out.push((MeshLine::Row, s.partition[1], even(1)));
     }
     out
 }
@@ -359,7 +359,11 @@ fn mesh_wide(k: &Kernel, s: &Schedule, target: &Target) -> Option<Vec<usize>> {
 }
 
 /// Per access of `k` (in [`accesses`] order), the lines its buffer may be shared along, the
-/// widest first: read buffers that use no loop varying along the line.
+/// widest first: read buffers that use no loop varying along the line. Where that loop's
+/// parts are uneven, the CPEs of the line walk different numbers of its tiles, so only a
+/// buffer whose transfers no tile loop of it encloses is shared: each CPE of the line visits
+/// it as often, in the same order (light ShuffleNet's grouped 1x1 convolutions, on grids of 4
+/// groups by 16 parts of 34 channels, share each group's input along two mesh rows).
 fn lines(k: &Kernel, s: &Schedule, target: &Target) -> Vec<Vec<MeshLine>> {
     let line = lines_without(k, s, target);
     let mesh = mesh_wide(k, s, target);
@@ -381,7 +385,13 @@ fn lines(k: &Kernel, s: &Schedule, target: &Target) -> Vec<Vec<MeshLine>> {
             if mesh.as_ref().is_some_and(|cut| !cut.iter().any(|&l| uses(l))) {
                 out.push(MeshLine::Mesh);
             }
-            out.extend(line.iter().filter(|&&(_, varying)| !uses(varying)).map(|&(l, _)| l));
+            let depth = s.buffers.get(i).map_or(0, |b| b.depth);
+            let walked_alike = |varying: usize| !s.order.iter().take(depth).any(|&l| l == varying);
+            out.extend(
+                line.iter()
+                    .filter(|&&(_, varying, even)| !uses(varying) && (even || walked_alike(varying)))
+                    .map(|&(l, _, _)| l),
+            );
             out
         })
         .collect()
