@@ -13,7 +13,8 @@
 //! - a CPE waits a get's latency for every visit of the single buffers filled at one depth
 //!   (their gets are issued together, with the first get of the double buffers there; a
 //!   double buffer's later gets are issued a tile ahead, and hide their latency behind one
-//!   tile's work: a CPE whose tiles take less waits for the rest),
+//!   tile's work: a CPE whose tiles take less waits for the rest, and so does the line of a
+//!   shared one that is not posted, for its owner's gets),
 //!   and, as the CPEs walk their tiles in step, for the queue to serve every CPE's gets into
 //!   single buffers, every CPE's first gets into double buffers (no CPE computes before its
 //!   first tile has come, and the queue serves the CPEs in turn), and every CPE's puts from
@@ -644,6 +645,11 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                             if double {
                                 e.shared_fill[slot] += a.gets.min(1) as f64 * get;
                                 e.shared_wait += a.gets.min(1) as f64 * d.get_latency_cycles;
+                                // The owner gets each later box a tile ahead, as a CPE does
+                                // its own (a posted box, two tiles ahead: below).
+                                if !b.is_some_and(|b| b.posted) {
+                                    prefetched = prefetched.max(a.gets);
+                                }
                             } else {
                                 e.shared_stall[slot] += w;
                                 single(a.gets);
