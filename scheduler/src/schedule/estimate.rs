@@ -35,8 +35,8 @@
 //! - a sum of products runs in register blocks ([`super::blocking`]): each reduction step of
 //!   a block takes the cycles its shape does, over the tiles' rows (a short last tile runs
 //!   smaller blocks or single rows; where a grid cuts the rows loop into uneven parts, the
-//!   busiest CPE's is the part whose rows take longest), and at every visit of a tile of the reduction loops
-//!   each block loads and stores its accumulators and sets its indices;
+//!   busiest CPE's is the part whose rows take longest), and at every visit of a tile of the
+//!   reduction loops each block loads and stores its accumulators and sets its indices;
 //! - another floating-point reduction in vectors waits at each reduction point for the
 //!   latency of its fold, once per block of vectors along the row of lane-wise vectors
 //!   ([`super::lanewise::run`]; the lanes left fold one at a time, or as one more vector
