@@ -10,7 +10,7 @@ use swflow_frontend::interp;
 use swflow_frontend::ir::{BinaryOp, DType, Graph, Op, Output, ReduceKind, TensorType, UnaryOp};
 use swflow_frontend::tolerance::{compare, Comparison};
 use swflow_scheduler::exec::cpe::kernel_stats;
-use swflow_scheduler::loops::Program;
+use swflow_scheduler::loops::{LoopKind, Program};
 use swflow_scheduler::pipeline::{compile_with, Fuse, Options};
 use swflow_scheduler::tape::{Stream, TapeMode, TapeOptions};
 use swflow_scheduler::target::Target;
@@ -220,14 +220,31 @@ fn the_arena_is_taken_from_the_streaming_kernels_ldm() {
             plan.describe(&p)
         );
         // A limit as large as the LDM: the stream takes halves of one CPE's share of the
-        // 96x160 product (each CPE writes at most 960 bytes of it), in one layer.
+        // 96x160 product (the most that a CPE's blocks of it hold under its producer's
+        // schedule), in one layer.
         let p = streamed(&g, &target, target.ldm_bytes);
         let plan = p.tape.as_ref().unwrap();
         let [x] = plan.streams.as_slice() else {
             panic!("one tensor streams: {}", plan.describe(&p))
         };
+        let producer = &p.kernels[x.producer];
+        let schedule = producer.schedule.as_ref().unwrap();
+        let most = (0..target.cpes)
+            .map(|cpe| {
+                let segments = schedule.segments(cpe, &producer.extents());
+                let points = |len: &[usize]| -> usize {
+                    (0..len.len())
+                        .filter(|&l| producer.loops[l].kind == LoopKind::Parallel)
+                        .map(|l| len[l])
+                        .product()
+                };
+                segments.iter().map(|seg| points(&seg.len)).sum::<usize>()
+            })
+            .max()
+            .unwrap();
         let share = x.elements.iter().max().unwrap() * 4;
-        assert!(share <= 960, "{share} bytes per CPE");
+        assert_eq!(share, 4 * most, "{share} bytes per CPE");
+        assert!(share < 96 * 160 * 4 / 8, "{share} bytes per CPE");
         assert_eq!(
             x.arena_bytes,
             2 * share.next_multiple_of(swflow_scheduler::schedule::LDM_BUFFER_ALIGN)
