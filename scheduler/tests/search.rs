@@ -105,6 +105,10 @@ fn candidates_are_distinct_parallel_loops_that_fill_the_cpes() {
                 assert!(lengths.iter().all(|&n| n > 0), "{c:?}: an empty block");
                 assert_eq!(lengths.iter().sum::<usize>(), e, "{c:?}");
                 assert_eq!(lengths.iter().max(), Some(&size), "{c:?}");
+                let mut distinct = lengths.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                assert_eq!(distinct, partition::part_lengths(g, e), "{c:?}");
             }
             continue;
         }

@@ -118,14 +118,13 @@ struct BufVars {
 
 /// The slice of a split shared buffer's box that this CPE fetches and finishes
 /// (`swflow_scheduler::schedule::share::split_dim`): some of the box's indices along
-/// dimension `dim`, in whole units of `unit` indices, one of `parts` slices. Then the line
-/// broadcasts the slices in rounds, one per CPE of it, each giving the range `lo..hi` of that
-/// CPE's slice; a spread buffer's (`share::spread`) go along the rows and then down the
-/// columns.
+/// dimension `dim`, in whole units of `unit` indices, one of `share::slice_count` slices.
+/// Then the line broadcasts the slices in rounds, one per CPE of it, each giving the range
+/// `lo..hi` of that CPE's slice; a spread buffer's (`share::spread`) go along the rows and
+/// then down the columns.
 struct SliceVars {
     dim: usize,
     unit: i64,
-    parts: i64,
     spread: bool,
     /// The slice as a box (per half, for a double buffer).
     start: Array,
@@ -531,7 +530,6 @@ pub fn build(p: &Program, k: &Kernel, fields: Fields, target: &Target) -> Result
             SliceVars {
                 dim,
                 unit,
-                parts: slice_count(k, s, i) as i64,
                 spread: spread(k, s, i),
                 start,
                 extent,
@@ -1949,7 +1947,7 @@ impl Gen<'_> {
         let extent = Int::Elem(self.buf_vars(i).extent, at);
         let unit = Int::Const(sv.unit);
         let units = (extent.clone() + Int::Const(sv.unit - 1)) / unit.clone();
-        let parts = Int::Const(sv.parts);
+        let parts = Int::Const(slice_count(sv.spread) as i64);
         let bound = |p: Int| Int::min(unit.clone() * (p * units.clone() / parts.clone()), extent.clone());
         (bound(first), bound(last + Int::Const(1)))
     }

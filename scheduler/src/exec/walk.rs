@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use crate::loops::{Access, Index, Kernel, LoopKind, Program};
 use crate::schedule::clip::Clipped;
-use crate::schedule::share::{fetched_slice, slice, slice_count, split_dim};
+use crate::schedule::share::{fetched_slice, slice, slice_count, split_dim, spread};
 use crate::schedule::{accesses, is_written, keep_index, Residence, Schedule};
 use crate::tape::stream::Layering;
 
@@ -255,7 +255,7 @@ pub fn count(
     let direct_reads = (1..s.buffers.len()).filter(|&i| direct(i) && !is_written(k, i)).count();
     let pads: Vec<bool> = accesses(k).iter().map(|a| a.pad.is_some()).collect();
     let splits: Vec<Option<usize>> = (0..s.buffers.len()).map(|i| split_dim(k, s, i)).collect();
-    let parts: Vec<usize> = (0..s.buffers.len()).map(|i| slice_count(k, s, i)).collect();
+    let spreads: Vec<bool> = (0..s.buffers.len()).map(|i| spread(k, s, i)).collect();
     for cpe in 0..cpes {
         // Per streamed access: its layers.
         let mut layers: Vec<Layering> = moves
@@ -285,13 +285,13 @@ pub fn count(
                     first_visit,
                 } => {
                     let (start, extent) = match (splits[access], s.buffers[access].shared) {
-                        (Some(d), Some(_)) if moves[access] == Moves::Boxes => {
+                        (Some(d), Some(line)) if moves[access] == Moves::Boxes => {
                             let unit = units[access].expect("a split buffer has a unit");
-                            let Some(at) = fetched_slice(k, s, access, cpe) else {
+                            let Some(at) = fetched_slice(line, spreads[access], cpe) else {
                                 // Across the mesh, only the first row fetches, unless spread.
                                 return Ok(());
                             };
-                            let (lo, hi) = slice(extent[d], unit, at, parts[access]);
+                            let (lo, hi) = slice(extent[d], unit, at, slice_count(spreads[access]));
                             if lo == hi {
                                 // This CPE has no slice of the box.
                                 return Ok(());

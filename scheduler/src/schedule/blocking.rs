@@ -572,8 +572,8 @@ pub fn extent_values(k: &Kernel, s: &Schedule, l: usize) -> Option<Vec<usize>> {
     // The lengths the loop's tiles cover: a grid's blocks, a chunked partition's one point
     // (its innermost loop, a segment), or the whole loop.
     let spans: Vec<usize> = match s.partition.iter().position(|&p| p == l) {
-        Some(j) if !s.grid.is_empty() => (0..s.grid[j])
-            .map(|part| super::partition::block(part, s.grid[j], extents[l]).1)
+        Some(j) if !s.grid.is_empty() => super::partition::part_lengths(s.grid[j], extents[l])
+            .into_iter()
             .filter(|&n| n > 0)
             .collect(),
         Some(j) if j + 1 == s.partition.len() => return None,

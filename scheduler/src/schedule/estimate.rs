@@ -246,14 +246,7 @@ fn grid_parts(k: &Kernel, s: &super::Schedule, l: usize) -> Option<Vec<usize>> {
         .position(|&p| p == l)
         .filter(|_| !s.grid.is_empty())?;
     let (parts, extent) = (s.grid[j], k.loops[l].extent);
-    (!super::partition::even(parts, extent)).then(|| {
-        let mut lengths: Vec<usize> = (0..parts)
-            .map(|part| super::partition::block(part, parts, extent).1)
-            .collect();
-        lengths.sort_unstable();
-        lengths.dedup();
-        lengths
-    })
+    (!super::partition::even(parts, extent)).then(|| super::partition::part_lengths(parts, extent))
 }
 
 /// Per dimension of access `a`'s tensor, whether its box moves along it from one tile to the
@@ -523,6 +516,8 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         }
         false => vec![None; all.len()],
     };
+    // Per access, whether its buffer is spread across the mesh ([`share::spread`]).
+    let spreads: Vec<bool> = (0..all.len()).map(|i| units[i].is_some() && spread(k, s, i)).collect();
     // Per slice of a split buffer's box ([`share::slice`], in the order of the CPEs that
     // fetch them), the box's extent along the dimension it is split along and the slice's
     // indices; none for other accesses.
@@ -532,7 +527,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
         };
         let a = &all[i];
         let extent = box_dims(k, p, i, a, tiles).unwrap_or_default()[d];
-        let parts = slice_count(k, s, i);
+        let parts = slice_count(spreads[i]);
         (0..parts)
             .map(|at| {
                 let (lo, hi) = slice(extent, unit, at, parts);
@@ -701,7 +696,7 @@ pub fn estimate(k: &Kernel, p: &Program, s: &Schedule, target: &Target) -> Estim
                                 // Spread across the mesh, the slices go along every row at
                                 // once, in turns (each the longest of its row's), and then
                                 // every row's slices down every column, in turns.
-                                (MeshLine::Mesh, false) if spread(k, s, a.access) => {
+                                (MeshLine::Mesh, false) if spreads[a.access] => {
                                     let bytes = |at: usize| box_bytes * slices[at].1 / slices[at].0.max(1);
                                     let along: f64 = (0..MESH_SIDE)
                                         .map(|column| {

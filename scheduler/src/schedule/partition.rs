@@ -172,6 +172,16 @@ pub fn block(part: usize, parts: usize, extent: usize) -> (usize, usize) {
     (first(part), first(part + 1) - first(part))
 }
 
+/// The lengths the parts of [`block`] take, shortest first: `extent / parts`, and one more
+/// where `parts` does not divide `extent`.
+pub fn part_lengths(parts: usize, extent: usize) -> Vec<usize> {
+    let short = extent / parts.max(1);
+    match even(parts, extent) {
+        true => vec![short],
+        false => vec![short, short + 1],
+    }
+}
+
 /// Whether the parts of a loop of `extent` values cut into `parts` are all as long.
 pub fn even(parts: usize, extent: usize) -> bool {
     parts >= 1 && extent % parts == 0

@@ -144,21 +144,21 @@ pub fn spread(k: &Kernel, s: &Schedule, i: usize) -> bool {
         && accesses(k).get(i).is_some_and(|a| is_prologue_main(k, a))
 }
 
-/// How many slices a split buffer `i` of `s` cuts each box into ([`slice`]): one per CPE of
-/// the mesh where it is [`spread`], else one per CPE of a line.
-pub fn slice_count(k: &Kernel, s: &Schedule, i: usize) -> usize {
-    match spread(k, s, i) {
+/// How many slices a split buffer cuts each box into ([`slice`]): one per CPE of the mesh
+/// where it is [`spread`], else one per CPE of a line.
+pub fn slice_count(spread: bool) -> usize {
+    match spread {
         true => MESH_SIDE * MESH_SIDE,
         false => MESH_SIDE,
     }
 }
 
-/// The slice of split buffer `i` of `s` that CPE `cpe` fetches, if any, as an index of
-/// [`slice`]: where it is [`spread`], the CPE's own index; else its position along its line,
-/// and across the mesh only the first row's CPEs fetch, each its column's slice.
-pub fn fetched_slice(k: &Kernel, s: &Schedule, i: usize, cpe: usize) -> Option<usize> {
-    let line = s.buffers.get(i)?.shared?;
-    match (spread(k, s, i), line) {
+/// The slice that CPE `cpe` fetches of a split buffer shared along `line`, if any, as an
+/// index of [`slice`]: where the buffer is [`spread`], the CPE's own index; else its position
+/// along its line, and across the mesh only the first row's CPEs fetch, each its column's
+/// slice.
+pub fn fetched_slice(line: MeshLine, spread: bool, cpe: usize) -> Option<usize> {
+    match (spread, line) {
         (true, _) => Some(cpe),
         (false, MeshLine::Mesh) => (cpe / MESH_SIDE == 0).then_some(cpe % MESH_SIDE),
         (false, line) => Some(line.position(cpe)),
